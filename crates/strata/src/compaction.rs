@@ -1,0 +1,349 @@
+//! Leveled compaction: choosing what to merge ([`pick`]) and merging it ([`run`]).
+//!
+//! Level 0 holds flushed files that may overlap; levels 1 and below are sorted runs whose
+//! target sizes grow by the size ratio `T`. A level whose score (file count for L0, bytes over
+//! target below) reaches 1 is compacted into the next: one file (round-robin over the key
+//! space), or all of L0, with every file of the next level that overlaps it. A single input
+//! with nothing beneath it moves down without being rewritten.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::iter::level::LevelIterator;
+use crate::iter::merge::MergingIterator;
+use crate::iter::{BoxedIter, InternalIterator};
+use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal_key};
+use crate::sstable::TableOptions;
+use crate::sstable::builder::TableBuilder;
+use crate::version::edit::{NewFile, VersionEdit};
+use crate::version::{FileMeta, TableStore, Version};
+
+/// The shape of the tree the picker aims for.
+#[derive(Debug, Clone)]
+pub(crate) struct LevelTargets {
+    pub l0_trigger: usize,
+    pub level1_bytes: u64,
+    pub size_ratio: u64,
+}
+
+impl LevelTargets {
+    pub(crate) fn target_bytes(&self, level: usize) -> u64 {
+        let mut t = self.level1_bytes;
+        for _ in 1..level {
+            t = t.saturating_mul(self.size_ratio);
+        }
+        t
+    }
+
+    /// Compaction score per level (the last level has none).
+    pub(crate) fn scores(&self, v: &Version) -> Vec<f64> {
+        (0..NUM_LEVELS - 1)
+            .map(|l| {
+                if l == 0 {
+                    v.levels[0].len() as f64 / self.l0_trigger as f64
+                } else {
+                    v.level_bytes(l) as f64 / self.target_bytes(l) as f64
+                }
+            })
+            .collect()
+    }
+}
+
+/// A chosen compaction.
+pub(crate) struct Compaction {
+    pub level: usize,
+    pub inputs: Vec<Arc<FileMeta>>,
+    pub next_inputs: Vec<Arc<FileMeta>>,
+    /// The version the inputs were chosen from (kept alive while the job runs).
+    pub version: Arc<Version>,
+}
+
+impl Compaction {
+    pub(crate) fn output_level(&self) -> usize {
+        self.level + 1
+    }
+
+    pub(crate) fn is_trivial_move(&self) -> bool {
+        self.inputs.len() == 1 && self.next_inputs.is_empty()
+    }
+
+    fn user_range(&self) -> (Vec<u8>, Vec<u8>) {
+        let all = self.inputs.iter().chain(&self.next_inputs);
+        let smallest = all
+            .clone()
+            .map(|f| f.smallest_user_key())
+            .min()
+            .unwrap_or_default()
+            .to_vec();
+        let largest = all
+            .map(|f| f.largest_user_key())
+            .max()
+            .unwrap_or_default()
+            .to_vec();
+        (smallest, largest)
+    }
+
+    pub(crate) fn input_bytes(&self) -> u64 {
+        self.inputs
+            .iter()
+            .chain(&self.next_inputs)
+            .map(|f| f.size)
+            .sum()
+    }
+}
+
+/// Picks the most urgent compaction whose levels are not busy, if any level needs one.
+pub(crate) fn pick(
+    v: &Arc<Version>,
+    targets: &LevelTargets,
+    busy: &[bool; NUM_LEVELS],
+    pointers: &[Vec<u8>; NUM_LEVELS],
+) -> Option<Compaction> {
+    let scores = targets.scores(v);
+    let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
+    order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]));
+    for level in order {
+        if busy[level] || busy[level + 1] {
+            continue;
+        }
+        let inputs: Vec<Arc<FileMeta>> = if level == 0 {
+            v.levels[0].clone()
+        } else {
+            let files = &v.levels[level];
+            let ptr = &pointers[level];
+            let f = files
+                .iter()
+                .find(|f| ptr.is_empty() || f.largest_user_key() > crate::key::user_key(ptr))
+                .or_else(|| files.first())?;
+            vec![f.clone()]
+        };
+        return Some(with_next_level(v, level, inputs));
+    }
+    None
+}
+
+/// Builds the compaction of `inputs` (from `level`) with the overlapping files beneath.
+pub(crate) fn with_next_level(
+    v: &Arc<Version>,
+    level: usize,
+    inputs: Vec<Arc<FileMeta>>,
+) -> Compaction {
+    let smallest = inputs
+        .iter()
+        .map(|f| f.smallest_user_key())
+        .min()
+        .unwrap_or_default();
+    let largest = inputs
+        .iter()
+        .map(|f| f.largest_user_key())
+        .max()
+        .unwrap_or_default();
+    let next_inputs = v.overlapping(level + 1, Some(smallest), Some(largest));
+    Compaction {
+        level,
+        inputs,
+        next_inputs,
+        version: v.clone(),
+    }
+}
+
+/// True when no level below `output_level` may hold `user_key`, so a tombstone for it has
+/// nothing left to hide.
+fn is_bottom_for_key(v: &Version, output_level: usize, user_key: &[u8]) -> bool {
+    for files in v.levels.iter().skip(output_level + 1) {
+        let i = files.partition_point(|f| f.largest_user_key() < user_key);
+        if files
+            .get(i)
+            .is_some_and(|f| f.smallest_user_key() <= user_key)
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// What a compaction job needs from the database.
+pub(crate) struct JobContext<'a> {
+    pub store: &'a Arc<TableStore>,
+    pub table_options: &'a TableOptions,
+    pub target_file_bytes: u64,
+    /// The oldest sequence number any reader may still ask for.
+    pub smallest_snapshot: SeqNo,
+    pub new_file_number: &'a dyn Fn() -> FileNumber,
+    pub shutting_down: &'a AtomicBool,
+}
+
+/// The outcome of a compaction job: the edit to log and what it cost.
+pub(crate) struct JobResult {
+    pub edit: VersionEdit,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// Merges the inputs into new files of the output level. Files written before a failure are
+/// removed again.
+pub(crate) fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobResult> {
+    let mut outputs: Vec<NewFile> = Vec::new();
+    let result = merge_into(c, ctx, &mut outputs);
+    if result.is_err() {
+        for f in &outputs {
+            let _ = ctx.store.fs.remove(&ctx.store.table_path(f.number));
+        }
+    }
+    let bytes_written = result?;
+    let mut edit = VersionEdit::default();
+    for f in c.inputs.iter() {
+        edit.deleted.push((Level(c.level), f.number));
+    }
+    for f in c.next_inputs.iter() {
+        edit.deleted.push((Level(c.output_level()), f.number));
+    }
+    edit.added = outputs;
+    if c.level > 0
+        && let Some(last) = c.inputs.last()
+    {
+        edit.compact_pointers
+            .push((Level(c.level), last.largest.clone()));
+    }
+    Ok(JobResult {
+        edit,
+        bytes_read: c.input_bytes(),
+        bytes_written,
+    })
+}
+
+fn merge_into(c: &Compaction, ctx: &JobContext<'_>, outputs: &mut Vec<NewFile>) -> Result<u64> {
+    let mut children: Vec<BoxedIter> = Vec::new();
+    if c.level == 0 {
+        for f in &c.inputs {
+            children.push(Box::new(f.table()?.iter(false)));
+        }
+    } else {
+        children.push(Box::new(LevelIterator::new(c.inputs.clone(), false)));
+    }
+    if !c.next_inputs.is_empty() {
+        children.push(Box::new(LevelIterator::new(c.next_inputs.clone(), false)));
+    }
+    let mut it = MergingIterator::new(children);
+    it.seek_to_first()?;
+
+    let fs: &dyn FileSystem = ctx.store.fs.as_ref();
+    let mut builder: Option<(TableBuilder, FileNumber)> = None;
+    let mut current_key: Vec<u8> = Vec::new();
+    let mut have_key = false;
+    let mut last_seq_for_key = SeqNo::MAX;
+    let mut bytes_written = 0u64;
+    let mut since_check = 0u32;
+    let (range_lo, range_hi) = c.user_range();
+    debug_assert!(range_lo <= range_hi);
+
+    while it.valid() {
+        since_check += 1;
+        if since_check >= 1024 {
+            since_check = 0;
+            // Relaxed: a late observation only delays the abort.
+            if ctx.shutting_down.load(Ordering::Relaxed) {
+                return Err(Error::Closed);
+            }
+        }
+        let key = it.key();
+        let p = parse_internal_key(key).ok_or_else(|| {
+            Error::corruption(
+                ctx.store.dir.clone(),
+                0,
+                "malformed internal key in compaction input",
+            )
+        })?;
+        let new_user_key = !have_key || p.user_key != current_key.as_slice();
+        if new_user_key {
+            // Cut output files only between user keys, so a key never spans two files.
+            if let Some((b, _)) = &builder
+                && b.estimated_size() >= ctx.target_file_bytes
+                && let Some((b, number)) = builder.take()
+            {
+                bytes_written += finish_output(b, number, c.output_level(), outputs)?;
+            }
+            current_key.clear();
+            current_key.extend_from_slice(p.user_key);
+            have_key = true;
+            last_seq_for_key = SeqNo::MAX;
+        }
+        let drop = if last_seq_for_key <= ctx.smallest_snapshot {
+            // A newer version of this key is visible to every reader.
+            true
+        } else {
+            p.kind == ValueKind::Delete
+                && p.seq <= ctx.smallest_snapshot
+                && is_bottom_for_key(&c.version, c.output_level(), p.user_key)
+        };
+        last_seq_for_key = p.seq;
+        if !drop {
+            if builder.is_none() {
+                let number = (ctx.new_file_number)();
+                let path = ctx.store.table_path(number);
+                let file = fs
+                    .create(&path)
+                    .map_err(|e| Error::io("create", &path, e))?;
+                builder = Some((
+                    TableBuilder::new(file, path, ctx.table_options.clone()),
+                    number,
+                ));
+            }
+            if let Some((b, _)) = &mut builder {
+                b.add(key, it.value())?;
+            }
+        }
+        it.next()?;
+    }
+    if let Some((b, number)) = builder.take() {
+        bytes_written += finish_output(b, number, c.output_level(), outputs)?;
+    }
+    Ok(bytes_written)
+}
+
+fn finish_output(
+    b: TableBuilder,
+    number: FileNumber,
+    level: usize,
+    outputs: &mut Vec<NewFile>,
+) -> Result<u64> {
+    // Record the file first so that a failure below still removes it.
+    outputs.push(NewFile {
+        level: Level(level),
+        number,
+        size: 0,
+        smallest: Vec::new(),
+        largest: Vec::new(),
+        entries: 0,
+        deletions: 0,
+    });
+    let s = b.finish()?;
+    if let Some(last) = outputs.last_mut() {
+        last.size = s.file_size;
+        last.smallest = s.smallest;
+        last.largest = s.largest;
+        last.entries = s.entries;
+        last.deletions = s.deletions;
+    }
+    Ok(s.file_size)
+}
+
+/// Builds the edit for a trivial move: the file changes level, its bytes stay.
+pub(crate) fn trivial_move_edit(c: &Compaction) -> VersionEdit {
+    let mut edit = VersionEdit::default();
+    for f in &c.inputs {
+        edit.deleted.push((Level(c.level), f.number));
+        edit.added.push(NewFile {
+            level: Level(c.output_level()),
+            number: f.number,
+            size: f.size,
+            smallest: f.smallest.clone(),
+            largest: f.largest.clone(),
+            entries: f.entries,
+            deletions: f.deletions,
+        });
+    }
+    edit
+}

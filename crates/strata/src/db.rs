@@ -1,0 +1,1440 @@
+//! The database: the write path (group commit into WAL and memtable), the read path over a
+//! super-version, and the background flush and compaction threads.
+//!
+//! Locking: `DbInner::state` guards the version set, the memtable list and the writer queue.
+//! Only the write leader does WAL I/O, holding `wal` but not `state`. Readers take an `Arc` of
+//! the current [`SuperVersion`] under a read lock held for one clone, and do their I/O with no
+//! lock held.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::batch::{WriteBatch, decode_record};
+use crate::cache::BlockCache;
+use crate::compaction::{self, Compaction, JobContext, LevelTargets};
+use crate::error::{Error, Result};
+use crate::fs::FileLock;
+use crate::iter::BoxedIter;
+use crate::iter::db_iter::DbIter;
+use crate::iter::level::LevelIterator;
+use crate::iter::merge::MergingIterator;
+use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, lookup_key};
+use crate::log::{LogKind, LogWriter, RecoveryMode, header_record, read_log, strip_header};
+use crate::memtable::{Lookup, MemTable};
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::{Snapshot, SnapshotList};
+use crate::sstable::TableOptions;
+use crate::sstable::builder::TableBuilder;
+use crate::stats::{FileInfo, LevelStats, Stats};
+use crate::version::edit::{NewFile, VersionEdit};
+use crate::version::set::VersionSet;
+use crate::version::{TableStore, Version, io_err, table_file_name, wal_file_name};
+
+/// Batches grouped into one WAL record stop growing past this size.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// What readers see: the memtables and the level structure, installed together.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables, newest first.
+    pub imm: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
+}
+
+enum WriteKind {
+    Batch(WriteBatch),
+    /// Turn the active memtable immutable (for `flush` and the age timer).
+    SwitchMemtable,
+}
+
+struct Writer {
+    kind: WriteKind,
+    sync: bool,
+    done: AtomicBool,
+    result: Mutex<Option<Result<()>>>,
+}
+
+struct State {
+    versions: VersionSet,
+    mem: Arc<MemTable>,
+    /// Immutable memtables, oldest first.
+    imm: VecDeque<Arc<MemTable>>,
+    queue: VecDeque<Arc<Writer>>,
+    /// The first failure that may have lost data; writes are refused from then on.
+    bg_error: Option<Error>,
+    closed: bool,
+    busy_levels: [bool; NUM_LEVELS],
+    /// Sequence numbers handed out to write groups (visible or not yet).
+    last_allocated: SeqNo,
+    wal_number: FileNumber,
+}
+
+#[derive(Default)]
+struct Counters {
+    user_bytes: AtomicU64,
+    wal_bytes: AtomicU64,
+    flush_bytes: AtomicU64,
+    compaction_bytes_written: AtomicU64,
+    compaction_bytes_read: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    trivial_moves: AtomicU64,
+    stall_micros: AtomicU64,
+    wal_tail_dropped_bytes: AtomicU64,
+    wal_salvaged_bytes: AtomicU64,
+}
+
+pub(crate) struct DbInner {
+    opts: Options,
+    dir: PathBuf,
+    store: Arc<TableStore>,
+    table_options: TableOptions,
+    targets: LevelTargets,
+    state: Mutex<State>,
+    /// Writers wait here for their turn, for room, and for flushes to finish.
+    writer_cv: Condvar,
+    /// Background threads wait here for work.
+    bg_cv: Condvar,
+    super_version: RwLock<Arc<SuperVersion>>,
+    /// The last sequence number whose write is complete; reads see up to here.
+    visible: AtomicU64,
+    /// The active WAL; held only by the write leader and by memtable switches, which run as
+    /// the leader.
+    wal: Mutex<Option<LogWriter>>,
+    snapshots: Arc<SnapshotList>,
+    counters: Counters,
+    shutting_down: AtomicBool,
+    _lock: Box<dyn FileLock>,
+}
+
+/// An open database. Dropping it closes it; [`Db::close`] does the same and reports errors.
+///
+/// `Db` is `Send + Sync`: share it between threads with an `Arc`.
+///
+/// ```
+/// # fn main() -> strata::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+/// db.put(b"hello", b"world")?;
+/// assert_eq!(db.get(b"hello")?, Some(b"world".to_vec()));
+/// db.delete(b"hello")?;
+/// assert_eq!(db.get(b"hello")?, None);
+/// db.close()?;
+/// # Ok(()) }
+/// ```
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoning only means another thread panicked while holding the lock; the engine's
+    // own consistency is tracked by `bg_error`, so carry on.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn parse_file_name(name: &str) -> Option<(FileNumber, &str)> {
+    let (stem, ext) = name.split_once('.')?;
+    Some((FileNumber(stem.parse().ok()?), ext))
+}
+
+impl Db {
+    /// Opens the database in `path`, creating it when `options.create_if_missing` is set.
+    ///
+    /// Recovery replays the WAL files newer than the last flush. A torn last record is
+    /// dropped; damage elsewhere is [`Error::Corruption`] unless `options.wal_recovery` is
+    /// [`RecoveryMode::Salvage`]. A second opener of the same directory gets
+    /// [`Error::Locked`].
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = options.fs.clone();
+        if !fs.exists(&dir) {
+            if !options.create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "database {} does not exist (create_if_missing is off)",
+                    dir.display()
+                )));
+            }
+            fs.create_dir_all(&dir)
+                .map_err(io_err("create directory", &dir))?;
+        }
+        let lock_path = dir.join("LOCK");
+        let file_lock = fs.lock(&lock_path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock => Error::Locked(dir.clone()),
+            _ => Error::io("lock", &lock_path, e),
+        })?;
+        let store = Arc::new(TableStore {
+            fs: fs.clone(),
+            dir: dir.clone(),
+            cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
+        });
+        let exists = fs.exists(&dir.join("CURRENT"));
+        if exists && options.error_if_exists {
+            return Err(Error::InvalidArgument(format!(
+                "database {} already exists",
+                dir.display()
+            )));
+        }
+        if !exists && !options.create_if_missing {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds no database",
+                dir.display()
+            )));
+        }
+        let mut versions = if exists {
+            VersionSet::recover(store.clone())?
+        } else {
+            VersionSet::empty(store.clone())
+        };
+        let table_options = TableOptions {
+            block_size: options.block_size,
+            restart_interval: options.block_restart_interval,
+            bloom_bits_per_key: options.bloom_bits_per_key,
+            compression: options.compression,
+            index_kind: options.index_kind,
+        };
+        let counters = Counters::default();
+
+        // Replay the WALs that hold writes not yet in an SST.
+        let names = fs.list(&dir).map_err(io_err("list", &dir))?;
+        let mut wals: Vec<FileNumber> = Vec::new();
+        for name in &names {
+            if let Some((n, ext)) = parse_file_name(name) {
+                versions.mark_file_number_used(n);
+                if ext == "wal" && n >= versions.log_number {
+                    wals.push(n);
+                }
+            }
+        }
+        wals.sort();
+        let mut last_seq = versions.last_sequence;
+        let mut edit = VersionEdit::default();
+        let mut mem = Arc::new(MemTable::new(FileNumber(0)));
+        'replay: for number in &wals {
+            let path = dir.join(wal_file_name(*number));
+            let data = fs.read_all(&path).map_err(io_err("read", &path))?;
+            let contents = read_log(&path, &data, options.wal_recovery)?;
+            counters
+                .wal_tail_dropped_bytes
+                .fetch_add(contents.torn_tail_bytes, Ordering::Relaxed);
+            let salvaged = contents.salvaged_bytes;
+            for (offset, record) in strip_header(&path, contents, LogKind::Wal)? {
+                let (seq, batch) = match decode_record(&record) {
+                    Ok(d) => d,
+                    Err(e) if options.wal_recovery == RecoveryMode::Salvage => {
+                        let _ = e;
+                        counters
+                            .wal_salvaged_bytes
+                            .fetch_add(data.len() as u64 - offset, Ordering::Relaxed);
+                        break 'replay;
+                    }
+                    Err(e) => return Err(e.at(&path, offset)),
+                };
+                let mut s = seq.0;
+                for op in batch.iter() {
+                    let op = op.map_err(|e| e.at(&path, offset))?;
+                    mem.add(SeqNo(s), op.kind, op.key, op.value);
+                    s += 1;
+                }
+                if batch.count() > 0 {
+                    last_seq = last_seq.max(SeqNo(s - 1));
+                }
+                if mem.approximate_size() >= options.write_buffer_size {
+                    edit.added
+                        .push(write_level0(&store, &table_options, &mut versions, &mem)?);
+                    mem = Arc::new(MemTable::new(FileNumber(0)));
+                }
+            }
+            if salvaged > 0 {
+                counters
+                    .wal_salvaged_bytes
+                    .fetch_add(salvaged, Ordering::Relaxed);
+                break 'replay;
+            }
+        }
+        if !mem.is_empty() {
+            edit.added
+                .push(write_level0(&store, &table_options, &mut versions, &mem)?);
+        }
+        if !edit.added.is_empty() {
+            fs.sync_dir(&dir).map_err(io_err("fsync", &dir))?;
+        }
+        // A fresh WAL for new writes; older ones are obsolete once the edit is logged.
+        let wal_number = versions.new_file_number();
+        let wal = create_wal(&store, wal_number)?;
+        edit.log_number = Some(wal_number);
+        edit.last_sequence = Some(last_seq);
+        versions.log_and_apply(edit)?;
+
+        let mem = Arc::new(MemTable::new(wal_number));
+        let version = versions.current();
+        let sv = Arc::new(SuperVersion {
+            mem: mem.clone(),
+            imm: Vec::new(),
+            version,
+        });
+        let state = State {
+            versions,
+            mem,
+            imm: VecDeque::new(),
+            queue: VecDeque::new(),
+            bg_error: None,
+            closed: false,
+            busy_levels: [false; NUM_LEVELS],
+            last_allocated: last_seq,
+            wal_number,
+        };
+        let inner = Arc::new(DbInner {
+            targets: LevelTargets {
+                l0_trigger: options.level0_compaction_trigger,
+                level1_bytes: options.level1_max_bytes,
+                size_ratio: options.size_ratio,
+            },
+            dir,
+            store,
+            table_options,
+            state: Mutex::new(state),
+            writer_cv: Condvar::new(),
+            bg_cv: Condvar::new(),
+            super_version: RwLock::new(sv),
+            visible: AtomicU64::new(last_seq.0),
+            wal: Mutex::new(Some(wal)),
+            snapshots: Arc::new(SnapshotList::default()),
+            counters,
+            shutting_down: AtomicBool::new(false),
+            _lock: file_lock,
+            opts: options,
+        });
+        inner.delete_obsolete_files(&names);
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|e| Error::io("spawn thread", &inner.dir, e))
+        };
+        let i = inner.clone();
+        threads.push(spawn(
+            "strata-flush".into(),
+            Box::new(move || i.flush_loop()),
+        )?);
+        for n in 0..inner.opts.max_background_compactions {
+            let i = inner.clone();
+            threads.push(spawn(
+                format!("strata-compact-{n}"),
+                Box::new(move || i.compaction_loop()),
+            )?);
+        }
+        Ok(Db { inner, threads })
+    }
+
+    /// Sets `key` to `value`, with default write options.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Removes `key`; removing a missing key is not an error.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Applies a batch atomically. With `options.sync` the batch is durable against power
+    /// loss when this returns; see [`WriteOptions`] for the whole contract.
+    pub fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return self.inner.check_writable();
+        }
+        self.inner.write(WriteKind::Batch(batch), options.sync)
+    }
+
+    /// The value of `key` in the latest state, or `None`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, &ReadOptions::default())
+    }
+
+    /// The value of `key` as `options` say (a snapshot, or the latest state).
+    pub fn get_with(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key, options)
+    }
+
+    /// Takes a snapshot of the current state.
+    pub fn snapshot(&self) -> Snapshot {
+        let inner = &self.inner;
+        inner
+            .snapshots
+            .acquire(|| SeqNo(inner.visible.load(Ordering::Acquire)))
+    }
+
+    /// An iterator over the state `options` name, within its bounds. It keeps every file it
+    /// may read alive until dropped. Position it with a seek before reading.
+    pub fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
+        self.inner.check_open()?;
+        Ok(self.inner.iter(options))
+    }
+
+    /// The entries with keys in `range`, in key order.
+    ///
+    /// ```
+    /// # fn main() -> strata::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+    /// for k in [b"a", b"b", b"c", b"d"] {
+    ///     db.put(k, b"v")?;
+    /// }
+    /// let keys: Vec<Vec<u8>> = db
+    ///     .scan(b"b".to_vec()..b"d".to_vec())?
+    ///     .map(|e| e.map(|(k, _)| k))
+    ///     .collect::<strata::Result<_>>()?;
+    /// assert_eq!(keys, vec![b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn scan(&self, range: impl std::ops::RangeBounds<Vec<u8>>) -> Result<Scan> {
+        self.scan_with(range, ReadOptions::default(), false)
+    }
+
+    /// The entries with keys in `range`, in reverse key order.
+    pub fn scan_rev(&self, range: impl std::ops::RangeBounds<Vec<u8>>) -> Result<Scan> {
+        self.scan_with(range, ReadOptions::default(), true)
+    }
+
+    /// [`Db::scan`] or [`Db::scan_rev`] with read options (a snapshot, for example); the
+    /// range narrows the options' bounds.
+    pub fn scan_with(
+        &self,
+        range: impl std::ops::RangeBounds<Vec<u8>>,
+        mut options: ReadOptions,
+        reverse: bool,
+    ) -> Result<Scan> {
+        use std::ops::Bound;
+        let successor = |k: &Vec<u8>| {
+            let mut s = k.clone();
+            s.push(0);
+            s
+        };
+        let lower = match range.start_bound() {
+            Bound::Included(k) => Some(k.clone()),
+            Bound::Excluded(k) => Some(successor(k)),
+            Bound::Unbounded => None,
+        };
+        let upper = match range.end_bound() {
+            Bound::Included(k) => Some(successor(k)),
+            Bound::Excluded(k) => Some(k.clone()),
+            Bound::Unbounded => None,
+        };
+        if let Some(l) = lower {
+            options.lower_bound = Some(options.lower_bound.map_or(l.clone(), |o| o.max(l)));
+        }
+        if let Some(u) = upper {
+            options.upper_bound = Some(options.upper_bound.map_or(u.clone(), |o| o.min(u)));
+        }
+        let it = self.iter(&options)?;
+        Ok(Scan {
+            it,
+            reverse,
+            started: false,
+            done: false,
+        })
+    }
+
+    /// Turns the memtable into an SST now and waits until every memtable is flushed.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Compacts every file that overlaps `[begin, end]` (`None` is unbounded) down the
+    /// tree, after a flush. With both `None` the whole database ends in one sorted level,
+    /// without overwritten versions or deleted keys that no snapshot needs.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.flush()?;
+        self.inner.compact_range(begin, end)
+    }
+
+    /// The engine's statistics: levels, memtables, cache, bytes written.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// The total size of the keys and values a full scan returns: the live data, to set
+    /// against the on-disk size in [`Stats`]. Reads the whole database.
+    pub fn live_data_bytes(&self) -> Result<u64> {
+        let mut it = self.iter(&ReadOptions {
+            skip_cache: true,
+            ..ReadOptions::default()
+        })?;
+        it.seek_to_first()?;
+        let mut total = 0u64;
+        while it.valid() {
+            total += (it.key().len() + it.value().len()) as u64;
+            it.next()?;
+        }
+        Ok(total)
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Closes the database: stops background work, makes the WAL durable and releases the
+    /// lock. Everything acknowledged before is kept.
+    pub fn close(mut self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> Result<()> {
+        {
+            let mut st = lock(&self.inner.state);
+            if st.closed {
+                return Ok(());
+            }
+            st.closed = true;
+        }
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        self.inner.bg_cv.notify_all();
+        self.inner.writer_cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let mut wal = lock(&self.inner.wal);
+        if let Some(w) = wal.as_mut() {
+            w.sync()?;
+        }
+        *wal = None;
+        Ok(())
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close_inner();
+    }
+}
+
+fn create_wal(store: &TableStore, number: FileNumber) -> Result<LogWriter> {
+    let path = store.dir.join(wal_file_name(number));
+    let file = store.fs.create(&path).map_err(io_err("create", &path))?;
+    let mut w = LogWriter::new(file, path);
+    w.add_record(&header_record(LogKind::Wal))?;
+    w.flush()?;
+    // The WAL's directory entry must be durable before synced writes land in it.
+    store
+        .fs
+        .sync_dir(&store.dir)
+        .map_err(io_err("fsync", &store.dir))?;
+    Ok(w)
+}
+
+/// Writes a memtable to a new level-0 SST (synced) and describes it for an edit.
+fn write_level0(
+    store: &TableStore,
+    opts: &TableOptions,
+    versions: &mut VersionSet,
+    mem: &Arc<MemTable>,
+) -> Result<NewFile> {
+    let number = versions.new_file_number();
+    build_table_from_memtable(store, opts, number, mem)
+}
+
+fn build_table_from_memtable(
+    store: &TableStore,
+    opts: &TableOptions,
+    number: FileNumber,
+    mem: &Arc<MemTable>,
+) -> Result<NewFile> {
+    use crate::iter::InternalIterator;
+    let path = store.dir.join(table_file_name(number));
+    let result = (|| {
+        let file = store.fs.create(&path).map_err(io_err("create", &path))?;
+        let mut b = TableBuilder::new(file, path.clone(), opts.clone());
+        let mut it = mem.iter();
+        it.seek_to_first()?;
+        while it.valid() {
+            b.add(it.key(), it.value())?;
+            it.next()?;
+        }
+        b.finish()
+    })();
+    match result {
+        Ok(s) => Ok(NewFile {
+            level: Level(0),
+            number,
+            size: s.file_size,
+            smallest: s.smallest,
+            largest: s.largest,
+            entries: s.entries,
+            deletions: s.deletions,
+        }),
+        Err(e) => {
+            let _ = store.fs.remove(&path);
+            Err(e)
+        }
+    }
+}
+
+impl DbInner {
+    fn check_open(&self) -> Result<()> {
+        if lock(&self.state).closed {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        let st = lock(&self.state);
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        match &st.bg_error {
+            Some(e) => Err(Error::Poisoned(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    fn super_version(&self) -> Arc<SuperVersion> {
+        self.super_version
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Publishes the state's memtables and version to readers. Requires: `state` is locked.
+    fn install_super_version(&self, st: &State) {
+        let sv = Arc::new(SuperVersion {
+            mem: st.mem.clone(),
+            imm: st.imm.iter().rev().cloned().collect(),
+            version: st.versions.current(),
+        });
+        *self
+            .super_version
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = sv;
+    }
+
+    fn poison(&self, st: &mut State, e: &Error) {
+        if st.bg_error.is_none() {
+            st.bg_error = Some(e.duplicate());
+        }
+        self.writer_cv.notify_all();
+    }
+
+    fn write(&self, kind: WriteKind, sync: bool) -> Result<()> {
+        let w = Arc::new(Writer {
+            kind,
+            sync,
+            done: AtomicBool::new(false),
+            result: Mutex::new(None),
+        });
+        let mut st = lock(&self.state);
+        st.queue.push_back(w.clone());
+        // Acquire: pairs with the Release store by the leader that completed this writer.
+        while !w.done.load(Ordering::Acquire)
+            && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, &w))
+        {
+            st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if w.done.load(Ordering::Acquire) {
+            return lock(&w.result).take().unwrap_or(Ok(()));
+        }
+        // This writer leads: it writes its own batch and those queued behind it.
+        let force = matches!(w.kind, WriteKind::SwitchMemtable);
+        let (st2, room) = self.make_room_for_write(st, force);
+        st = st2;
+        if let Err(e) = room {
+            st.queue.pop_front();
+            self.writer_cv.notify_all();
+            return Err(e);
+        }
+        if force {
+            st.queue.pop_front();
+            self.writer_cv.notify_all();
+            return Ok(());
+        }
+        let mut group: Vec<Arc<Writer>> = Vec::new();
+        let mut bytes = 0usize;
+        let mut sync_group = false;
+        let first_size = match &w.kind {
+            WriteKind::Batch(b) => b.approximate_size(),
+            WriteKind::SwitchMemtable => 0,
+        };
+        // Small writes do not wait behind a large group.
+        let limit = if first_size <= 128 << 10 {
+            first_size + (128 << 10)
+        } else {
+            MAX_GROUP_BYTES
+        };
+        for cand in st.queue.iter() {
+            let WriteKind::Batch(b) = &cand.kind else {
+                break;
+            };
+            if !group.is_empty()
+                && (bytes + b.approximate_size() > limit || (cand.sync && !sync_group))
+            {
+                break;
+            }
+            bytes += b.approximate_size();
+            sync_group |= cand.sync;
+            group.push(cand.clone());
+        }
+        let count: u64 = group
+            .iter()
+            .map(|g| match &g.kind {
+                WriteKind::Batch(b) => u64::from(b.count()),
+                WriteKind::SwitchMemtable => 0,
+            })
+            .sum();
+        let first_seq = SeqNo(st.last_allocated.0 + 1);
+        st.last_allocated = SeqNo(st.last_allocated.0 + count);
+        let last_seq = st.last_allocated;
+        let mem = st.mem.clone();
+        drop(st);
+
+        let result = self.write_group(&group, first_seq, sync_group, &mem, bytes);
+
+        let mut st = lock(&self.state);
+        match &result {
+            Ok(()) => {
+                // Release: readers that load this value see every memtable insert before it.
+                self.visible.store(last_seq.0, Ordering::Release);
+            }
+            Err(e) => self.poison(&mut st, e),
+        }
+        for g in &group {
+            st.queue.pop_front();
+            if !Arc::ptr_eq(g, &w) {
+                *lock(&g.result) = Some(match &result {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                });
+                g.done.store(true, Ordering::Release);
+            }
+        }
+        self.writer_cv.notify_all();
+        result
+    }
+
+    /// Logs a group and inserts it into the memtable. Runs as the leader, without `state`.
+    fn write_group(
+        &self,
+        group: &[Arc<Writer>],
+        first_seq: SeqNo,
+        sync: bool,
+        mem: &MemTable,
+        bytes: usize,
+    ) -> Result<()> {
+        let mut merged;
+        let batch: &mut WriteBatch = match group {
+            [only] => match &only.kind {
+                WriteKind::Batch(b) => {
+                    merged = b.clone();
+                    &mut merged
+                }
+                WriteKind::SwitchMemtable => return Ok(()),
+            },
+            _ => {
+                merged = WriteBatch::new();
+                for g in group {
+                    if let WriteKind::Batch(b) = &g.kind {
+                        b.append_to(&mut merged);
+                    }
+                }
+                &mut merged
+            }
+        };
+        {
+            let mut wal = lock(&self.wal);
+            let w = wal.as_mut().ok_or(Error::Closed)?;
+            w.add_record(batch.encode_with_seq(first_seq))?;
+            if sync {
+                w.sync()?;
+            } else {
+                w.flush()?;
+            }
+        }
+        self.counters
+            .wal_bytes
+            .fetch_add(bytes as u64 + 8, Ordering::Relaxed);
+        let mut seq = first_seq.0;
+        let mut user = 0u64;
+        for op in batch.iter() {
+            let op = op.map_err(|e| e.at(&self.dir, 0))?;
+            mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            user += (op.key.len() + op.value.len()) as u64;
+            seq += 1;
+        }
+        self.counters.user_bytes.fetch_add(user, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Makes sure the active memtable has room, switching it (and the WAL) when full or when
+    /// `force`d, and slowing or stopping writers while flush and compaction are behind.
+    /// Requires: the caller leads the writer queue.
+    fn make_room_for_write<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        force: bool,
+    ) -> (MutexGuard<'a, State>, Result<()>) {
+        let mut allow_delay = !force;
+        loop {
+            if st.closed {
+                return (st, Err(Error::Closed));
+            }
+            if let Some(msg) = st.bg_error.as_ref().map(|e| e.to_string()) {
+                return (st, Err(Error::Poisoned(msg)));
+            }
+            let l0 = st.versions.current().levels[0].len();
+            if allow_delay && l0 >= self.opts.level0_slowdown_trigger {
+                // Spread the compaction debt over many writes instead of one long stop.
+                drop(st);
+                let start = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                self.counters
+                    .stall_micros
+                    .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                allow_delay = false;
+                st = lock(&self.state);
+                continue;
+            }
+            if !force && st.mem.approximate_size() < self.opts.write_buffer_size {
+                return (st, Ok(()));
+            }
+            if force && st.mem.is_empty() {
+                return (st, Ok(()));
+            }
+            if st.imm.len() >= self.opts.max_immutable_memtables
+                || l0 >= self.opts.level0_stop_trigger
+            {
+                let start = Instant::now();
+                self.bg_cv.notify_all();
+                st = self
+                    .writer_cv
+                    .wait_timeout(st, Duration::from_millis(100))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                self.counters
+                    .stall_micros
+                    .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                continue;
+            }
+            // Switch to a new memtable and WAL.
+            let number = st.versions.new_file_number();
+            let wal = match create_wal(&self.store, number) {
+                Ok(w) => w,
+                Err(e) => {
+                    self.poison(&mut st, &e);
+                    return (st, Err(e));
+                }
+            };
+            {
+                let mut cur = lock(&self.wal);
+                if let Some(old) = cur.as_mut()
+                    && let Err(e) = old.flush()
+                {
+                    self.poison(&mut st, &e);
+                    return (st, Err(e));
+                }
+                *cur = Some(wal);
+            }
+            let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+            st.imm.push_back(old);
+            st.wal_number = number;
+            self.install_super_version(&st);
+            self.bg_cv.notify_all();
+            return (st, Ok(()));
+        }
+    }
+
+    fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        // Load the sequence before the super-version: every write at or below it is in a
+        // memtable or table that this super-version (or a later one) holds.
+        let seq = match &options.snapshot {
+            Some(s) => s.seq(),
+            None => SeqNo(self.visible.load(Ordering::Acquire)),
+        };
+        let sv = self.super_version();
+        for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            match m.get(key, seq) {
+                Lookup::Found(v) => return Ok(Some(v)),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        let lookup = lookup_key(key, seq);
+        match sv.version.get(&lookup, key, !options.skip_cache)? {
+            Some(e) if e.kind == ValueKind::Value => Ok(Some(e.value)),
+            _ => Ok(None),
+        }
+    }
+
+    fn iter(&self, options: &ReadOptions) -> DbIterator {
+        let seq = match &options.snapshot {
+            Some(s) => s.seq(),
+            None => SeqNo(self.visible.load(Ordering::Acquire)),
+        };
+        let sv = self.super_version();
+        let fill = !options.skip_cache;
+        let mut children: Vec<BoxedIter> = Vec::new();
+        children.push(Box::new(sv.mem.iter()));
+        for m in &sv.imm {
+            children.push(Box::new(m.iter()));
+        }
+        for f in &sv.version.levels[0] {
+            children.push(Box::new(LazyTable::new(f.clone(), fill)));
+        }
+        for files in sv.version.levels.iter().skip(1) {
+            if !files.is_empty() {
+                children.push(Box::new(LevelIterator::new(files.clone(), fill)));
+            }
+        }
+        let merged = MergingIterator::new(children);
+        DbIterator {
+            inner: DbIter::new(
+                Box::new(merged),
+                seq,
+                options.lower_bound.clone(),
+                options.upper_bound.clone(),
+            ),
+            _sv: sv,
+            _snapshot: options.snapshot.clone(),
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.write(WriteKind::SwitchMemtable, false)?;
+        let mut st = lock(&self.state);
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Poisoned(e.to_string()));
+            }
+            if st.imm.is_empty() {
+                return Ok(());
+            }
+            if st.closed {
+                return Err(Error::Closed);
+            }
+            self.bg_cv.notify_all();
+            st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn flush_loop(self: &Arc<Self>) {
+        loop {
+            let mut st = lock(&self.state);
+            loop {
+                if self.shutting_down.load(Ordering::SeqCst) {
+                    return;
+                }
+                if !st.imm.is_empty() && st.bg_error.is_none() {
+                    break;
+                }
+                let timeout = self
+                    .opts
+                    .memtable_max_age
+                    .map_or(Duration::from_secs(1), |a| {
+                        a.saturating_sub(st.mem.created().elapsed())
+                            .max(Duration::from_millis(10))
+                    });
+                st = self
+                    .bg_cv
+                    .wait_timeout(st, timeout)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                if let Some(age) = self.opts.memtable_max_age
+                    && st.imm.is_empty()
+                    && !st.mem.is_empty()
+                    && st.mem.created().elapsed() >= age
+                    && st.bg_error.is_none()
+                {
+                    drop(st);
+                    // Goes through the writer queue like any write; errors poison the db.
+                    let _ = self.write(WriteKind::SwitchMemtable, false);
+                    st = lock(&self.state);
+                }
+            }
+            let Some(mem) = st.imm.front().cloned() else {
+                continue;
+            };
+            let number = st.versions.new_file_number();
+            drop(st);
+            let result = build_table_from_memtable(&self.store, &self.table_options, number, &mem)
+                .and_then(|f| {
+                    self.store
+                        .fs
+                        .sync_dir(&self.dir)
+                        .map_err(io_err("fsync", &self.dir))?;
+                    Ok(f)
+                });
+            let mut st = lock(&self.state);
+            let result = result.and_then(|file| {
+                let size = file.size;
+                // WALs before the next memtable's are no longer needed once this is logged.
+                let next_wal = st
+                    .imm
+                    .get(1)
+                    .map_or(st.mem.wal_number(), |m| m.wal_number());
+                let edit = VersionEdit {
+                    log_number: Some(next_wal),
+                    added: vec![file],
+                    ..Default::default()
+                };
+                st.versions.log_and_apply(edit)?;
+                self.counters.flush_bytes.fetch_add(size, Ordering::Relaxed);
+                self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                Ok(mem.wal_number())
+            });
+            match result {
+                Ok(old_wal) => {
+                    st.imm.pop_front();
+                    self.install_super_version(&st);
+                    let _ = self.store.fs.remove(&self.dir.join(wal_file_name(old_wal)));
+                }
+                Err(e) => {
+                    let _ = self
+                        .store
+                        .fs
+                        .remove(&self.dir.join(table_file_name(number)));
+                    self.poison(&mut st, &e);
+                }
+            }
+            self.writer_cv.notify_all();
+            self.bg_cv.notify_all();
+        }
+    }
+
+    fn new_file_number(&self) -> FileNumber {
+        lock(&self.state).versions.new_file_number()
+    }
+
+    fn compaction_loop(self: &Arc<Self>) {
+        loop {
+            let mut st = lock(&self.state);
+            let picked = loop {
+                if self.shutting_down.load(Ordering::SeqCst) {
+                    return;
+                }
+                if st.bg_error.is_none() {
+                    let v = st.versions.current();
+                    if let Some(c) = compaction::pick(
+                        &v,
+                        &self.targets,
+                        &st.busy_levels,
+                        &st.versions.compact_pointers,
+                    ) {
+                        break c;
+                    }
+                }
+                st = self.bg_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            };
+            st.busy_levels[picked.level] = true;
+            st.busy_levels[picked.output_level()] = true;
+            drop(st);
+            let _ = self.run_compaction(&picked, true);
+            let mut st = lock(&self.state);
+            st.busy_levels[picked.level] = false;
+            st.busy_levels[picked.output_level()] = false;
+            drop(st);
+            self.writer_cv.notify_all();
+            self.bg_cv.notify_all();
+        }
+    }
+
+    /// Runs a compaction whose levels the caller marked busy, and installs its result. With
+    /// `allow_move`, a lone input with nothing beneath changes level without a rewrite.
+    fn run_compaction(&self, c: &Compaction, allow_move: bool) -> Result<()> {
+        if allow_move && c.is_trivial_move() {
+            let mut st = lock(&self.state);
+            let edit = compaction::trivial_move_edit(c);
+            return match st.versions.log_and_apply(edit) {
+                Ok(()) => {
+                    self.install_super_version(&st);
+                    self.counters.trivial_moves.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(e) => {
+                    self.poison(&mut st, &e);
+                    Err(e)
+                }
+            };
+        }
+        let smallest_snapshot = self
+            .snapshots
+            .oldest(|| SeqNo(self.visible.load(Ordering::Acquire)));
+        let alloc = || self.new_file_number();
+        let ctx = JobContext {
+            store: &self.store,
+            table_options: &self.table_options,
+            target_file_bytes: self.opts.target_file_size,
+            smallest_snapshot,
+            new_file_number: &alloc,
+            shutting_down: &self.shutting_down,
+        };
+        let job = compaction::run(c, &ctx).and_then(|job| {
+            if !job.edit.added.is_empty() {
+                self.store
+                    .fs
+                    .sync_dir(&self.dir)
+                    .map_err(io_err("fsync", &self.dir))?;
+            }
+            Ok(job)
+        });
+        let mut st = lock(&self.state);
+        let job = match job {
+            Ok(j) => j,
+            Err(Error::Closed) => return Err(Error::Closed),
+            Err(e) => {
+                self.poison(&mut st, &e);
+                return Err(e);
+            }
+        };
+        let added: Vec<FileNumber> = job.edit.added.iter().map(|f| f.number).collect();
+        match st.versions.log_and_apply(job.edit) {
+            Ok(()) => {
+                self.install_super_version(&st);
+                self.counters
+                    .compaction_bytes_read
+                    .fetch_add(job.bytes_read, Ordering::Relaxed);
+                self.counters
+                    .compaction_bytes_written
+                    .fetch_add(job.bytes_written, Ordering::Relaxed);
+                self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                for n in added {
+                    let _ = self.store.fs.remove(&self.dir.join(table_file_name(n)));
+                }
+                self.poison(&mut st, &e);
+                Err(e)
+            }
+        }
+    }
+
+    fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let deepest = {
+            let st = lock(&self.state);
+            let v = st.versions.current();
+            (0..NUM_LEVELS)
+                .rev()
+                .find(|&l| !v.overlapping(l, begin, end).is_empty())
+        };
+        let Some(deepest) = deepest else {
+            return Ok(());
+        };
+        for level in 0..deepest {
+            let mut st = lock(&self.state);
+            while st.busy_levels[level] || st.busy_levels[level + 1] {
+                if let Some(e) = &st.bg_error {
+                    return Err(Error::Poisoned(e.to_string()));
+                }
+                st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Poisoned(e.to_string()));
+            }
+            if st.closed {
+                return Err(Error::Closed);
+            }
+            let v = st.versions.current();
+            let inputs = v.overlapping(level, begin, end);
+            if inputs.is_empty() {
+                continue;
+            }
+            let c = compaction::with_next_level(&v, level, inputs);
+            st.busy_levels[level] = true;
+            st.busy_levels[level + 1] = true;
+            drop(st);
+            // A manual compaction rewrites even a lone file, so that old versions and
+            // tombstones go.
+            let result = self.run_compaction(&c, false);
+            let mut st = lock(&self.state);
+            st.busy_levels[level] = false;
+            st.busy_levels[level + 1] = false;
+            drop(st);
+            self.writer_cv.notify_all();
+            self.bg_cv.notify_all();
+            result?;
+        }
+        Ok(())
+    }
+
+    /// Removes files no version needs: old WALs and MANIFESTs, SSTs left by a crash, and
+    /// temporary files. Failures only leave garbage for the next open.
+    fn delete_obsolete_files(&self, names: &[String]) {
+        let st = lock(&self.state);
+        let live: std::collections::HashSet<FileNumber> = st
+            .versions
+            .current()
+            .files()
+            .map(|(_, f)| f.number)
+            .collect();
+        let manifest = crate::version::manifest_file_name(st.versions.manifest_number());
+        for name in names {
+            let remove = if let Some(rest) = name.strip_prefix("MANIFEST-") {
+                rest.parse::<u64>().is_ok() && *name != manifest
+            } else if let Some((n, ext)) = parse_file_name(name) {
+                match ext {
+                    "wal" => n < st.versions.log_number,
+                    "sst" => !live.contains(&n),
+                    "dbtmp" => true,
+                    _ => false,
+                }
+            } else {
+                false
+            };
+            if remove {
+                let _ = self.store.fs.remove(&self.dir.join(name));
+            }
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        let st = lock(&self.state);
+        let v = st.versions.current();
+        let levels = (0..NUM_LEVELS)
+            .map(|l| LevelStats {
+                files: v.levels[l].len(),
+                bytes: v.level_bytes(l),
+                target_bytes: if l == 0 {
+                    0
+                } else {
+                    self.targets.target_bytes(l)
+                },
+            })
+            .collect();
+        let files = v
+            .files()
+            .map(|(level, f)| FileInfo {
+                level: level.0,
+                number: f.number.0,
+                size: f.size,
+                smallest_key: f.smallest_user_key().to_vec(),
+                largest_key: f.largest_user_key().to_vec(),
+                entries: f.entries,
+                deletions: f.deletions,
+            })
+            .collect();
+        let wal_bytes = std::iter::once(&st.mem)
+            .chain(st.imm.iter())
+            .filter_map(|m| {
+                self.store
+                    .fs
+                    .file_size(&self.dir.join(wal_file_name(m.wal_number())))
+                    .ok()
+            })
+            .sum();
+        let c = &self.counters;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            levels,
+            files,
+            memtable_bytes: st.mem.approximate_size() as u64,
+            immutable_memtables: st.imm.len(),
+            immutable_memtable_bytes: st.imm.iter().map(|m| m.approximate_size() as u64).sum(),
+            block_cache_hits: self.store.cache.hits(),
+            block_cache_misses: self.store.cache.misses(),
+            block_cache_bytes: self.store.cache.usage() as u64,
+            block_cache_capacity: self.store.cache.capacity() as u64,
+            user_bytes_written: r(&c.user_bytes),
+            wal_bytes_written: r(&c.wal_bytes),
+            flush_bytes_written: r(&c.flush_bytes),
+            compaction_bytes_written: r(&c.compaction_bytes_written),
+            compaction_bytes_read: r(&c.compaction_bytes_read),
+            flushes: r(&c.flushes),
+            compactions: r(&c.compactions),
+            trivial_moves: r(&c.trivial_moves),
+            write_stall_micros: r(&c.stall_micros),
+            wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),
+            wal_salvaged_bytes: r(&c.wal_salvaged_bytes),
+            sst_bytes: v.files().map(|(_, f)| f.size).sum(),
+            wal_bytes,
+            last_sequence: self.visible.load(Ordering::Acquire),
+            live_snapshots: self.snapshots.count(),
+            poisoned: st.bg_error.as_ref().map(|e| e.to_string()),
+        }
+    }
+}
+
+/// A level-0 table opened on first use by an iterator.
+struct LazyTable {
+    file: Arc<crate::version::FileMeta>,
+    fill: bool,
+    it: Option<crate::sstable::reader::TableIter>,
+}
+
+impl LazyTable {
+    fn new(file: Arc<crate::version::FileMeta>, fill: bool) -> Self {
+        LazyTable {
+            file,
+            fill,
+            it: None,
+        }
+    }
+
+    fn it(&mut self) -> Result<&mut crate::sstable::reader::TableIter> {
+        if self.it.is_none() {
+            self.it = Some(self.file.table()?.iter(self.fill));
+        }
+        self.it.as_mut().ok_or(Error::Closed)
+    }
+}
+
+impl crate::iter::InternalIterator for LazyTable {
+    fn valid(&self) -> bool {
+        self.it.as_ref().is_some_and(|i| i.valid())
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.it()?.seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.it()?.seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.it()?.seek(target)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.it()?.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.it()?.prev()
+    }
+    fn key(&self) -> &[u8] {
+        self.it.as_ref().map_or(&[], |i| i.key())
+    }
+    fn value(&self) -> &[u8] {
+        self.it.as_ref().map_or(&[], |i| i.value())
+    }
+}
+
+/// A cursor over the database in key order, forward and backward.
+///
+/// ```
+/// # fn main() -> strata::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+/// db.put(b"a", b"1")?;
+/// db.put(b"b", b"2")?;
+/// let mut it = db.iter(&strata::ReadOptions::default())?;
+/// it.seek_to_last()?;
+/// assert_eq!(it.key(), b"b");
+/// it.prev()?;
+/// assert_eq!(it.key(), b"a");
+/// it.prev()?;
+/// assert!(!it.valid());
+/// # Ok(()) }
+/// ```
+pub struct DbIterator {
+    inner: DbIter,
+    _sv: Arc<SuperVersion>,
+    _snapshot: Option<Snapshot>,
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator")
+            .field("valid", &self.inner.valid())
+            .finish()
+    }
+}
+
+impl DbIterator {
+    /// True when positioned on an entry.
+    pub fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    /// Positions on the first key (at or after the lower bound).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek_to_first()
+    }
+    /// Positions on the last key (before the upper bound).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.inner.seek_to_last()
+    }
+    /// Positions on the first key at or after `key`.
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.inner.seek(key)
+    }
+    /// Positions on the last key at or before `key`.
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        self.inner.seek_for_prev(key)
+    }
+    /// Moves to the next key. Requires: `valid()`.
+    pub fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+    /// Moves to the previous key. Requires: `valid()`.
+    pub fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
+    }
+    /// The current key. Requires: `valid()`.
+    pub fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    /// The current value. Requires: `valid()`.
+    pub fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+}
+
+/// A Rust iterator over a key range, from [`Db::scan`] or [`Db::scan_rev`].
+pub struct Scan {
+    it: DbIterator,
+    reverse: bool,
+    started: bool,
+    done: bool,
+}
+
+impl std::fmt::Debug for Scan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scan")
+            .field("reverse", &self.reverse)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let step = if !self.started {
+            self.started = true;
+            if self.reverse {
+                self.it.seek_to_last()
+            } else {
+                self.it.seek_to_first()
+            }
+        } else if self.reverse {
+            self.it.prev()
+        } else {
+            self.it.next()
+        };
+        if let Err(e) = step {
+            self.done = true;
+            return Some(Err(e));
+        }
+        if !self.it.valid() {
+            self.done = true;
+            return None;
+        }
+        Some(Ok((self.it.key().to_vec(), self.it.value().to_vec())))
+    }
+}

@@ -1,0 +1,123 @@
+//! The one error type of the engine.
+//!
+//! A missing key is `Ok(None)`, never an error. Every variant prints a sentence a person can act on.
+
+use std::path::PathBuf;
+
+/// What went wrong in a call to the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The operating system refused an I/O call.
+    #[error("I/O error during {op} on {}: {source}", path.display())]
+    Io {
+        /// The operation that failed (`open`, `write`, `fsync`, ...).
+        op: &'static str,
+        /// The file or directory it was applied to.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Bytes read back from a file are not what Strata wrote there.
+    #[error("corruption in {} at offset {offset}: {reason}", file.display())]
+    Corruption {
+        /// The damaged file.
+        file: PathBuf,
+        /// Byte offset of the damaged block or record within the file.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// The caller passed something the engine cannot accept; nothing was written.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Another handle, in this process or another, holds the database's lock.
+    #[error("database at {} is locked by another process or handle", .0.display())]
+    Locked(PathBuf),
+    /// An earlier write or background job failed in a way that may have lost data; the handle
+    /// refuses writes until the database is reopened.
+    #[error("database refuses writes after an earlier failure: {0}")]
+    Poisoned(String),
+    /// The database handle was closed.
+    #[error("database is closed")]
+    Closed,
+    /// A file was written by a format version this build does not understand.
+    #[error("unsupported format in {}: {reason}", file.display())]
+    UnsupportedFormat {
+        /// The file with the unknown format.
+        file: PathBuf,
+        /// What was found.
+        reason: String,
+    },
+}
+
+/// The result type of every fallible engine call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True when the error reports damaged data on disk.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+
+    /// Rebuild an error with the same meaning for a second caller (errors are not `Clone`
+    /// because `std::io::Error` is not).
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::Locked(p) => Error::Locked(p.clone()),
+            Error::Poisoned(s) => Error::Poisoned(s.clone()),
+            Error::Closed => Error::Closed,
+            Error::UnsupportedFormat { file, reason } => Error::UnsupportedFormat {
+                file: file.clone(),
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+/// A decoding failure without a file name yet; the caller that knows the file turns it into
+/// [`Error::Corruption`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DecodeError(pub &'static str);
+
+impl DecodeError {
+    pub(crate) fn at(self, file: impl Into<PathBuf>, offset: u64) -> Error {
+        Error::corruption(file, offset, self.0)
+    }
+}

@@ -1,0 +1,448 @@
+//! The file system seen by the engine. Every byte Strata reads or writes goes through
+//! [`FileSystem`], so that tests can run on memory and inject faults.
+//!
+//! Two implementations live here: [`StdFs`] on `std::fs`, and [`MemFs`], which keeps files in
+//! memory and remembers what was synced, so that a test can throw away everything a power
+//! loss would lose ([`MemFs::simulate_power_loss`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A file being written from start to end.
+pub trait WritableFile: Send {
+    /// Appends bytes; they may sit in a user-space buffer until [`WritableFile::flush`].
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Hands buffered bytes to the operating system: they survive a process crash.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Makes everything appended durable: it survives power loss.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// A file read at arbitrary offsets, from many threads at once.
+pub trait RandomAccessFile: Send + Sync {
+    /// Reads exactly `len` bytes at `offset`; a short file is an error.
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>>;
+    /// The file's length in bytes.
+    fn size(&self) -> io::Result<u64>;
+}
+
+/// An exclusive lock on a database directory; released when dropped.
+pub trait FileLock: Send + Sync {}
+
+/// The operations the engine needs from a file system.
+pub trait FileSystem: Send + Sync {
+    /// Creates (or truncates) a file for writing.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for random reads.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file.
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Renames atomically, replacing `to` if it exists.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Names (not paths) of the entries of a directory.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// True when the path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Makes the directory's entries (creates, renames, removes) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock, failing with `WouldBlock` when someone else holds it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// Size of a file in bytes.
+    fn file_size(&self, path: &Path) -> io::Result<u64>;
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFs;
+
+struct StdWritable {
+    file: io::BufWriter<File>,
+}
+
+impl WritableFile for StdWritable {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.file.write_all(data)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.flush()?;
+        self.file.get_ref().sync_data()
+    }
+}
+
+struct StdRandomAccess {
+    file: File,
+}
+
+impl RandomAccessFile for StdRandomAccess {
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+}
+
+struct StdLock {
+    _file: File,
+}
+impl FileLock for StdLock {}
+
+impl FileSystem for StdFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(StdWritable {
+            file: io::BufWriter::with_capacity(64 * 1024, file),
+        }))
+    }
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
+        Ok(Arc::new(StdRandomAccess {
+            file: File::open(path)?,
+        }))
+    }
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let mut v = Vec::new();
+        File::open(path)?.read_to_end(&mut v)?;
+        Ok(v)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(StdLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+    fn file_size(&self, path: &Path) -> io::Result<u64> {
+        Ok(std::fs::metadata(path)?.len())
+    }
+}
+
+/// One file of a [`MemFs`]: its bytes, and how many of them a power loss would keep.
+#[derive(Default)]
+struct MemFile {
+    data: Vec<u8>,
+    synced_len: usize,
+}
+
+#[derive(Default)]
+struct MemState {
+    /// What a running process sees: path to file contents.
+    files: BTreeMap<PathBuf, Arc<Mutex<MemFile>>>,
+    /// What survives a power loss: the directory entries as of each directory's last sync.
+    durable_entries: BTreeMap<PathBuf, Arc<Mutex<MemFile>>>,
+    dirs: BTreeSet<PathBuf>,
+    locks: BTreeSet<PathBuf>,
+}
+
+/// A file system in memory, for tests and for embedding without a disk.
+///
+/// It keeps track of durability the way a disk does: bytes appended to a file are kept by
+/// [`MemFs::simulate_power_loss`] only up to the file's last `sync`, and a create, rename or
+/// remove only once its directory was synced.
+#[derive(Clone, Default)]
+pub struct MemFs {
+    state: Arc<Mutex<MemState>>,
+}
+
+impl std::fmt::Debug for MemFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemFs").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a MemFs lock leaves plain data behind; carry on with it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} not found", path.display()),
+    )
+}
+
+impl MemFs {
+    /// An empty in-memory file system.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets everything a power loss would: unsynced bytes of every file, and directory
+    /// changes made since the directory's last sync. Open handles keep working on the old
+    /// state, so call this only after the database handle is gone.
+    pub fn simulate_power_loss(&self) {
+        let mut st = lock(&self.state);
+        let survivors = st.durable_entries.clone();
+        for file in survivors.values() {
+            let mut f = lock(file);
+            let keep = f.synced_len;
+            f.data.truncate(keep);
+        }
+        st.files = survivors;
+        st.locks.clear();
+    }
+
+    /// Releases every lock, as the death of the process holding them would.
+    pub fn simulate_process_crash(&self) {
+        lock(&self.state).locks.clear();
+    }
+
+    /// Applies `f` to the bytes of an existing file (for corruption tests).
+    pub fn mutate_file(&self, path: &Path, f: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
+        let st = lock(&self.state);
+        let file = st.files.get(path).ok_or_else(|| not_found(path))?;
+        let mut file = lock(file);
+        f(&mut file.data);
+        let len = file.data.len();
+        file.synced_len = file.synced_len.min(len);
+        Ok(())
+    }
+
+    fn file(&self, path: &Path) -> io::Result<Arc<Mutex<MemFile>>> {
+        lock(&self.state)
+            .files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| not_found(path))
+    }
+}
+
+struct MemWritable {
+    file: Arc<Mutex<MemFile>>,
+}
+
+impl WritableFile for MemWritable {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        lock(&self.file).data.extend_from_slice(data);
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        let mut f = lock(&self.file);
+        f.synced_len = f.data.len();
+        Ok(())
+    }
+}
+
+struct MemRandomAccess {
+    file: Arc<Mutex<MemFile>>,
+}
+
+impl RandomAccessFile for MemRandomAccess {
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let f = lock(&self.file);
+        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        let end = start.checked_add(len).ok_or(io::ErrorKind::UnexpectedEof)?;
+        f.data
+            .get(start..end)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
+    }
+    fn size(&self) -> io::Result<u64> {
+        Ok(lock(&self.file).data.len() as u64)
+    }
+}
+
+struct MemLock {
+    state: Arc<Mutex<MemState>>,
+    path: PathBuf,
+}
+
+impl FileLock for MemLock {}
+
+impl Drop for MemLock {
+    fn drop(&mut self) {
+        lock(&self.state).locks.remove(&self.path);
+    }
+}
+
+impl FileSystem for MemFs {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let mut st = lock(&self.state);
+        if let Some(parent) = path.parent()
+            && !st.dirs.contains(parent)
+        {
+            return Err(not_found(parent));
+        }
+        let file = Arc::new(Mutex::new(MemFile::default()));
+        st.files.insert(path.to_path_buf(), file.clone());
+        Ok(Box::new(MemWritable { file }))
+    }
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
+        Ok(Arc::new(MemRandomAccess {
+            file: self.file(path)?,
+        }))
+    }
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let file = self.file(path)?;
+        let data = lock(&file).data.clone();
+        Ok(data)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        let file = st.files.remove(from).ok_or_else(|| not_found(from))?;
+        st.files.insert(to.to_path_buf(), file);
+        Ok(())
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        st.files
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| not_found(path))
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let st = lock(&self.state);
+        if !st.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        Ok(st
+            .files
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .collect())
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        for a in dir.ancestors() {
+            st.dirs.insert(a.to_path_buf());
+        }
+        Ok(())
+    }
+    fn exists(&self, path: &Path) -> bool {
+        let st = lock(&self.state);
+        st.files.contains_key(path) || st.dirs.contains(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        st.durable_entries.retain(|p, _| p.parent() != Some(dir));
+        for (p, f) in &st.files {
+            if p.parent() == Some(dir) {
+                st.durable_entries.insert(p.clone(), f.clone());
+            }
+        }
+        Ok(())
+    }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let mut st = lock(&self.state);
+        if !st.locks.insert(path.to_path_buf()) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(Box::new(MemLock {
+            state: self.state.clone(),
+            path: path.to_path_buf(),
+        }))
+    }
+    fn file_size(&self, path: &Path) -> io::Result<u64> {
+        let file = self.file(path)?;
+        let len = lock(&file).data.len() as u64;
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memfs_power_loss_keeps_only_synced_bytes_and_synced_entries() {
+        let fs = MemFs::new();
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let mut a = fs.create(&dir.join("a")).unwrap();
+        a.append(b"hello").unwrap();
+        a.sync().unwrap();
+        a.append(b" world").unwrap();
+        fs.sync_dir(dir).unwrap();
+        let mut b = fs.create(&dir.join("b")).unwrap();
+        b.append(b"lost").unwrap();
+        b.sync().unwrap();
+        fs.simulate_power_loss();
+        assert_eq!(fs.read_all(&dir.join("a")).unwrap(), b"hello");
+        assert!(!fs.exists(&dir.join("b")), "entry was never made durable");
+    }
+
+    #[test]
+    fn memfs_rename_is_durable_only_after_dir_sync() {
+        let fs = MemFs::new();
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let mut a = fs.create(&dir.join("tmp")).unwrap();
+        a.append(b"x").unwrap();
+        a.sync().unwrap();
+        fs.sync_dir(dir).unwrap();
+        fs.rename(&dir.join("tmp"), &dir.join("final")).unwrap();
+        fs.simulate_power_loss();
+        assert!(fs.exists(&dir.join("tmp")));
+        assert!(!fs.exists(&dir.join("final")));
+    }
+
+    #[test]
+    fn locks_are_exclusive_until_dropped() {
+        for fs in [
+            Box::new(MemFs::new()) as Box<dyn FileSystem>,
+            Box::new(StdFs) as Box<dyn FileSystem>,
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            fs.create_dir_all(dir.path()).unwrap();
+            let p = dir.path().join("LOCK");
+            let l = fs.lock(&p).unwrap();
+            assert_eq!(
+                fs.lock(&p).err().map(|e| e.kind()),
+                Some(io::ErrorKind::WouldBlock)
+            );
+            drop(l);
+            fs.lock(&p).unwrap();
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The user's view of the merged internal stream: one entry per user key, its newest version
+//! visible at the read's sequence number, deletions hidden, within `[lower, upper)`.
+
+use std::cmp::Ordering;
+
+use super::BoxedIter;
+#[allow(unused_imports)]
+use super::InternalIterator as _;
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind, internal_key, lookup_key, parse_internal_key, user_key};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// The inner cursor is on the current entry.
+    Forward,
+    /// The inner cursor is just before the current user key's entries; the entry is saved.
+    Reverse,
+}
+
+pub(crate) struct DbIter {
+    inner: BoxedIter,
+    seq: SeqNo,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    direction: Direction,
+    valid: bool,
+    saved_key: Vec<u8>,
+    saved_value: Vec<u8>,
+}
+
+fn malformed() -> Error {
+    Error::corruption("", 0, "malformed internal key")
+}
+
+impl DbIter {
+    pub(crate) fn new(
+        inner: BoxedIter,
+        seq: SeqNo,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+    ) -> Self {
+        DbIter {
+            inner,
+            seq,
+            lower,
+            upper,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+        }
+    }
+
+    pub(crate) fn valid(&self) -> bool {
+        self.valid
+    }
+
+    pub(crate) fn key(&self) -> &[u8] {
+        debug_assert!(self.valid);
+        match self.direction {
+            Direction::Forward => user_key(self.inner.key()),
+            Direction::Reverse => &self.saved_key,
+        }
+    }
+
+    pub(crate) fn value(&self) -> &[u8] {
+        debug_assert!(self.valid);
+        match self.direction {
+            Direction::Forward => self.inner.value(),
+            Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    fn guard(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.valid = false;
+        }
+        r
+    }
+
+    fn past_upper(&self, key: &[u8]) -> bool {
+        self.upper.as_deref().is_some_and(|u| key >= u)
+    }
+
+    fn before_lower(&self, key: &[u8]) -> bool {
+        self.lower.as_deref().is_some_and(|l| key < l)
+    }
+
+    /// Moves forward to the newest visible, not deleted version of a user key; with
+    /// `skipping`, user keys up to `saved_key` are passed over.
+    fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
+        while self.inner.valid() {
+            let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
+            if self.past_upper(p.user_key) {
+                break;
+            }
+            if p.seq <= self.seq {
+                match p.kind {
+                    ValueKind::Delete => {
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(p.user_key);
+                        skipping = true;
+                    }
+                    ValueKind::Value => {
+                        if !(skipping && p.user_key <= self.saved_key.as_slice()) {
+                            self.valid = true;
+                            self.saved_key.clear();
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            self.inner.next()?;
+        }
+        self.valid = false;
+        self.saved_key.clear();
+        Ok(())
+    }
+
+    /// Moves backward collecting the newest visible version of the previous user key.
+    fn find_prev_user_entry(&mut self) -> Result<()> {
+        let mut kind = ValueKind::Delete;
+        while self.inner.valid() {
+            let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
+            if p.seq <= self.seq {
+                if kind != ValueKind::Delete && p.user_key.cmp(&self.saved_key) == Ordering::Less {
+                    break;
+                }
+                if self.before_lower(p.user_key) {
+                    // Everything further back is out of range.
+                    if kind == ValueKind::Delete {
+                        break;
+                    }
+                    break;
+                }
+                kind = p.kind;
+                self.saved_key.clear();
+                self.saved_key.extend_from_slice(p.user_key);
+                self.saved_value.clear();
+                if kind == ValueKind::Value {
+                    self.saved_value.extend_from_slice(self.inner.value());
+                }
+            }
+            self.inner.prev()?;
+        }
+        if kind == ValueKind::Delete {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+            self.direction = Direction::Forward;
+        } else {
+            self.valid = true;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let target = match &self.lower {
+            Some(l) if target < l.as_slice() => l.clone(),
+            _ => target.to_vec(),
+        };
+        self.direction = Direction::Forward;
+        self.saved_key.clear();
+        let r = self.inner.seek(&lookup_key(&target, self.seq));
+        let r = r.and_then(|()| self.find_next_user_entry(false));
+        self.guard(r)
+    }
+
+    pub(crate) fn seek_to_first(&mut self) -> Result<()> {
+        match self.lower.clone() {
+            Some(l) => self.seek(&l),
+            None => {
+                self.direction = Direction::Forward;
+                self.saved_key.clear();
+                let r = self
+                    .inner
+                    .seek_to_first()
+                    .and_then(|()| self.find_next_user_entry(false));
+                self.guard(r)
+            }
+        }
+    }
+
+    /// Positions on the last key at or before `target`.
+    pub(crate) fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.position_before(&internal_key(target, SeqNo(0), ValueKind::Delete));
+        self.guard(r)
+    }
+
+    pub(crate) fn seek_to_last(&mut self) -> Result<()> {
+        let r = match self.upper.clone() {
+            Some(u) => self.position_before(&lookup_key(&u, SeqNo::MAX)),
+            None => {
+                self.direction = Direction::Reverse;
+                self.inner
+                    .seek_to_last()
+                    .and_then(|()| self.find_prev_user_entry())
+            }
+        };
+        self.guard(r)
+    }
+
+    /// Puts the inner cursor on the last entry before the internal key `ikey` and finds the
+    /// user entry there, honouring the upper bound.
+    fn position_before(&mut self, ikey: &[u8]) -> Result<()> {
+        let ikey = match &self.upper {
+            Some(u) if user_key(ikey) >= u.as_slice() => lookup_key(u, SeqNo::MAX),
+            _ => ikey.to_vec(),
+        };
+        self.direction = Direction::Reverse;
+        self.inner.seek(&ikey)?;
+        if self.inner.valid() {
+            self.inner.prev()?;
+        } else {
+            self.inner.seek_to_last()?;
+        }
+        self.find_prev_user_entry()
+    }
+
+    pub(crate) fn next(&mut self) -> Result<()> {
+        debug_assert!(self.valid);
+        let r = self.next_inner();
+        self.guard(r)
+    }
+
+    fn next_inner(&mut self) -> Result<()> {
+        if self.direction == Direction::Reverse {
+            self.direction = Direction::Forward;
+            // The inner cursor is before this key's entries: step into them, then skip them.
+            if self.inner.valid() {
+                self.inner.next()?;
+            } else {
+                self.inner.seek_to_first()?;
+            }
+        } else {
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(user_key(self.inner.key()));
+            self.inner.next()?;
+        }
+        self.find_next_user_entry(true)
+    }
+
+    pub(crate) fn prev(&mut self) -> Result<()> {
+        debug_assert!(self.valid);
+        let r = self.prev_inner();
+        self.guard(r)
+    }
+
+    fn prev_inner(&mut self) -> Result<()> {
+        if self.direction == Direction::Forward {
+            // Step back past every entry of the current user key.
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(user_key(self.inner.key()));
+            loop {
+                self.inner.prev()?;
+                if !self.inner.valid() {
+                    self.valid = false;
+                    self.saved_key.clear();
+                    self.saved_value.clear();
+                    return Ok(());
+                }
+                if user_key(self.inner.key()) < self.saved_key.as_slice() {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry()
+    }
+}

@@ -1,0 +1,142 @@
+//! Typed ids and the internal key.
+//!
+//! An internal key is the user key followed by an 8-byte little-endian trailer
+//! `(sequence << 8) | kind`. Internal keys sort by user key ascending, then by trailer
+//! descending, so the newest version of a key comes first.
+
+use std::cmp::Ordering;
+
+/// A sequence number: the position of a write in the total order of all writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SeqNo(pub u64);
+
+impl SeqNo {
+    /// The largest sequence number that fits in a trailer (56 bits).
+    pub const MAX: SeqNo = SeqNo((1 << 56) - 1);
+}
+
+/// The number that names a file in the database directory (WAL, SST or MANIFEST).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct FileNumber(pub u64);
+
+/// A level of the LSM tree; 0 holds freshly flushed, overlapping files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Level(pub usize);
+
+/// The number of levels in the tree.
+pub(crate) const NUM_LEVELS: usize = 7;
+
+/// What an entry records. Written to disk: the discriminants are frozen and never renumbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum ValueKind {
+    Delete = 0,
+    Value = 1,
+}
+
+impl ValueKind {
+    pub(crate) fn from_u8(b: u8) -> Option<ValueKind> {
+        match b {
+            0 => Some(ValueKind::Delete),
+            1 => Some(ValueKind::Value),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) const TRAILER_BYTES: usize = 8;
+
+pub(crate) fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
+    debug_assert!(seq <= SeqNo::MAX);
+    (seq.0 << 8) | kind as u64
+}
+
+/// Appends the internal key for `(user_key, seq, kind)` to `dst`.
+pub(crate) fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: ValueKind) {
+    dst.reserve(user_key.len() + TRAILER_BYTES);
+    dst.extend_from_slice(user_key);
+    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
+pub(crate) fn internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8> {
+    let mut v = Vec::new();
+    append_internal_key(&mut v, user_key, seq, kind);
+    v
+}
+
+/// The key that sorts before every version of `user_key` visible at `seq`.
+pub(crate) fn lookup_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
+    internal_key(user_key, seq, ValueKind::Value)
+}
+
+/// A borrowed, decoded internal key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ParsedKey<'a> {
+    pub user_key: &'a [u8],
+    pub seq: SeqNo,
+    pub kind: ValueKind,
+}
+
+/// Splits an internal key; `None` when it is too short or carries an unknown kind.
+pub(crate) fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
+    let split = ikey.len().checked_sub(TRAILER_BYTES)?;
+    let (user_key, trailer) = ikey.split_at(split);
+    let mut t = [0u8; 8];
+    t.copy_from_slice(trailer);
+    let trailer = u64::from_le_bytes(t);
+    Some(ParsedKey {
+        user_key,
+        seq: SeqNo(trailer >> 8),
+        kind: ValueKind::from_u8(trailer as u8)?,
+    })
+}
+
+/// The user-key part of an internal key. Requires: `ikey.len() >= 8` (true of every key the
+/// engine built or validated).
+pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
+    debug_assert!(ikey.len() >= TRAILER_BYTES);
+    ikey.get(..ikey.len().saturating_sub(TRAILER_BYTES))
+        .unwrap_or_default()
+}
+
+fn trailer(ikey: &[u8]) -> u64 {
+    crate::coding::u64_at(ikey, ikey.len().saturating_sub(TRAILER_BYTES)).unwrap_or(0)
+}
+
+/// The total order of internal keys.
+pub(crate) fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
+    match user_key(a).cmp(user_key(b)) {
+        Ordering::Equal => trailer(b).cmp(&trailer(a)),
+        o => o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_versions_sort_first_within_a_user_key() {
+        let a = internal_key(b"k", SeqNo(5), ValueKind::Value);
+        let b = internal_key(b"k", SeqNo(3), ValueKind::Value);
+        let c = internal_key(b"ka", SeqNo(9), ValueKind::Value);
+        assert_eq!(compare_internal(&a, &b), Ordering::Less);
+        assert_eq!(compare_internal(&b, &c), Ordering::Less);
+        let d = internal_key(b"k", SeqNo(5), ValueKind::Delete);
+        assert_eq!(compare_internal(&a, &d), Ordering::Less);
+    }
+
+    #[test]
+    fn parse_round_trips_and_rejects_garbage() {
+        let k = internal_key(b"user", SeqNo(77), ValueKind::Delete);
+        let p = parse_internal_key(&k).unwrap();
+        assert_eq!(p.user_key, b"user");
+        assert_eq!(p.seq, SeqNo(77));
+        assert_eq!(p.kind, ValueKind::Delete);
+        assert!(parse_internal_key(b"short").is_none());
+        let mut bad = k.clone();
+        let n = bad.len();
+        bad[n - 8] = 9;
+        assert!(parse_internal_key(&bad).is_none());
+    }
+}

@@ -1,0 +1,60 @@
+//! Strata: a persistent, ordered key-value store built on a log-structured merge tree.
+//!
+//! Writes go to a write-ahead log and a concurrent in-memory skiplist; full memtables are
+//! flushed to sorted string tables (SSTs) in level 0, and background compaction merges them
+//! down a tree of levels whose sizes grow by a fixed ratio. Reads look from the newest data to
+//! the oldest, using a Bloom filter and an index per file and a block cache.
+//!
+//! ```
+//! # fn main() -> strata::Result<()> {
+//! use strata::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let db = Db::open(dir.path(), Options::default())?;
+//!
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"apple", b"red");
+//! batch.put(b"banana", b"yellow");
+//! db.write(batch, WriteOptions { sync: true })?;
+//!
+//! let before = db.snapshot();
+//! db.delete(b"apple")?;
+//! assert_eq!(db.get(b"apple")?, None);
+//! let old = ReadOptions { snapshot: Some(before), ..ReadOptions::default() };
+//! assert_eq!(db.get_with(b"apple", &old)?, Some(b"red".to_vec()));
+//! # Ok(()) }
+//! ```
+//!
+//! The on-disk formats are specified in `docs/format.md`; the durability contract is on
+//! [`WriteOptions`].
+
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+#![warn(missing_docs)]
+
+mod batch;
+mod cache;
+mod coding;
+mod compaction;
+mod db;
+mod error;
+mod fs;
+mod iter;
+mod key;
+mod log;
+mod memtable;
+mod options;
+mod snapshot;
+mod sstable;
+mod stats;
+mod version;
+
+pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
+pub use db::{Db, DbIterator, Scan};
+pub use error::{Error, Result};
+pub use fs::{FileLock, FileSystem, MemFs, RandomAccessFile, StdFs, WritableFile};
+pub use log::RecoveryMode;
+pub use options::{Options, ReadOptions, WriteOptions};
+pub use snapshot::Snapshot;
+pub use sstable::{Compression, IndexKind};
+pub use stats::{FileInfo, LevelStats, Stats};

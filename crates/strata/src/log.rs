@@ -1,0 +1,273 @@
+//! Record framing shared by the WAL and the MANIFEST (specified in `docs/format.md`).
+//!
+//! A log file is a sequence of records, each
+//! `masked_crc32c: u32 LE | length: u32 LE | payload: length bytes`, where the checksum covers
+//! the four length bytes and the payload. A record is written with one append, so a crash
+//! leaves at most the last record incomplete.
+//!
+//! Reading tells a torn tail apart from damage. The last record is torn, and silently
+//! dropped, when the file ends inside it, when its checksum fails and it ends exactly at the
+//! end of the file, or when everything from its start to the end of the file is zero (a file
+//! system may extend a file with zeros after a power loss). Any other bad record is
+//! corruption, reported with the file and offset.
+
+#![deny(clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+
+use crate::coding::{masked_crc, u32_at};
+use crate::error::{Error, Result};
+use crate::fs::WritableFile;
+
+pub(crate) const HEADER_BYTES: usize = 8;
+
+/// Appends records to a log file.
+pub(crate) struct LogWriter {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    bytes: u64,
+}
+
+impl LogWriter {
+    pub(crate) fn new(file: Box<dyn WritableFile>, path: PathBuf) -> Self {
+        LogWriter {
+            file,
+            path,
+            bytes: 0,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Appends one record. It reaches the operating system only at [`LogWriter::flush`].
+    pub(crate) fn add_record(&mut self, payload: &[u8]) -> Result<()> {
+        let len = u32::try_from(payload.len())
+            .map_err(|_| Error::InvalidArgument("log record over 4 GiB".into()))?;
+        let len_bytes = len.to_le_bytes();
+        let crc = masked_crc(&[&len_bytes, payload]);
+        let mut header = [0u8; HEADER_BYTES];
+        header[..4].copy_from_slice(&crc.to_le_bytes());
+        header[4..].copy_from_slice(&len_bytes);
+        self.file
+            .append(&header)
+            .and_then(|()| self.file.append(payload))
+            .map_err(|e| Error::io("append", &self.path, e))?;
+        self.bytes += (HEADER_BYTES + payload.len()) as u64;
+        Ok(())
+    }
+
+    /// Hands the appended records to the operating system (survives a process crash).
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.file
+            .flush()
+            .map_err(|e| Error::io("write", &self.path, e))
+    }
+
+    /// Makes every appended record durable (survives power loss).
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        self.file
+            .sync()
+            .map_err(|e| Error::io("fsync", &self.path, e))
+    }
+}
+
+/// What to do with a damaged record that is not a torn tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// Report [`Error::Corruption`] naming the file and offset (the default).
+    #[default]
+    Strict,
+    /// Keep the records before the damage and drop everything from it on; the loss is
+    /// reported in the statistics.
+    Salvage,
+}
+
+/// The outcome of reading a whole log.
+pub(crate) struct LogContents {
+    /// Each intact record with its offset in the file.
+    pub records: Vec<(u64, Vec<u8>)>,
+    /// Bytes at the end that were dropped as a torn record.
+    pub torn_tail_bytes: u64,
+    /// Bytes dropped in salvage mode because of damage.
+    pub salvaged_bytes: u64,
+}
+
+/// Splits a log file's bytes into records.
+pub(crate) fn read_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<LogContents> {
+    let mut out = LogContents {
+        records: Vec::new(),
+        torn_tail_bytes: 0,
+        salvaged_bytes: 0,
+    };
+    let mut off = 0usize;
+    while off < data.len() {
+        let rest = data.get(off..).unwrap_or_default();
+        if rest.iter().all(|&b| b == 0) {
+            out.torn_tail_bytes = rest.len() as u64;
+            break;
+        }
+        if rest.len() < HEADER_BYTES {
+            out.torn_tail_bytes = rest.len() as u64;
+            break;
+        }
+        let crc = u32_at(rest, 0).map_err(|e| e.at(path, off as u64))?;
+        let len = u32_at(rest, 4).map_err(|e| e.at(path, off as u64))? as usize;
+        let Some(payload) = rest.get(HEADER_BYTES..HEADER_BYTES + len) else {
+            out.torn_tail_bytes = rest.len() as u64;
+            break;
+        };
+        let len_bytes = (len as u32).to_le_bytes();
+        if masked_crc(&[&len_bytes, payload]) != crc {
+            if HEADER_BYTES + len == rest.len() {
+                out.torn_tail_bytes = rest.len() as u64;
+                break;
+            }
+            match mode {
+                RecoveryMode::Strict => {
+                    return Err(Error::corruption(
+                        path,
+                        off as u64,
+                        "log record checksum mismatch",
+                    ));
+                }
+                RecoveryMode::Salvage => {
+                    out.salvaged_bytes = rest.len() as u64;
+                    break;
+                }
+            }
+        }
+        out.records.push((off as u64, payload.to_vec()));
+        off += HEADER_BYTES + len;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, MemFs};
+
+    fn write_log(records: &[&[u8]]) -> Vec<u8> {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let p = Path::new("/d/log");
+        let mut w = LogWriter::new(fs.create(p).unwrap(), p.to_path_buf());
+        for r in records {
+            w.add_record(r).unwrap();
+        }
+        w.flush().unwrap();
+        fs.read_all(p).unwrap()
+    }
+
+    #[test]
+    fn records_round_trip_including_empty_ones() {
+        let data = write_log(&[b"one", b"", b"three"]);
+        let c = read_log(Path::new("log"), &data, RecoveryMode::Strict).unwrap();
+        let got: Vec<_> = c.records.iter().map(|(_, r)| r.clone()).collect();
+        assert_eq!(got, vec![b"one".to_vec(), vec![], b"three".to_vec()]);
+        assert_eq!(c.torn_tail_bytes, 0);
+    }
+
+    #[test]
+    fn every_truncation_drops_only_the_torn_tail() {
+        let data = write_log(&[b"alpha", b"beta", b"gamma"]);
+        for cut in 0..data.len() {
+            let c = read_log(Path::new("log"), &data[..cut], RecoveryMode::Strict).unwrap();
+            let complete = [13usize, 25, 38].iter().filter(|&&end| end <= cut).count();
+            assert_eq!(c.records.len(), complete, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn damage_in_the_middle_is_corruption_with_offset() {
+        let mut data = write_log(&[b"alpha", b"beta", b"gamma"]);
+        data[15] ^= 1; // inside "beta", the second record at offset 13
+        let err = read_log(Path::new("log"), &data, RecoveryMode::Strict)
+            .err()
+            .unwrap();
+        match err {
+            Error::Corruption { offset, .. } => assert_eq!(offset, 13),
+            other => panic!("unexpected {other}"),
+        }
+        let c = read_log(Path::new("log"), &data, RecoveryMode::Salvage).unwrap();
+        assert_eq!(c.records.len(), 1);
+        assert!(c.salvaged_bytes > 0);
+    }
+
+    #[test]
+    fn damaged_last_record_and_zero_tail_are_torn() {
+        let mut data = write_log(&[b"alpha", b"beta"]);
+        let n = data.len();
+        data[n - 1] ^= 0xff;
+        let c = read_log(Path::new("log"), &data, RecoveryMode::Strict).unwrap();
+        assert_eq!(c.records.len(), 1);
+        let mut zeroed = write_log(&[b"alpha"]);
+        zeroed.extend_from_slice(&[0u8; 100]);
+        let c = read_log(Path::new("log"), &zeroed, RecoveryMode::Strict).unwrap();
+        assert_eq!(c.records.len(), 1);
+        assert_eq!(c.torn_tail_bytes, 100);
+    }
+}
+
+/// What a log file holds; its first record names it, with the format version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogKind {
+    Wal,
+    Manifest,
+}
+
+/// The version of the WAL and MANIFEST formats written by this build.
+pub(crate) const LOG_FORMAT_VERSION: u32 = 1;
+
+impl LogKind {
+    fn magic(self) -> u64 {
+        match self {
+            LogKind::Wal => u64::from_le_bytes(*b"STRATAwl"),
+            LogKind::Manifest => u64::from_le_bytes(*b"STRATAmf"),
+        }
+    }
+}
+
+/// The first record of every log file: `magic: u64 LE | version: u32 LE`.
+pub(crate) fn header_record(kind: LogKind) -> Vec<u8> {
+    let mut v = Vec::with_capacity(12);
+    crate::coding::put_u64(&mut v, kind.magic());
+    crate::coding::put_u32(&mut v, LOG_FORMAT_VERSION);
+    v
+}
+
+/// Checks the header record and returns the records after it. An empty log (a crash before
+/// the header reached the disk) has no records.
+pub(crate) fn strip_header(
+    path: &Path,
+    contents: LogContents,
+    kind: LogKind,
+) -> Result<Vec<(u64, Vec<u8>)>> {
+    let mut records = contents.records.into_iter();
+    let Some((_, first)) = records.next() else {
+        return Ok(Vec::new());
+    };
+    let magic = crate::coding::u64_at(&first, 0).map_err(|e| e.at(path, 0))?;
+    if magic != kind.magic() {
+        return Err(Error::corruption(
+            path,
+            0,
+            format!("not a {kind:?} file: bad magic number"),
+        ));
+    }
+    let version = u32_at(&first, 8).map_err(|e| e.at(path, 0))?;
+    if version != LOG_FORMAT_VERSION {
+        return Err(Error::UnsupportedFormat {
+            file: path.to_path_buf(),
+            reason: format!("{kind:?} format version {version}"),
+        });
+    }
+    Ok(records.collect())
+}

@@ -1,0 +1,161 @@
+//! Options of a database and of single reads and writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::fs::{FileSystem, StdFs};
+use crate::log::RecoveryMode;
+use crate::snapshot::Snapshot;
+use crate::sstable::{Compression, IndexKind};
+
+/// How a database is opened and shaped. `Options::default()` suits most uses.
+///
+/// ```
+/// let opts = strata::Options {
+///     write_buffer_size: 4 << 20,
+///     size_ratio: 2,
+///     ..strata::Options::default()
+/// };
+/// assert_eq!(opts.block_size, 4096);
+/// ```
+#[derive(Clone)]
+pub struct Options {
+    /// Create the directory and an empty database when none exists (default `true`).
+    pub create_if_missing: bool,
+    /// Fail with [`crate::Error::InvalidArgument`] when a database already exists.
+    pub error_if_exists: bool,
+    /// Bytes of writes a memtable takes before it turns immutable and is flushed (64 MiB).
+    pub write_buffer_size: usize,
+    /// Immutable memtables waiting for flush beyond which writers wait (default 2).
+    pub max_immutable_memtables: usize,
+    /// Flush a memtable that has held writes for this long, even if not full (default off).
+    pub memtable_max_age: Option<Duration>,
+    /// Uncompressed size of SST data blocks (4 KiB).
+    pub block_size: usize,
+    /// Keys between restart points in data blocks (16).
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key (10, about 1% false positives).
+    pub bloom_bits_per_key: usize,
+    /// Block compression (none).
+    pub compression: Compression,
+    /// How SST indexes are stored and searched (flat, binary-searched).
+    pub index_kind: IndexKind,
+    /// Bytes of the block cache (8 MiB).
+    pub block_cache_bytes: usize,
+    /// Size ratio `T` between adjacent levels (10).
+    pub size_ratio: u64,
+    /// Target bytes of level 1; level `n` aims at this times `T^(n-1)` (64 MiB).
+    pub level1_max_bytes: u64,
+    /// Size at which compaction starts a new output file (16 MiB).
+    pub target_file_size: u64,
+    /// Level-0 files that start a compaction (4).
+    pub level0_compaction_trigger: usize,
+    /// Level-0 files from which each write is delayed by a millisecond (12).
+    pub level0_slowdown_trigger: usize,
+    /// Level-0 files at which writers wait for compaction (20).
+    pub level0_stop_trigger: usize,
+    /// Compaction threads (1).
+    pub max_background_compactions: usize,
+    /// What to do with a WAL damaged anywhere but its torn tail.
+    pub wal_recovery: RecoveryMode,
+    /// The file system all I/O goes through.
+    pub fs: Arc<dyn FileSystem>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("block_size", &self.block_size)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("compression", &self.compression)
+            .field("index_kind", &self.index_kind)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("size_ratio", &self.size_ratio)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size: 64 << 20,
+            max_immutable_memtables: 2,
+            memtable_max_age: None,
+            block_size: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::None,
+            index_kind: IndexKind::Flat,
+            block_cache_bytes: 8 << 20,
+            size_ratio: 10,
+            level1_max_bytes: 64 << 20,
+            target_file_size: 16 << 20,
+            level0_compaction_trigger: 4,
+            level0_slowdown_trigger: 12,
+            level0_stop_trigger: 20,
+            max_background_compactions: 1,
+            wal_recovery: RecoveryMode::Strict,
+            fs: Arc::new(StdFs),
+        }
+    }
+}
+
+impl Options {
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
+        if self.write_buffer_size < 1024 {
+            return bad("write_buffer_size must be at least 1 KiB");
+        }
+        if self.block_size < 64 {
+            return bad("block_size must be at least 64 bytes");
+        }
+        if self.size_ratio < 2 {
+            return bad("size_ratio must be at least 2");
+        }
+        if self.level0_compaction_trigger == 0
+            || self.level0_slowdown_trigger < self.level0_compaction_trigger
+            || self.level0_stop_trigger < self.level0_slowdown_trigger
+        {
+            return bad("level-0 triggers must satisfy 0 < compaction <= slowdown <= stop");
+        }
+        if self.max_immutable_memtables == 0 || self.max_background_compactions == 0 {
+            return bad("max_immutable_memtables and max_background_compactions must be positive");
+        }
+        if self.bloom_bits_per_key > 64 {
+            return bad("bloom_bits_per_key must be at most 64");
+        }
+        Ok(())
+    }
+}
+
+/// How a write is made durable.
+///
+/// The contract:
+/// - `sync = true`: when the call returns, the write survives power loss (the WAL was
+///   fsynced).
+/// - `sync = false` (the default): the write survives a crash of the process, since it was
+///   handed to the operating system, but the last writes may be lost if the machine loses
+///   power.
+/// - Either way a batch is atomic, and after any crash the database holds a prefix of the
+///   acknowledged writes that contains every synced one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Fsync the WAL before returning.
+    pub sync: bool,
+}
+
+/// How a read is made.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Read the state as of this snapshot instead of the latest.
+    pub snapshot: Option<Snapshot>,
+    /// Iterators start at this key (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators end before this key (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+    /// Keep blocks read for this operation out of the block cache (for large scans).
+    pub skip_cache: bool,
+}

@@ -1,0 +1,417 @@
+//! Blocks: sorted entries with prefix-compressed keys and restart points.
+//!
+//! ```text
+//! entry*  where entry = shared: varint | unshared: varint | value_len: varint
+//!                       | key bytes past the shared prefix | value
+//! restarts: u32 LE * num_restarts     offsets of entries stored with shared = 0
+//! num_restarts: u32 LE
+//! ```
+//! Data and index blocks hold internal keys; the properties block holds plain names.
+
+#![deny(clippy::indexing_slicing)]
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::coding::{Reader, put_u32, put_varint, u32_at};
+use crate::error::{DecodeError, Error, Result};
+use crate::iter::InternalIterator;
+
+pub(crate) type Comparator = fn(&[u8], &[u8]) -> Ordering;
+
+/// Builds one block.
+pub(crate) struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    restart_interval: usize,
+    since_restart: usize,
+    last_key: Vec<u8>,
+    entries: usize,
+}
+
+impl BlockBuilder {
+    pub(crate) fn new(restart_interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: vec![0],
+            restart_interval: restart_interval.max(1),
+            since_restart: 0,
+            last_key: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    /// Adds an entry. Requires: `key` sorts after every key added before.
+    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
+        let shared = if self.since_restart >= self.restart_interval {
+            self.restarts.push(self.buf.len() as u32);
+            self.since_restart = 0;
+            0
+        } else {
+            self.last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let unshared = key.get(shared..).unwrap_or_default();
+        put_varint(&mut self.buf, shared as u64);
+        put_varint(&mut self.buf, unshared.len() as u64);
+        put_varint(&mut self.buf, value.len() as u64);
+        self.buf.extend_from_slice(unshared);
+        self.buf.extend_from_slice(value);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(unshared);
+        self.since_restart += 1;
+        self.entries += 1;
+    }
+
+    pub(crate) fn estimated_size(&self) -> usize {
+        self.buf.len() + self.restarts.len() * 4 + 4
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    pub(crate) fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Finishes the block and resets the builder for the next one.
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for r in &self.restarts {
+            put_u32(&mut out, *r);
+        }
+        put_u32(&mut out, self.restarts.len() as u32);
+        self.restarts = vec![0];
+        self.since_restart = 0;
+        self.last_key.clear();
+        self.entries = 0;
+        out
+    }
+}
+
+/// A decoded, immutable block.
+pub(crate) struct Block {
+    data: Vec<u8>,
+    restarts_offset: usize,
+    num_restarts: usize,
+}
+
+impl Block {
+    pub(crate) fn new(data: Vec<u8>) -> Result<Block, DecodeError> {
+        let n = data
+            .len()
+            .checked_sub(4)
+            .ok_or(DecodeError("block too short"))?;
+        let num_restarts = u32_at(&data, n)? as usize;
+        let restarts_offset = num_restarts
+            .checked_mul(4)
+            .and_then(|b| n.checked_sub(b))
+            .ok_or(DecodeError("restart array exceeds block"))?;
+        if num_restarts == 0 {
+            return Err(DecodeError("block without restart points"));
+        }
+        Ok(Block {
+            data,
+            restarts_offset,
+            num_restarts,
+        })
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    fn restart(&self, i: usize) -> Result<usize, DecodeError> {
+        let off = u32_at(&self.data, self.restarts_offset + i * 4)? as usize;
+        if off > self.restarts_offset {
+            return Err(DecodeError("restart point past the entries"));
+        }
+        Ok(off)
+    }
+
+    pub(crate) fn iter(self: &Arc<Self>, cmp: Comparator) -> BlockIter {
+        BlockIter {
+            block: self.clone(),
+            cmp,
+            offset: self.restarts_offset,
+            next_offset: self.restarts_offset,
+            restart_index: 0,
+            key: Vec::new(),
+            value: (0, 0),
+        }
+    }
+}
+
+/// A cursor over a block. A damaged entry makes the movement return `Corruption`; the caller
+/// that knows the file fills in its name, so the path here is left empty.
+pub(crate) struct BlockIter {
+    block: Arc<Block>,
+    cmp: Comparator,
+    /// Offset of the current entry; `restarts_offset` when not valid.
+    offset: usize,
+    next_offset: usize,
+    restart_index: usize,
+    key: Vec<u8>,
+    value: (usize, usize),
+}
+
+fn corrupt(e: DecodeError) -> Error {
+    Error::corruption("", 0, e.0)
+}
+
+impl BlockIter {
+    fn invalidate(&mut self) {
+        self.offset = self.block.restarts_offset;
+        self.next_offset = self.block.restarts_offset;
+    }
+
+    /// Decodes the entry at `next_offset` into the cursor.
+    fn parse_next(&mut self) -> Result<bool, DecodeError> {
+        let start = self.next_offset;
+        let limit = self.block.restarts_offset;
+        if start >= limit {
+            self.invalidate();
+            return Ok(false);
+        }
+        let entries = self
+            .block
+            .data
+            .get(..limit)
+            .ok_or(DecodeError("bad block"))?;
+        let mut r = Reader::new(entries.get(start..).unwrap_or_default());
+        let shared = r.varint_usize()?;
+        let unshared = r.varint_usize()?;
+        let vlen = r.varint_usize()?;
+        if shared > self.key.len() {
+            return Err(DecodeError("shared prefix longer than previous key"));
+        }
+        let delta = r.bytes(unshared)?;
+        let vstart = start + r.position();
+        r.bytes(vlen)?;
+        self.key.truncate(shared);
+        self.key.extend_from_slice(delta);
+        self.value = (vstart, vlen);
+        self.offset = start;
+        self.next_offset = vstart + vlen;
+        while self.restart_index + 1 < self.block.num_restarts
+            && self.block.restart(self.restart_index + 1)? <= self.offset
+        {
+            self.restart_index += 1;
+        }
+        Ok(true)
+    }
+
+    fn seek_to_restart(&mut self, index: usize) -> Result<(), DecodeError> {
+        self.key.clear();
+        self.restart_index = index;
+        self.next_offset = self.block.restart(index)?;
+        Ok(())
+    }
+
+    /// The key stored at a restart point (stored whole, with no shared prefix).
+    fn restart_key(&self, index: usize) -> Result<&[u8], DecodeError> {
+        let off = self.block.restart(index)?;
+        let mut r = Reader::new(
+            self.block
+                .data
+                .get(off..self.block.restarts_offset)
+                .unwrap_or_default(),
+        );
+        let shared = r.varint_usize()?;
+        let unshared = r.varint_usize()?;
+        r.varint_usize()?;
+        if shared != 0 {
+            return Err(DecodeError("restart entry shares a prefix"));
+        }
+        r.bytes(unshared)
+    }
+
+    fn seek_inner(&mut self, target: &[u8]) -> Result<(), DecodeError> {
+        // Last restart point whose key is < target.
+        let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if (self.cmp)(self.restart_key(mid)?, target) == Ordering::Less {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        self.seek_to_restart(lo)?;
+        while self.parse_next()? {
+            if (self.cmp)(&self.key, target) != Ordering::Less {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn prev_inner(&mut self) -> Result<(), DecodeError> {
+        let original = self.offset;
+        while self.block.restart(self.restart_index)? >= original {
+            if self.restart_index == 0 {
+                self.invalidate();
+                return Ok(());
+            }
+            self.restart_index -= 1;
+        }
+        self.seek_to_restart(self.restart_index)?;
+        while self.parse_next()? && self.next_offset < original {}
+        Ok(())
+    }
+
+    fn last_inner(&mut self) -> Result<(), DecodeError> {
+        self.seek_to_restart(self.block.num_restarts - 1)?;
+        while self.parse_next()? && self.next_offset < self.block.restarts_offset {}
+        Ok(())
+    }
+
+    fn wrap(&mut self, r: Result<(), DecodeError>) -> Result<()> {
+        r.map_err(|e| {
+            self.invalidate();
+            corrupt(e)
+        })
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.offset < self.block.restarts_offset
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        let r = self
+            .seek_to_restart(0)
+            .and_then(|()| self.parse_next().map(|_| ()));
+        self.wrap(r)
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        let r = self.last_inner();
+        self.wrap(r)
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let r = self.seek_inner(target);
+        self.wrap(r)
+    }
+    fn next(&mut self) -> Result<()> {
+        debug_assert!(self.valid());
+        let r = self.parse_next().map(|_| ());
+        self.wrap(r)
+    }
+    fn prev(&mut self) -> Result<()> {
+        debug_assert!(self.valid());
+        let r = self.prev_inner();
+        self.wrap(r)
+    }
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+    fn value(&self) -> &[u8] {
+        let (start, len) = self.value;
+        self.block.data.get(start..start + len).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+
+    fn build(n: usize, interval: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval);
+        for i in 0..n {
+            b.add(
+                format!("key{:05}", i * 2).as_bytes(),
+                format!("v{i}").as_bytes(),
+            );
+        }
+        Arc::new(Block::new(b.finish()).unwrap())
+    }
+
+    #[test]
+    fn iterates_and_seeks_at_every_restart_interval() {
+        for interval in [1, 2, 16] {
+            let block = build(100, interval);
+            let mut it = block.iter(bytewise);
+            it.seek_to_first().unwrap();
+            let mut n = 0;
+            while it.valid() {
+                assert_eq!(it.key(), format!("key{:05}", n * 2).as_bytes());
+                assert_eq!(it.value(), format!("v{n}").as_bytes());
+                n += 1;
+                it.next().unwrap();
+            }
+            assert_eq!(n, 100);
+            it.seek_to_last().unwrap();
+            let mut m = 100;
+            while it.valid() {
+                m -= 1;
+                assert_eq!(it.key(), format!("key{:05}", m * 2).as_bytes());
+                it.prev().unwrap();
+            }
+            assert_eq!(m, 0);
+            it.seek(b"key00051").unwrap();
+            assert_eq!(it.key(), b"key00052");
+            it.seek(b"key00052").unwrap();
+            assert_eq!(it.key(), b"key00052");
+            it.seek(b"zzz").unwrap();
+            assert!(!it.valid());
+            it.seek(b"").unwrap();
+            assert_eq!(it.key(), b"key00000");
+        }
+    }
+
+    #[test]
+    fn prefix_compression_saves_space() {
+        let block = build(100, 16);
+        assert!(block.size() < 100 * 8 + 100 * 3, "size {}", block.size());
+    }
+
+    #[test]
+    fn damaged_blocks_give_errors_not_panics() {
+        let good = {
+            let mut b = BlockBuilder::new(4);
+            for i in 0..20 {
+                b.add(format!("k{i:03}").as_bytes(), b"value");
+            }
+            b.finish()
+        };
+        for i in 0..good.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = good.clone();
+                bad[i] ^= bit;
+                let Ok(block) = Block::new(bad) else { continue };
+                let block = Arc::new(block);
+                let mut it = block.iter(bytewise);
+                let _ = it.seek(b"k010");
+                let mut steps = 0;
+                if it.seek_to_first().is_ok() {
+                    while it.valid() && steps < 100 {
+                        if it.next().is_err() {
+                            break;
+                        }
+                        steps += 1;
+                    }
+                }
+                if it.seek_to_last().is_ok() {
+                    while it.valid() && steps < 200 {
+                        if it.prev().is_err() {
+                            break;
+                        }
+                        steps += 1;
+                    }
+                }
+            }
+        }
+        assert!(Block::new(vec![1, 0]).is_err());
+        assert!(Block::new(vec![0, 0, 0, 0]).is_err());
+        assert!(Block::new(vec![9, 0, 0, 0]).is_err());
+    }
+}

@@ -1,0 +1,211 @@
+//! Writes an SST file (layout in [`super::format`]).
+
+use std::path::PathBuf;
+
+use super::TableOptions;
+use super::block::BlockBuilder;
+use super::filter::FilterBuilder;
+use super::format::{BlockHandle, Footer, IndexKind, block_trailer, compress_block};
+use crate::error::{Error, Result};
+use crate::fs::WritableFile;
+use crate::key::{ValueKind, parse_internal_key, user_key};
+
+/// Names of the properties block entries. Written to disk: never renamed.
+pub(crate) mod prop {
+    pub const ENTRIES: &str = "strata.entries";
+    pub const DELETIONS: &str = "strata.deletions";
+    pub const RAW_KEY_BYTES: &str = "strata.raw-key-bytes";
+    pub const RAW_VALUE_BYTES: &str = "strata.raw-value-bytes";
+    pub const DATA_BLOCKS: &str = "strata.data-blocks";
+    pub const DATA_BYTES: &str = "strata.data-bytes";
+    pub const INDEX_BYTES: &str = "strata.index-bytes";
+    pub const FILTER_BYTES: &str = "strata.filter-bytes";
+    pub const COMPRESSION: &str = "strata.compression";
+}
+
+/// What a finished table holds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TableSummary {
+    pub file_size: u64,
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+    pub entries: u64,
+    pub deletions: u64,
+}
+
+pub(crate) struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    opts: TableOptions,
+    offset: u64,
+    data: BlockBuilder,
+    index_entries: Vec<(Vec<u8>, BlockHandle)>,
+    filter: FilterBuilder,
+    summary: TableSummary,
+    raw_key_bytes: u64,
+    raw_value_bytes: u64,
+    data_blocks: u64,
+}
+
+impl TableBuilder {
+    pub(crate) fn new(file: Box<dyn WritableFile>, path: PathBuf, opts: TableOptions) -> Self {
+        TableBuilder {
+            file,
+            path,
+            data: BlockBuilder::new(opts.restart_interval),
+            filter: FilterBuilder::new(opts.bloom_bits_per_key),
+            opts,
+            offset: 0,
+            index_entries: Vec::new(),
+            summary: TableSummary::default(),
+            raw_key_bytes: 0,
+            raw_value_bytes: 0,
+            data_blocks: 0,
+        }
+    }
+
+    /// Adds an entry. Requires: internal keys arrive in increasing order.
+    pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if self.summary.entries == 0 {
+            self.summary.smallest = ikey.to_vec();
+        }
+        debug_assert!(
+            self.summary.entries == 0
+                || crate::key::compare_internal(&self.summary.largest, ikey).is_lt()
+        );
+        self.summary.largest.clear();
+        self.summary.largest.extend_from_slice(ikey);
+        self.summary.entries += 1;
+        if parse_internal_key(ikey).map(|p| p.kind) == Some(ValueKind::Delete) {
+            self.summary.deletions += 1;
+        }
+        self.raw_key_bytes += ikey.len() as u64;
+        self.raw_value_bytes += value.len() as u64;
+        self.filter.add_key(user_key(ikey));
+        self.data.add(ikey, value);
+        if self.data.estimated_size() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes the file will have, about, if finished now.
+    pub(crate) fn estimated_size(&self) -> u64 {
+        self.offset + self.data.estimated_size() as u64
+    }
+
+    pub(crate) fn entries(&self) -> u64 {
+        self.summary.entries
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data.is_empty() {
+            return Ok(());
+        }
+        let last = self.data.last_key().to_vec();
+        let raw = self.data.finish();
+        let handle = self.write_block(&raw, self.opts.compression)?;
+        self.index_entries.push((last, handle));
+        self.data_blocks += 1;
+        Ok(())
+    }
+
+    fn write_block(&mut self, raw: &[u8], compression: super::Compression) -> Result<BlockHandle> {
+        let (stored, kind) = compress_block(raw, compression);
+        let trailer = block_trailer(&stored, kind);
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: stored.len() as u64,
+        };
+        self.append(&stored)?;
+        self.append(&trailer)?;
+        Ok(handle)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .append(bytes)
+            .map_err(|e| Error::io("append", &self.path, e))?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes index levels bottom-up; returns the root handle and the depth.
+    fn write_index(&mut self) -> Result<(BlockHandle, u8)> {
+        let mut entries = std::mem::take(&mut self.index_entries);
+        let mut depth = 1u8;
+        loop {
+            let mut block = BlockBuilder::new(1);
+            let mut next_level = Vec::new();
+            let single = self.opts.index_kind == IndexKind::Flat;
+            let count = entries.len();
+            for (i, (key, handle)) in entries.iter().enumerate() {
+                let mut v = Vec::with_capacity(20);
+                handle.encode_varint(&mut v);
+                block.add(key, &v);
+                let last = i + 1 == count;
+                if last || (!single && block.estimated_size() >= self.opts.block_size) {
+                    let raw = block.finish();
+                    let h = self.write_block(&raw, super::Compression::None)?;
+                    next_level.push((key.clone(), h));
+                }
+            }
+            if next_level.is_empty() {
+                // A table with no entries still gets an empty root.
+                let raw = block.finish();
+                let h = self.write_block(&raw, super::Compression::None)?;
+                return Ok((h, depth));
+            }
+            if next_level.len() == 1 {
+                let (_, root) = next_level.remove(0);
+                return Ok((root, depth));
+            }
+            entries = next_level;
+            depth += 1;
+        }
+    }
+
+    /// Writes filter, index, properties and footer, and syncs the file.
+    pub(crate) fn finish(mut self) -> Result<TableSummary> {
+        self.flush_data_block()?;
+        let data_bytes = self.offset;
+        let filter = self.filter.finish();
+        let filter_handle = self.write_block(&filter, super::Compression::None)?;
+        let index_start = self.offset;
+        let (index_handle, index_depth) = self.write_index()?;
+        let index_bytes = self.offset - index_start;
+        let mut props = BlockBuilder::new(1);
+        let mut pairs = [
+            (prop::COMPRESSION, self.opts.compression as u64),
+            (prop::DATA_BLOCKS, self.data_blocks),
+            (prop::DATA_BYTES, data_bytes),
+            (prop::DELETIONS, self.summary.deletions),
+            (prop::ENTRIES, self.summary.entries),
+            (prop::FILTER_BYTES, filter.len() as u64),
+            (prop::INDEX_BYTES, index_bytes),
+            (prop::RAW_KEY_BYTES, self.raw_key_bytes),
+            (prop::RAW_VALUE_BYTES, self.raw_value_bytes),
+        ];
+        pairs.sort_by_key(|(name, _)| *name);
+        for (name, value) in pairs {
+            let mut v = Vec::new();
+            crate::coding::put_varint(&mut v, value);
+            props.add(name.as_bytes(), &v);
+        }
+        let raw = props.finish();
+        let props_handle = self.write_block(&raw, super::Compression::None)?;
+        let footer = Footer {
+            filter: filter_handle,
+            index: index_handle,
+            properties: props_handle,
+            index_kind: self.opts.index_kind,
+            index_depth,
+        };
+        self.append(&footer.encode())?;
+        self.file
+            .sync()
+            .map_err(|e| Error::io("fsync", &self.path, e))?;
+        self.summary.file_size = self.offset;
+        Ok(self.summary)
+    }
+}

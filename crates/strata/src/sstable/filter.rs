@@ -1,0 +1,166 @@
+//! The Bloom filter of an SST: one filter over every user key of the file.
+//!
+//! Layout: `bits: ceil(m / 8) bytes | k: u8`. Probe `i` of a key sets bit
+//! `(h1 + i * h2) mod m`, with `h1`, `h2` the halves of the key's 64-bit hash.
+
+#![deny(clippy::indexing_slicing)]
+
+use crate::error::DecodeError;
+
+/// A 64-bit hash of a byte string (multiply-mix over 8-byte words). Written into filters: the
+/// function is frozen for the filter format.
+pub(crate) fn hash64(data: &[u8]) -> u64 {
+    const K0: u64 = 0xa076_1d64_78bd_642f;
+    const K1: u64 = 0xe703_7ed1_a0b4_28db;
+    fn mix(a: u64, b: u64) -> u64 {
+        let r = u128::from(a).wrapping_mul(u128::from(b));
+        (r as u64) ^ ((r >> 64) as u64)
+    }
+    let mut h = mix(data.len() as u64 ^ K0, K1);
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = mix(h ^ u64::from_le_bytes(w), K1 ^ K0.rotate_left(17));
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        for (d, s) in w.iter_mut().zip(rest) {
+            *d = *s;
+        }
+        h = mix(h ^ u64::from_le_bytes(w), K0);
+    }
+    mix(h, K1)
+}
+
+/// Collects key hashes and builds the filter bytes.
+pub(crate) struct FilterBuilder {
+    bits_per_key: usize,
+    hashes: Vec<u64>,
+}
+
+impl FilterBuilder {
+    pub(crate) fn new(bits_per_key: usize) -> Self {
+        FilterBuilder {
+            bits_per_key,
+            hashes: Vec::new(),
+        }
+    }
+
+    pub(crate) fn add_key(&mut self, user_key: &[u8]) {
+        let h = hash64(user_key);
+        if self.hashes.last() != Some(&h) {
+            self.hashes.push(h);
+        }
+    }
+
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
+        let k = ((self.bits_per_key as f64) * std::f64::consts::LN_2).round() as usize;
+        let k = k.clamp(1, 30);
+        let bits = (self.hashes.len() * self.bits_per_key).max(64);
+        let bytes = bits.div_ceil(8);
+        let bits = bytes * 8;
+        let mut out = vec![0u8; bytes + 1];
+        for &h in &self.hashes {
+            let (mut pos, delta) = (h & 0xffff_ffff, (h >> 32) | 1);
+            for _ in 0..k {
+                let bit = (pos % bits as u64) as usize;
+                if let Some(b) = out.get_mut(bit / 8) {
+                    *b |= 1 << (bit % 8);
+                }
+                pos = pos.wrapping_add(delta);
+            }
+        }
+        if let Some(last) = out.last_mut() {
+            *last = k as u8;
+        }
+        self.hashes.clear();
+        out
+    }
+}
+
+/// A decoded filter.
+pub(crate) struct BloomFilter {
+    data: Vec<u8>,
+    bits: u64,
+    k: u8,
+}
+
+impl BloomFilter {
+    pub(crate) fn new(mut data: Vec<u8>) -> Result<BloomFilter, DecodeError> {
+        let k = data.pop().ok_or(DecodeError("empty filter"))?;
+        if k == 0 || k > 30 || data.is_empty() {
+            return Err(DecodeError("filter has a bad probe count or no bits"));
+        }
+        let bits = data.len() as u64 * 8;
+        Ok(BloomFilter { data, bits, k })
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.data.len() + 1
+    }
+
+    /// False only when the key is certainly absent from the file.
+    pub(crate) fn may_contain(&self, user_key: &[u8]) -> bool {
+        let h = hash64(user_key);
+        let (mut pos, delta) = (h & 0xffff_ffff, (h >> 32) | 1);
+        for _ in 0..self.k {
+            let bit = pos % self.bits;
+            match self.data.get((bit / 8) as usize) {
+                Some(b) if b & (1 << (bit % 8)) != 0 => {}
+                _ => return false,
+            }
+            pos = pos.wrapping_add(delta);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_false_negatives() {
+        let mut b = FilterBuilder::new(10);
+        for i in 0..10_000u32 {
+            b.add_key(&i.to_be_bytes());
+        }
+        let f = BloomFilter::new(b.finish()).unwrap();
+        for i in 0..10_000u32 {
+            assert!(f.may_contain(&i.to_be_bytes()));
+        }
+    }
+
+    #[test]
+    fn false_positive_rate_is_within_twice_theory() {
+        for bits_per_key in [5usize, 10, 16] {
+            let n = 20_000u64;
+            let mut b = FilterBuilder::new(bits_per_key);
+            for i in 0..n {
+                b.add_key(format!("key{i:016}").as_bytes());
+            }
+            let f = BloomFilter::new(b.finish()).unwrap();
+            let probes = 100_000u64;
+            let fp = (0..probes)
+                .filter(|i| f.may_contain(format!("other{i:014}").as_bytes()))
+                .count() as f64
+                / probes as f64;
+            let k = f.k as f64;
+            let theory = (1.0 - (-k / bits_per_key as f64).exp()).powf(k);
+            assert!(
+                fp <= 2.0 * theory,
+                "bits/key {bits_per_key}: fp {fp:.5} vs theory {theory:.5}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_malformed_filters() {
+        assert!(BloomFilter::new(vec![]).is_err());
+        assert!(BloomFilter::new(vec![0xff, 0]).is_err());
+        assert!(BloomFilter::new(vec![0xff, 31]).is_err());
+        assert!(BloomFilter::new(vec![6]).is_err());
+    }
+}

@@ -1,0 +1,19 @@
+//! Sorted string tables: the immutable files of the tree. [`format`] has the file layout.
+
+pub(crate) mod block;
+pub(crate) mod builder;
+pub(crate) mod filter;
+pub(crate) mod format;
+pub(crate) mod reader;
+
+pub use format::{Compression, IndexKind};
+
+/// How tables are built.
+#[derive(Debug, Clone)]
+pub(crate) struct TableOptions {
+    pub block_size: usize,
+    pub restart_interval: usize,
+    pub bloom_bits_per_key: usize,
+    pub compression: Compression,
+    pub index_kind: IndexKind,
+}

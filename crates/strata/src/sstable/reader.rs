@@ -1,0 +1,532 @@
+//! Reads an SST file: point lookups through filter, index and one data block, and
+//! bidirectional iteration. Blocks come from the block cache when they are there.
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::block::{Block, BlockIter};
+use super::filter::BloomFilter;
+use super::format::{
+    BLOCK_TRAILER_BYTES, BlockHandle, FOOTER_BYTES, Footer, FooterError, unwrap_block,
+};
+use crate::cache::{BlockCache, CacheValue};
+use crate::error::{Error, Result};
+use crate::fs::RandomAccessFile;
+use crate::iter::InternalIterator;
+use crate::key::{FileNumber, ParsedKey, compare_internal, parse_internal_key};
+
+/// An open SST file.
+pub(crate) struct Table {
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    number: FileNumber,
+    footer: Footer,
+    cache: Arc<BlockCache>,
+}
+
+/// A found entry.
+pub(crate) struct TableEntry {
+    pub kind: crate::key::ValueKind,
+    pub value: Vec<u8>,
+}
+
+fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
+    a.cmp(b)
+}
+
+impl Table {
+    /// Opens a table, checking its footer.
+    pub(crate) fn open(
+        file: Arc<dyn RandomAccessFile>,
+        path: &Path,
+        number: FileNumber,
+        cache: Arc<BlockCache>,
+    ) -> Result<Table> {
+        let size = file.size().map_err(|e| Error::io("stat", path, e))?;
+        if size < FOOTER_BYTES as u64 {
+            return Err(Error::corruption(path, 0, "file too short to be an SST"));
+        }
+        let footer_offset = size - FOOTER_BYTES as u64;
+        let bytes = file
+            .read_at(footer_offset, FOOTER_BYTES)
+            .map_err(|e| Error::io("read", path, e))?;
+        let footer = match Footer::decode(&bytes) {
+            Ok(f) => f,
+            Err(FooterError::Damaged(e)) => return Err(e.at(path, footer_offset)),
+            Err(FooterError::Version(v)) => {
+                return Err(Error::UnsupportedFormat {
+                    file: path.to_path_buf(),
+                    reason: format!("SST format version {v}"),
+                });
+            }
+        };
+        for h in [footer.filter, footer.index, footer.properties] {
+            if h.offset
+                .checked_add(h.size + BLOCK_TRAILER_BYTES as u64)
+                .is_none_or(|end| end > footer_offset)
+            {
+                return Err(Error::corruption(
+                    path,
+                    footer_offset,
+                    "footer points past the file",
+                ));
+            }
+        }
+        Ok(Table {
+            file,
+            path: path.to_path_buf(),
+            number,
+            footer,
+            cache,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+        let len = usize::try_from(handle.size)
+            .ok()
+            .and_then(|s| s.checked_add(BLOCK_TRAILER_BYTES))
+            .ok_or_else(|| Error::corruption(&self.path, handle.offset, "block size overflows"))?;
+        let stored = self
+            .file
+            .read_at(handle.offset, len)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => Error::corruption(
+                    &self.path,
+                    handle.offset,
+                    "block extends past the end of the file",
+                ),
+                _ => Error::io("read", &self.path, e),
+            })?;
+        unwrap_block(&stored).map_err(|e| e.at(&self.path, handle.offset))
+    }
+
+    pub(crate) fn read_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        let key = (self.number.0, handle.offset);
+        if let Some(CacheValue::Block(b)) = self.cache.get(&key) {
+            return Ok(b);
+        }
+        let raw = self.read_raw(handle)?;
+        let block = Arc::new(Block::new(raw).map_err(|e| e.at(&self.path, handle.offset))?);
+        if fill_cache {
+            self.cache.insert(key, CacheValue::Block(block.clone()));
+        }
+        Ok(block)
+    }
+
+    fn filter(&self) -> Result<Arc<BloomFilter>> {
+        let key = (self.number.0, self.footer.filter.offset);
+        if let Some(CacheValue::Filter(f)) = self.cache.get(&key) {
+            return Ok(f);
+        }
+        let raw = self.read_raw(self.footer.filter)?;
+        let filter = Arc::new(
+            BloomFilter::new(raw).map_err(|e| e.at(&self.path, self.footer.filter.offset))?,
+        );
+        self.cache.insert(key, CacheValue::Filter(filter.clone()));
+        Ok(filter)
+    }
+
+    fn with_path(&self, e: Error, offset: u64) -> Error {
+        match e {
+            Error::Corruption { reason, .. } => Error::corruption(&self.path, offset, reason),
+            other => other,
+        }
+    }
+
+    /// Descends the index to the handle of the data block that may hold `target`.
+    fn find_data_block(&self, target: &[u8], fill_cache: bool) -> Result<Option<BlockHandle>> {
+        let mut handle = self.footer.index;
+        for _ in 0..self.footer.index_depth {
+            let block = self.read_block(handle, fill_cache)?;
+            let mut it = block.iter(compare_internal);
+            it.seek(target)
+                .map_err(|e| self.with_path(e, handle.offset))?;
+            if !it.valid() {
+                return Ok(None);
+            }
+            handle = BlockHandle::decode_varint(it.value())
+                .map_err(|e| e.at(&self.path, handle.offset))?;
+        }
+        Ok(Some(handle))
+    }
+
+    /// The first entry at or after `lookup` if it has the same user key.
+    pub(crate) fn get(
+        &self,
+        lookup: &[u8],
+        user_key: &[u8],
+        fill_cache: bool,
+    ) -> Result<Option<TableEntry>> {
+        if !self.filter()?.may_contain(user_key) {
+            return Ok(None);
+        }
+        let Some(handle) = self.find_data_block(lookup, fill_cache)? else {
+            return Ok(None);
+        };
+        let block = self.read_block(handle, fill_cache)?;
+        let mut it = block.iter(compare_internal);
+        it.seek(lookup)
+            .map_err(|e| self.with_path(e, handle.offset))?;
+        if !it.valid() {
+            return Ok(None);
+        }
+        let parsed: ParsedKey<'_> = parse_internal_key(it.key()).ok_or_else(|| {
+            Error::corruption(&self.path, handle.offset, "malformed internal key")
+        })?;
+        if parsed.user_key != user_key {
+            return Ok(None);
+        }
+        Ok(Some(TableEntry {
+            kind: parsed.kind,
+            value: it.value().to_vec(),
+        }))
+    }
+
+    /// Reads the properties block as (name, value) pairs.
+    pub(crate) fn properties(&self) -> Result<Vec<(String, u64)>> {
+        let block = self.read_block(self.footer.properties, false)?;
+        let mut it = block.iter(bytewise);
+        let mut out = Vec::new();
+        it.seek_to_first()
+            .map_err(|e| self.with_path(e, self.footer.properties.offset))?;
+        while it.valid() {
+            let v = crate::coding::Reader::new(it.value())
+                .varint()
+                .map_err(|e| e.at(&self.path, self.footer.properties.offset))?;
+            out.push((String::from_utf8_lossy(it.key()).into_owned(), v));
+            it.next()
+                .map_err(|e| self.with_path(e, self.footer.properties.offset))?;
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn footer(&self) -> Footer {
+        self.footer
+    }
+
+    /// A cursor over every entry of the table.
+    pub(crate) fn iter(self: &Arc<Self>, fill_cache: bool) -> TableIter {
+        TableIter {
+            table: self.clone(),
+            fill_cache,
+            stack: Vec::new(),
+            data: None,
+        }
+    }
+
+    /// Verifies the checksum of every block (for `check`); returns the number of blocks.
+    pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
+        self.filter()?;
+        self.properties()?;
+        let mut blocks = 0u64;
+        let mut it = self.iter(false);
+        it.seek_to_first()?;
+        let mut last: Option<Vec<u8>> = None;
+        while it.valid() {
+            if parse_internal_key(it.key()).is_none() {
+                return Err(Error::corruption(&self.path, 0, "malformed internal key"));
+            }
+            if let Some(l) = &last
+                && compare_internal(l, it.key()) != Ordering::Less
+            {
+                return Err(Error::corruption(&self.path, 0, "keys out of order"));
+            }
+            last = Some(it.key().to_vec());
+            blocks += 1;
+            it.next()?;
+        }
+        Ok(blocks)
+    }
+}
+
+/// A cursor over a table: a stack of index cursors from the root down, then a data block.
+pub(crate) struct TableIter {
+    table: Arc<Table>,
+    fill_cache: bool,
+    /// One cursor per index level, root first, with the offset of its block.
+    stack: Vec<(BlockIter, u64)>,
+    data: Option<(BlockIter, u64)>,
+}
+
+#[derive(Clone, Copy)]
+enum Edge {
+    First,
+    Last,
+}
+
+impl TableIter {
+    fn err(&self, e: Error, offset: u64) -> Error {
+        self.table.with_path(e, offset)
+    }
+
+    fn open_block(&self, handle_bytes: &[u8], at: u64) -> Result<(BlockIter, u64)> {
+        let handle =
+            BlockHandle::decode_varint(handle_bytes).map_err(|e| e.at(&self.table.path, at))?;
+        let block = self.table.read_block(handle, self.fill_cache)?;
+        Ok((block.iter(compare_internal), handle.offset))
+    }
+
+    /// Rebuilds the cursors below index level `level` (whose cursor is positioned) down to the
+    /// data block, each placed at `edge`.
+    fn descend(&mut self, from: usize, edge: Edge) -> Result<()> {
+        self.stack.truncate(from + 1);
+        self.data = None;
+        loop {
+            let Some((top, at)) = self.stack.last() else {
+                return Ok(());
+            };
+            if !top.valid() {
+                return Ok(());
+            }
+            let (mut child, off) = self.open_block(top.value(), *at)?;
+            let r = match edge {
+                Edge::First => child.seek_to_first(),
+                Edge::Last => child.seek_to_last(),
+            };
+            r.map_err(|e| self.err(e, off))?;
+            if self.stack.len() == usize::from(self.table.footer.index_depth) {
+                self.data = Some((child, off));
+                return Ok(());
+            }
+            self.stack.push((child, off));
+        }
+    }
+
+    fn root(&self) -> Result<(BlockIter, u64)> {
+        let h = self.table.footer.index;
+        let block = self.table.read_block(h, self.fill_cache)?;
+        Ok((block.iter(compare_internal), h.offset))
+    }
+
+    /// After the data cursor ran off one end, moves to the neighbouring data block.
+    fn skip_empty(&mut self, forward: bool) -> Result<()> {
+        while self.data.as_ref().is_some_and(|(d, _)| !d.valid()) {
+            // Find the deepest index level that can still move.
+            let mut level = self.stack.len();
+            loop {
+                if level == 0 {
+                    self.data = None;
+                    return Ok(());
+                }
+                level -= 1;
+                let Some((it, off)) = self.stack.get_mut(level) else {
+                    return Ok(());
+                };
+                let off = *off;
+                let r = if forward { it.next() } else { it.prev() };
+                let valid = it.valid();
+                r.map_err(|e| self.table.with_path(e, off))?;
+                if valid {
+                    break;
+                }
+            }
+            self.descend(level, if forward { Edge::First } else { Edge::Last })?;
+        }
+        Ok(())
+    }
+
+    fn data(&self) -> &BlockIter {
+        debug_assert!(self.valid());
+        match &self.data {
+            Some((d, _)) => d,
+            None => unreachable_iter(),
+        }
+    }
+}
+
+#[cold]
+fn unreachable_iter() -> ! {
+    // Callers must check valid() first: this is a broken precondition, not bad data.
+    panic!("table iterator used while not valid")
+}
+
+impl InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|(d, _)| d.valid())
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        let (mut root, off) = self.root()?;
+        root.seek_to_first().map_err(|e| self.err(e, off))?;
+        self.stack = vec![(root, off)];
+        self.descend(0, Edge::First)?;
+        self.skip_empty(true)
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        let (mut root, off) = self.root()?;
+        root.seek_to_last().map_err(|e| self.err(e, off))?;
+        self.stack = vec![(root, off)];
+        self.descend(0, Edge::Last)?;
+        self.skip_empty(false)
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let (mut it, mut off) = self.root()?;
+        self.stack.clear();
+        self.data = None;
+        loop {
+            it.seek(target).map_err(|e| self.err(e, off))?;
+            if !it.valid() {
+                return Ok(());
+            }
+            let (child, child_off) = self.open_block(it.value(), off)?;
+            self.stack.push((it, off));
+            if self.stack.len() == usize::from(self.table.footer.index_depth) {
+                let mut d = child;
+                d.seek(target).map_err(|e| self.err(e, child_off))?;
+                self.data = Some((d, child_off));
+                return self.skip_empty(true);
+            }
+            it = child;
+            off = child_off;
+        }
+    }
+    fn next(&mut self) -> Result<()> {
+        if let Some((d, off)) = &mut self.data {
+            let off = *off;
+            d.next().map_err(|e| self.table.with_path(e, off))?;
+        }
+        self.skip_empty(true)
+    }
+    fn prev(&mut self) -> Result<()> {
+        if let Some((d, off)) = &mut self.data {
+            let off = *off;
+            d.prev().map_err(|e| self.table.with_path(e, off))?;
+        }
+        self.skip_empty(false)
+    }
+    fn key(&self) -> &[u8] {
+        self.data().key()
+    }
+    fn value(&self) -> &[u8] {
+        self.data().value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::builder::TableBuilder;
+    use super::super::{Compression, IndexKind, TableOptions};
+    use super::*;
+    use crate::fs::{FileSystem, MemFs};
+    use crate::key::{SeqNo, ValueKind, internal_key, lookup_key};
+
+    fn build(n: u32, kind: IndexKind, compression: Compression) -> (MemFs, Arc<Table>) {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/t")).unwrap();
+        let path = Path::new("/t/1.sst");
+        let opts = TableOptions {
+            block_size: 256,
+            restart_interval: 4,
+            bloom_bits_per_key: 10,
+            compression,
+            index_kind: kind,
+        };
+        let mut b = TableBuilder::new(fs.create(path).unwrap(), path.to_path_buf(), opts);
+        for i in 0..n {
+            let k = internal_key(
+                format!("key{:06}", i * 2).as_bytes(),
+                SeqNo(u64::from(i) + 1),
+                ValueKind::Value,
+            );
+            b.add(&k, format!("value{i}").as_bytes()).unwrap();
+        }
+        let s = b.finish().unwrap();
+        assert_eq!(s.entries, u64::from(n));
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let t = Table::open(fs.open(path).unwrap(), path, FileNumber(1), cache).unwrap();
+        (fs, Arc::new(t))
+    }
+
+    #[test]
+    fn both_index_kinds_find_every_key_and_iterate_both_ways() {
+        for kind in [IndexKind::Flat, IndexKind::BTree] {
+            for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+                let n = 2000;
+                let (_fs, t) = build(n, kind, c);
+                if kind == IndexKind::BTree {
+                    assert!(
+                        t.footer().index_depth >= 2,
+                        "btree of {n} entries should have levels"
+                    );
+                }
+                for i in 0..n {
+                    let uk = format!("key{:06}", i * 2);
+                    let e = t
+                        .get(&lookup_key(uk.as_bytes(), SeqNo::MAX), uk.as_bytes(), true)
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(e.value, format!("value{i}").as_bytes());
+                    let miss = format!("key{:06}", i * 2 + 1);
+                    assert!(
+                        t.get(
+                            &lookup_key(miss.as_bytes(), SeqNo::MAX),
+                            miss.as_bytes(),
+                            true
+                        )
+                        .unwrap()
+                        .is_none()
+                    );
+                }
+                let mut it = t.iter(true);
+                it.seek_to_first().unwrap();
+                let mut count = 0;
+                while it.valid() {
+                    count += 1;
+                    it.next().unwrap();
+                }
+                assert_eq!(count, n);
+                it.seek_to_last().unwrap();
+                let mut back = 0;
+                while it.valid() {
+                    back += 1;
+                    it.prev().unwrap();
+                }
+                assert_eq!(back, n);
+                it.seek(&lookup_key(b"key000101", SeqNo::MAX)).unwrap();
+                assert_eq!(crate::key::user_key(it.key()), b"key000102");
+                it.prev().unwrap();
+                assert_eq!(crate::key::user_key(it.key()), b"key000100");
+                it.seek(&lookup_key(b"zzz", SeqNo::MAX)).unwrap();
+                assert!(!it.valid());
+                assert!(t.verify().unwrap() == u64::from(n));
+            }
+        }
+    }
+
+    #[test]
+    fn flipped_bytes_are_reported_with_the_file_name() {
+        let (fs, t) = build(500, IndexKind::Flat, Compression::None);
+        let size = fs.file_size(Path::new("/t/1.sst")).unwrap() as usize;
+        drop(t);
+        let mut detected = 0;
+        for pos in (0..size).step_by(97) {
+            let fs2 = MemFs::new();
+            fs2.create_dir_all(Path::new("/t")).unwrap();
+            let mut data = fs.read_all(Path::new("/t/1.sst")).unwrap();
+            data[pos] ^= 0x40;
+            let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
+            f.append(&data).unwrap();
+            let cache = Arc::new(BlockCache::new(1 << 20));
+            let opened = Table::open(
+                fs2.open(Path::new("/t/1.sst")).unwrap(),
+                Path::new("/t/1.sst"),
+                FileNumber(1),
+                cache,
+            );
+            let res = opened.and_then(|t| Arc::new(t).verify());
+            match res {
+                Err(Error::Corruption { file, .. }) => {
+                    assert_eq!(file, Path::new("/t/1.sst"));
+                    detected += 1;
+                }
+                Err(other) => panic!("unexpected error {other}"),
+                Ok(_) => panic!("flip at {pos} not detected"),
+            }
+        }
+        assert!(detected > 0);
+    }
+}

@@ -1,0 +1,115 @@
+//! Statistics a user can read from a running database.
+
+/// One level of the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Number of SST files.
+    pub files: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// The size the level aims for (0 for level 0, whose trigger is a file count).
+    pub target_bytes: u64,
+}
+
+/// One SST file of the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The level holding the file.
+    pub level: usize,
+    /// The file's number (its name is the number, zero-padded, with `.sst`).
+    pub number: u64,
+    /// Bytes on disk.
+    pub size: u64,
+    /// The smallest user key in the file.
+    pub smallest_key: Vec<u8>,
+    /// The largest user key in the file.
+    pub largest_key: Vec<u8>,
+    /// Entries, tombstones included.
+    pub entries: u64,
+    /// Tombstones.
+    pub deletions: u64,
+}
+
+/// A snapshot of the engine's counters and shape, from [`crate::Db::stats`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per level, from 0 down.
+    pub levels: Vec<LevelStats>,
+    /// Every SST file, by level.
+    pub files: Vec<FileInfo>,
+    /// Bytes charged to the active memtable.
+    pub memtable_bytes: u64,
+    /// Memtables waiting to be flushed.
+    pub immutable_memtables: usize,
+    /// Bytes charged to those memtables.
+    pub immutable_memtable_bytes: u64,
+    /// Block cache lookups that found their block.
+    pub block_cache_hits: u64,
+    /// Block cache lookups that went to the file.
+    pub block_cache_misses: u64,
+    /// Bytes held by the block cache.
+    pub block_cache_bytes: u64,
+    /// The block cache's budget.
+    pub block_cache_capacity: u64,
+    /// Bytes of keys and values written by users since open.
+    pub user_bytes_written: u64,
+    /// Bytes appended to WAL files since open.
+    pub wal_bytes_written: u64,
+    /// Bytes of SSTs written by flushes since open.
+    pub flush_bytes_written: u64,
+    /// Bytes of SSTs written by compactions since open.
+    pub compaction_bytes_written: u64,
+    /// Bytes of SSTs read by compactions since open.
+    pub compaction_bytes_read: u64,
+    /// Flushes since open.
+    pub flushes: u64,
+    /// Compactions that merged files, since open.
+    pub compactions: u64,
+    /// Files moved down a level without a rewrite, since open.
+    pub trivial_moves: u64,
+    /// Microseconds writers spent slowed or stopped.
+    pub write_stall_micros: u64,
+    /// Bytes of torn WAL tail dropped at open.
+    pub wal_tail_dropped_bytes: u64,
+    /// Bytes of damaged WAL dropped at open in salvage mode.
+    pub wal_salvaged_bytes: u64,
+    /// Bytes of live SST files.
+    pub sst_bytes: u64,
+    /// Bytes of live WAL files.
+    pub wal_bytes: u64,
+    /// The sequence number of the last visible write.
+    pub last_sequence: u64,
+    /// Snapshots held.
+    pub live_snapshots: usize,
+    /// The failure that made the database refuse writes, if any.
+    pub poisoned: Option<String>,
+}
+
+impl Stats {
+    /// Bytes the engine wrote to SSTs and WAL per byte of user data since open
+    /// (`None` before any write).
+    pub fn write_amplification(&self) -> Option<f64> {
+        if self.user_bytes_written == 0 {
+            return None;
+        }
+        let written =
+            self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written;
+        Some(written as f64 / self.user_bytes_written as f64)
+    }
+
+    /// Bytes on disk (SSTs and WALs).
+    pub fn disk_bytes(&self) -> u64 {
+        self.sst_bytes + self.wal_bytes
+    }
+
+    /// The fraction of block cache lookups that hit.
+    pub fn cache_hit_rate(&self) -> f64 {
+        let total = self.block_cache_hits + self.block_cache_misses;
+        if total == 0 {
+            0.0
+        } else {
+            self.block_cache_hits as f64 / total as f64
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The level structure: which SST files make up the tree, how it changes (edits), and how the
+//! changes are logged (the MANIFEST).
+
+pub(crate) mod edit;
+pub(crate) mod set;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::key::{FileNumber, Level, NUM_LEVELS, compare_internal, user_key};
+use crate::sstable::reader::{Table, TableEntry};
+
+/// Where the tables of one database live, and how they are opened.
+pub(crate) struct TableStore {
+    pub fs: Arc<dyn FileSystem>,
+    pub dir: PathBuf,
+    pub cache: Arc<BlockCache>,
+}
+
+impl TableStore {
+    pub(crate) fn table_path(&self, number: FileNumber) -> PathBuf {
+        self.dir.join(table_file_name(number))
+    }
+}
+
+pub(crate) fn table_file_name(number: FileNumber) -> String {
+    format!("{:06}.sst", number.0)
+}
+
+pub(crate) fn wal_file_name(number: FileNumber) -> String {
+    format!("{:06}.wal", number.0)
+}
+
+pub(crate) fn manifest_file_name(number: FileNumber) -> String {
+    format!("MANIFEST-{:06}", number.0)
+}
+
+/// One SST file of the tree. Shared by every version that contains it; the file is deleted
+/// when it has been removed from the tree (`obsolete`) and the last reference goes.
+pub(crate) struct FileMeta {
+    pub number: FileNumber,
+    pub size: u64,
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+    pub entries: u64,
+    pub deletions: u64,
+    store: Arc<TableStore>,
+    table: OnceLock<Arc<Table>>,
+    obsolete: AtomicBool,
+}
+
+impl std::fmt::Debug for FileMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileMeta")
+            .field("number", &self.number)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileMeta {
+    pub(crate) fn new(store: Arc<TableStore>, f: &edit::NewFile) -> FileMeta {
+        FileMeta {
+            number: f.number,
+            size: f.size,
+            smallest: f.smallest.clone(),
+            largest: f.largest.clone(),
+            entries: f.entries,
+            deletions: f.deletions,
+            store,
+            table: OnceLock::new(),
+            obsolete: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn path(&self) -> PathBuf {
+        self.store.table_path(self.number)
+    }
+
+    /// The open table, opened on first use.
+    pub(crate) fn table(&self) -> Result<&Arc<Table>> {
+        if let Some(t) = self.table.get() {
+            return Ok(t);
+        }
+        let path = self.path();
+        let file = self
+            .store
+            .fs
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        let table = Table::open(file, &path, self.number, self.store.cache.clone())?;
+        // A racing opener may have won; either table is equally good.
+        let _ = self.table.set(Arc::new(table));
+        self.table
+            .get()
+            .ok_or_else(|| Error::corruption(&path, 0, "table could not be opened"))
+    }
+
+    pub(crate) fn smallest_user_key(&self) -> &[u8] {
+        user_key(&self.smallest)
+    }
+
+    pub(crate) fn largest_user_key(&self) -> &[u8] {
+        user_key(&self.largest)
+    }
+
+    /// Marks the file as removed from the tree; it is deleted when the last reference drops.
+    pub(crate) fn mark_obsolete(&self) {
+        // SeqCst is not needed: Drop runs after every other reference is gone, which already
+        // synchronizes through the Arc's reference count.
+        self.obsolete.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for FileMeta {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Relaxed) {
+            // A failure leaves a stray file behind, which the next open removes.
+            let _ = self.store.fs.remove(&self.path());
+            self.store.cache.erase_file(self.number.0);
+        }
+    }
+}
+
+/// An immutable snapshot of the level structure.
+#[derive(Default, Clone)]
+pub(crate) struct Version {
+    /// Level 0: newest file first. Deeper levels: sorted by key, not overlapping.
+    pub levels: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+}
+
+impl Version {
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
+        self.levels
+            .get(level)
+            .map_or(0, |fs| fs.iter().map(|f| f.size).sum())
+    }
+
+    pub(crate) fn files(&self) -> impl Iterator<Item = (Level, &Arc<FileMeta>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, fs)| fs.iter().map(move |f| (Level(l), f)))
+    }
+
+    /// Looks `user_key` up at the sequence number encoded in `lookup`, newest data first.
+    pub(crate) fn get(
+        &self,
+        lookup: &[u8],
+        key: &[u8],
+        fill_cache: bool,
+    ) -> Result<Option<TableEntry>> {
+        for f in &self.levels[0] {
+            if key >= f.smallest_user_key()
+                && key <= f.largest_user_key()
+                && let Some(e) = f.table()?.get(lookup, key, fill_cache)?
+            {
+                return Ok(Some(e));
+            }
+        }
+        for files in self.levels.iter().skip(1) {
+            // First file whose largest key is at or after the lookup key.
+            let i = files.partition_point(|f| compare_internal(&f.largest, lookup).is_lt());
+            if let Some(f) = files.get(i)
+                && key >= f.smallest_user_key()
+                && let Some(e) = f.table()?.get(lookup, key, fill_cache)?
+            {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Files of `level` whose user-key range meets `[begin, end]` (`None` is unbounded).
+    pub(crate) fn overlapping(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Vec<Arc<FileMeta>> {
+        let Some(files) = self.levels.get(level) else {
+            return Vec::new();
+        };
+        files
+            .iter()
+            .filter(|f| {
+                begin.is_none_or(|b| f.largest_user_key() >= b)
+                    && end.is_none_or(|e| f.smallest_user_key() <= e)
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+pub(crate) fn io_err<'a>(
+    op: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |e| Error::io(op, path, e)
+}

@@ -1,0 +1,298 @@
+//! The version set: the current level structure, the MANIFEST that logs its changes, and the
+//! counters persisted with it (next file number, last sequence, oldest live WAL).
+//!
+//! Every change is one [`VersionEdit`] appended to the MANIFEST and synced before the new
+//! version is installed, so a crash at any instant reopens to the structure before or after
+//! the edit. CURRENT names the MANIFEST and is replaced atomically (write a temporary file,
+//! sync it, rename it over CURRENT, sync the directory).
+
+use std::sync::Arc;
+
+use super::edit::VersionEdit;
+use super::{FileMeta, TableStore, Version, io_err, manifest_file_name};
+use crate::error::{Error, Result};
+use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, compare_internal};
+use crate::log::{LogKind, LogWriter, RecoveryMode, header_record, read_log, strip_header};
+
+/// Roll over to a fresh MANIFEST past this size.
+const MANIFEST_ROLLOVER_BYTES: u64 = 64 * 1024 * 1024;
+
+pub(crate) struct VersionSet {
+    store: Arc<TableStore>,
+    current: Arc<Version>,
+    manifest: Option<LogWriter>,
+    manifest_number: FileNumber,
+    next_file: u64,
+    /// WAL files numbered below this hold nothing that is not in an SST.
+    pub log_number: FileNumber,
+    /// The last sequence number recorded in the MANIFEST.
+    pub last_sequence: SeqNo,
+    /// Per level, where the next compaction of that level starts (round-robin over keys).
+    pub compact_pointers: [Vec<u8>; NUM_LEVELS],
+}
+
+impl VersionSet {
+    /// The state of a database that has never been written.
+    pub(crate) fn empty(store: Arc<TableStore>) -> Self {
+        VersionSet {
+            store,
+            current: Arc::new(Version::default()),
+            manifest: None,
+            manifest_number: FileNumber(0),
+            next_file: 1,
+            log_number: FileNumber(0),
+            last_sequence: SeqNo(0),
+            compact_pointers: Default::default(),
+        }
+    }
+
+    /// Rebuilds the version set from CURRENT and the MANIFEST it names.
+    pub(crate) fn recover(store: Arc<TableStore>) -> Result<Self> {
+        let current_path = store.dir.join("CURRENT");
+        let current = store
+            .fs
+            .read_all(&current_path)
+            .map_err(io_err("read", &current_path))?;
+        let name = current
+            .strip_suffix(b"\n")
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .filter(|n| n.starts_with("MANIFEST-") && !n.contains('/'))
+            .ok_or_else(|| {
+                Error::corruption(&current_path, 0, "CURRENT does not name a MANIFEST")
+            })?;
+        let manifest_number = name
+            .trim_start_matches("MANIFEST-")
+            .parse::<u64>()
+            .map_err(|_| {
+                Error::corruption(&current_path, 0, "CURRENT names a malformed MANIFEST")
+            })?;
+        let path = store.dir.join(name);
+        let data = store.fs.read_all(&path).map_err(io_err("read", &path))?;
+        // A torn last edit was never acknowledged: it is dropped like a torn WAL record.
+        let records = strip_header(
+            &path,
+            read_log(&path, &data, RecoveryMode::Strict)?,
+            LogKind::Manifest,
+        )?;
+        let mut set = VersionSet::empty(store);
+        set.manifest_number = FileNumber(manifest_number);
+        let mut version = Version::default();
+        let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
+        for (offset, record) in records {
+            let edit = VersionEdit::decode(&record).map_err(|e| e.at(&path, offset))?;
+            version = set
+                .apply(&version, &edit)
+                .map_err(|reason| Error::corruption(&path, offset, reason))?;
+            if let Some(n) = edit.log_number {
+                set.log_number = n;
+                have_log = true;
+            }
+            if let Some(n) = edit.next_file_number {
+                set.next_file = n;
+                have_next = true;
+            }
+            if let Some(s) = edit.last_sequence {
+                set.last_sequence = s;
+                have_seq = true;
+            }
+            for (level, key) in edit.compact_pointers {
+                if let Some(p) = set.compact_pointers.get_mut(level.0) {
+                    *p = key;
+                }
+            }
+        }
+        if !(have_log && have_next && have_seq) {
+            return Err(Error::corruption(
+                &path,
+                0,
+                "MANIFEST lacks the log number, next file number or last sequence",
+            ));
+        }
+        let max_file = version.files().map(|(_, f)| f.number.0).max().unwrap_or(0);
+        set.next_file = set.next_file.max(max_file + 1).max(manifest_number + 1);
+        set.current = Arc::new(version);
+        Ok(set)
+    }
+
+    pub(crate) fn current(&self) -> Arc<Version> {
+        self.current.clone()
+    }
+
+    pub(crate) fn new_file_number(&mut self) -> FileNumber {
+        let n = self.next_file;
+        self.next_file += 1;
+        FileNumber(n)
+    }
+
+    /// Makes sure new file numbers do not collide with `n`, found in the directory.
+    pub(crate) fn mark_file_number_used(&mut self, n: FileNumber) {
+        self.next_file = self.next_file.max(n.0 + 1);
+    }
+
+    pub(crate) fn manifest_number(&self) -> FileNumber {
+        self.manifest_number
+    }
+
+    /// Applies an edit to `base`; an impossible edit (deleting a file that is not there,
+    /// overlapping files in a sorted level) is reported as a reason string.
+    fn apply(&self, base: &Version, edit: &VersionEdit) -> Result<Version, String> {
+        let mut v = base.clone();
+        // Files that move between levels keep their `FileMeta` (and open table).
+        let mut removed = std::collections::HashMap::new();
+        for (level, number) in &edit.deleted {
+            let files = v.levels.get_mut(level.0).ok_or("level out of range")?;
+            let Some(pos) = files.iter().position(|f| f.number == *number) else {
+                return Err(format!(
+                    "edit deletes file {} which is not in level {}",
+                    number.0, level.0
+                ));
+            };
+            removed.insert(*number, files.remove(pos));
+        }
+        for f in &edit.added {
+            let files = v.levels.get_mut(f.level.0).ok_or("level out of range")?;
+            let meta = removed
+                .remove(&f.number)
+                .unwrap_or_else(|| Arc::new(FileMeta::new(self.store.clone(), f)));
+            files.push(meta);
+        }
+        for (level, files) in v.levels.iter_mut().enumerate() {
+            if level == 0 {
+                files.sort_by(|a, b| b.number.cmp(&a.number));
+            } else {
+                files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+                for pair in files.windows(2) {
+                    if let [a, b] = pair
+                        && a.largest_user_key() >= b.smallest_user_key()
+                    {
+                        return Err(format!(
+                            "files {} and {} overlap in level {level}",
+                            a.number.0, b.number.0
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// Logs `edit` durably and installs the version it makes. On error nothing is installed,
+    /// and the caller must treat the database as poisoned: the MANIFEST may hold the edit.
+    pub(crate) fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<()> {
+        if self
+            .manifest
+            .as_ref()
+            .is_none_or(|m| m.bytes_written() > MANIFEST_ROLLOVER_BYTES)
+        {
+            self.write_new_manifest()?;
+        }
+        edit.next_file_number = Some(self.next_file);
+        if edit.last_sequence.is_none() {
+            edit.last_sequence = Some(self.last_sequence);
+        }
+        let version = self.apply(&self.current, &edit).map_err(|reason| {
+            Error::corruption(
+                self.store
+                    .dir
+                    .join(manifest_file_name(self.manifest_number)),
+                0,
+                reason,
+            )
+        })?;
+        let manifest = self.manifest.as_mut().ok_or(Error::Closed)?;
+        manifest.add_record(&edit.encode())?;
+        manifest.sync()?;
+        self.install(edit, version);
+        Ok(())
+    }
+
+    fn install(&mut self, edit: VersionEdit, version: Version) {
+        for (level, number) in &edit.deleted {
+            if edit.added.iter().any(|a| a.number == *number) {
+                continue; // moved, not removed
+            }
+            if let Some(f) = self
+                .current
+                .levels
+                .get(level.0)
+                .and_then(|fs| fs.iter().find(|f| f.number == *number))
+            {
+                f.mark_obsolete();
+            }
+        }
+        if let Some(n) = edit.log_number {
+            self.log_number = n;
+        }
+        if let Some(s) = edit.last_sequence {
+            self.last_sequence = s;
+        }
+        for (level, key) in edit.compact_pointers {
+            if let Some(p) = self.compact_pointers.get_mut(level.0) {
+                *p = key;
+            }
+        }
+        self.current = Arc::new(version);
+    }
+
+    /// Starts a new MANIFEST holding the whole current state, and points CURRENT at it.
+    pub(crate) fn write_new_manifest(&mut self) -> Result<()> {
+        let number = self.new_file_number();
+        let fs = &self.store.fs;
+        let dir = &self.store.dir;
+        let path = dir.join(manifest_file_name(number));
+        let file = fs.create(&path).map_err(io_err("create", &path))?;
+        let mut writer = LogWriter::new(file, path.clone());
+        writer.add_record(&header_record(LogKind::Manifest))?;
+        let mut snapshot = VersionEdit {
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file),
+            last_sequence: Some(self.last_sequence),
+            ..Default::default()
+        };
+        for (level, key) in self.compact_pointers.iter().enumerate() {
+            if !key.is_empty() {
+                snapshot.compact_pointers.push((Level(level), key.clone()));
+            }
+        }
+        for (level, f) in self.current.files() {
+            snapshot.added.push(super::edit::NewFile {
+                level,
+                number: f.number,
+                size: f.size,
+                smallest: f.smallest.clone(),
+                largest: f.largest.clone(),
+                entries: f.entries,
+                deletions: f.deletions,
+            });
+        }
+        writer.add_record(&snapshot.encode())?;
+        writer.sync()?;
+        set_current(&self.store, number)?;
+        let old = self.manifest_number;
+        self.manifest = Some(writer);
+        self.manifest_number = number;
+        if old.0 != 0 {
+            // The old MANIFEST is unreachable now; a failure leaves garbage for the next open.
+            let _ = fs.remove(&dir.join(manifest_file_name(old)));
+        }
+        Ok(())
+    }
+}
+
+/// Points CURRENT at MANIFEST `number`, atomically and durably.
+pub(crate) fn set_current(store: &TableStore, number: FileNumber) -> Result<()> {
+    let fs = &store.fs;
+    let dir = &store.dir;
+    // The new MANIFEST's directory entry must be durable before CURRENT can name it.
+    fs.sync_dir(dir).map_err(io_err("fsync", dir))?;
+    let tmp = dir.join(format!("{:06}.dbtmp", number.0));
+    let mut f = fs.create(&tmp).map_err(io_err("create", &tmp))?;
+    f.append(format!("{}\n", manifest_file_name(number)).as_bytes())
+        .and_then(|()| f.sync())
+        .map_err(io_err("write", &tmp))?;
+    drop(f);
+    let current = dir.join("CURRENT");
+    fs.rename(&tmp, &current).map_err(io_err("rename", &tmp))?;
+    fs.sync_dir(dir).map_err(io_err("fsync", dir))?;
+    Ok(())
+}
