@@ -54,6 +54,8 @@ impl LevelTargets {
 /// A chosen compaction.
 pub(crate) struct Compaction {
     pub level: usize,
+    /// `level + 1`, or `level` itself when a manual compaction rewrites a level in place.
+    pub output_level: usize,
     pub inputs: Vec<Arc<FileMeta>>,
     pub next_inputs: Vec<Arc<FileMeta>>,
     /// The version the inputs were chosen from (kept alive while the job runs).
@@ -62,7 +64,7 @@ pub(crate) struct Compaction {
 
 impl Compaction {
     pub(crate) fn output_level(&self) -> usize {
-        self.level + 1
+        self.output_level
     }
 
     pub(crate) fn is_trivial_move(&self) -> bool {
@@ -143,6 +145,7 @@ pub(crate) fn with_next_level(
     let next_inputs = v.overlapping(level + 1, Some(smallest), Some(largest));
     Compaction {
         level,
+        output_level: level + 1,
         inputs,
         next_inputs,
         version: v.clone(),

@@ -68,6 +68,8 @@ struct State {
     bg_error: Option<Error>,
     closed: bool,
     busy_levels: [bool; NUM_LEVELS],
+    /// A manual compaction runs: background compactions pick nothing new meanwhile.
+    manual_compaction: bool,
     /// Sequence numbers handed out to write groups (visible or not yet).
     last_allocated: SeqNo,
     wal_number: FileNumber,
@@ -294,6 +296,7 @@ impl Db {
             bg_error: None,
             closed: false,
             busy_levels: [false; NUM_LEVELS],
+            manual_compaction: false,
             last_allocated: last_seq,
             wal_number,
         };
@@ -506,8 +509,10 @@ impl Db {
                 return Ok(());
             }
             st.closed = true;
+            // Set under the state lock: background threads check it under the same lock
+            // before waiting, so the notification below cannot be lost.
+            self.inner.shutting_down.store(true, Ordering::SeqCst);
         }
-        self.inner.shutting_down.store(true, Ordering::SeqCst);
         self.inner.bg_cv.notify_all();
         self.inner.writer_cv.notify_all();
         for t in self.threads.drain(..) {
@@ -626,6 +631,22 @@ impl DbInner {
             .super_version
             .write()
             .unwrap_or_else(|e| e.into_inner()) = sv;
+    }
+
+    /// Logs an edit with the latest sequence number, installs the version it makes and
+    /// publishes it; a failure poisons the database, since the MANIFEST may hold the edit.
+    fn log_and_apply(&self, st: &mut State, mut edit: VersionEdit) -> Result<()> {
+        edit.last_sequence = Some(st.last_allocated);
+        match st.versions.log_and_apply(edit) {
+            Ok(()) => {
+                self.install_super_version(st);
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(st, &e);
+                Err(e)
+            }
+        }
     }
 
     fn poison(&self, st: &mut State, e: &Error) {
@@ -844,8 +865,10 @@ impl DbInner {
             };
             {
                 let mut cur = lock(&self.wal);
+                // Sync the old WAL: a synced write in the new one must never survive a power
+                // loss that drops earlier writes left unsynced in the old one.
                 if let Some(old) = cur.as_mut()
-                    && let Err(e) = old.flush()
+                    && let Err(e) = old.sync()
                 {
                     self.poison(&mut st, &e);
                     return (st, Err(e));
@@ -994,7 +1017,7 @@ impl DbInner {
                     added: vec![file],
                     ..Default::default()
                 };
-                st.versions.log_and_apply(edit)?;
+                self.log_and_apply(&mut st, edit)?;
                 self.counters.flush_bytes.fetch_add(size, Ordering::Relaxed);
                 self.counters.flushes.fetch_add(1, Ordering::Relaxed);
                 Ok(mem.wal_number())
@@ -1029,7 +1052,7 @@ impl DbInner {
                 if self.shutting_down.load(Ordering::SeqCst) {
                     return;
                 }
-                if st.bg_error.is_none() {
+                if st.bg_error.is_none() && !st.manual_compaction {
                     let v = st.versions.current();
                     if let Some(c) = compaction::pick(
                         &v,
@@ -1061,17 +1084,9 @@ impl DbInner {
         if allow_move && c.is_trivial_move() {
             let mut st = lock(&self.state);
             let edit = compaction::trivial_move_edit(c);
-            return match st.versions.log_and_apply(edit) {
-                Ok(()) => {
-                    self.install_super_version(&st);
-                    self.counters.trivial_moves.fetch_add(1, Ordering::Relaxed);
-                    Ok(())
-                }
-                Err(e) => {
-                    self.poison(&mut st, &e);
-                    Err(e)
-                }
-            };
+            self.log_and_apply(&mut st, edit)?;
+            self.counters.trivial_moves.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         }
         let smallest_snapshot = self
             .snapshots
@@ -1104,29 +1119,56 @@ impl DbInner {
             }
         };
         let added: Vec<FileNumber> = job.edit.added.iter().map(|f| f.number).collect();
-        match st.versions.log_and_apply(job.edit) {
+        match self.log_and_apply(&mut st, job.edit) {
             Ok(()) => {
-                self.install_super_version(&st);
-                self.counters
-                    .compaction_bytes_read
+                let c = &self.counters;
+                c.compaction_bytes_read
                     .fetch_add(job.bytes_read, Ordering::Relaxed);
-                self.counters
-                    .compaction_bytes_written
+                c.compaction_bytes_written
                     .fetch_add(job.bytes_written, Ordering::Relaxed);
-                self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+                c.compactions.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
                 for n in added {
                     let _ = self.store.fs.remove(&self.dir.join(table_file_name(n)));
                 }
-                self.poison(&mut st, &e);
                 Err(e)
             }
         }
     }
 
+    /// Runs a manual compaction exclusively: background compactions finish what they
+    /// started and pick nothing new until it is done, so that no data slips below the levels
+    /// being merged.
     fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        {
+            let mut st = lock(&self.state);
+            loop {
+                if let Some(e) = &st.bg_error {
+                    return Err(Error::Poisoned(e.to_string()));
+                }
+                if st.closed {
+                    return Err(Error::Closed);
+                }
+                if !st.manual_compaction && !st.busy_levels.iter().any(|b| *b) {
+                    break;
+                }
+                st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.manual_compaction = true;
+        }
+        let result = self.manual_compaction_levels(begin, end);
+        lock(&self.state).manual_compaction = false;
+        self.writer_cv.notify_all();
+        self.bg_cv.notify_all();
+        result
+    }
+
+    /// Merges every level down into the deepest one holding data in the range; the last step
+    /// takes every file of the deepest level in the range, so that all of it is rewritten
+    /// without overwritten versions or tombstones that no snapshot needs.
+    fn manual_compaction_levels(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let deepest = {
             let st = lock(&self.state);
             let v = st.versions.current();
@@ -1137,39 +1179,48 @@ impl DbInner {
         let Some(deepest) = deepest else {
             return Ok(());
         };
+        let mut merged_into_deepest = false;
         for level in 0..deepest {
-            let mut st = lock(&self.state);
-            while st.busy_levels[level] || st.busy_levels[level + 1] {
-                if let Some(e) = &st.bg_error {
-                    return Err(Error::Poisoned(e.to_string()));
-                }
-                st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
-            }
-            if let Some(e) = &st.bg_error {
-                return Err(Error::Poisoned(e.to_string()));
-            }
-            if st.closed {
-                return Err(Error::Closed);
-            }
-            let v = st.versions.current();
+            let v = lock(&self.state).versions.current();
             let inputs = v.overlapping(level, begin, end);
             if inputs.is_empty() {
                 continue;
             }
-            let c = compaction::with_next_level(&v, level, inputs);
-            st.busy_levels[level] = true;
-            st.busy_levels[level + 1] = true;
-            drop(st);
-            // A manual compaction rewrites even a lone file, so that old versions and
-            // tombstones go.
-            let result = self.run_compaction(&c, false);
-            let mut st = lock(&self.state);
-            st.busy_levels[level] = false;
-            st.busy_levels[level + 1] = false;
-            drop(st);
-            self.writer_cv.notify_all();
-            self.bg_cv.notify_all();
-            result?;
+            let mut c = compaction::with_next_level(&v, level, inputs);
+            if level + 1 == deepest {
+                // Widen to the whole range (the files in between included, so that the
+                // outputs never overlap a file left in place).
+                let lo = c.inputs.iter().map(|f| f.smallest_user_key()).min();
+                let hi = c.inputs.iter().map(|f| f.largest_user_key()).max();
+                let lo = match (begin, lo) {
+                    (Some(b), Some(l)) => Some(b.min(l)),
+                    _ => None,
+                };
+                let hi = match (end, hi) {
+                    (Some(e), Some(h)) => Some(e.max(h)),
+                    _ => None,
+                };
+                c.next_inputs = v.overlapping(deepest, lo, hi);
+                merged_into_deepest = true;
+            }
+            // A manual compaction rewrites even a lone file.
+            self.run_compaction(&c, false)?;
+        }
+        if !merged_into_deepest {
+            let v = lock(&self.state).versions.current();
+            let inputs = v.overlapping(deepest, begin, end);
+            let c = if deepest + 1 < NUM_LEVELS {
+                compaction::with_next_level(&v, deepest, inputs)
+            } else {
+                Compaction {
+                    level: deepest,
+                    output_level: deepest,
+                    inputs,
+                    next_inputs: Vec::new(),
+                    version: v.clone(),
+                }
+            };
+            self.run_compaction(&c, false)?;
         }
         Ok(())
     }

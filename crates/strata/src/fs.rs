@@ -3,7 +3,7 @@
 //!
 //! Two implementations live here: [`StdFs`] on `std::fs`, and [`MemFs`], which keeps files in
 //! memory and remembers what was synced, so that a test can throw away everything a power
-//! loss would lose ([`MemFs::simulate_power_loss`]).
+//! loss would lose ([`MemFs::power_loss_copy`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -182,7 +182,7 @@ struct MemState {
 /// A file system in memory, for tests and for embedding without a disk.
 ///
 /// It keeps track of durability the way a disk does: bytes appended to a file are kept by
-/// [`MemFs::simulate_power_loss`] only up to the file's last `sync`, and a create, rename or
+/// [`MemFs::power_loss_copy`] only up to the file's last `sync`, and a create, rename or
 /// remove only once its directory was synced.
 #[derive(Clone, Default)]
 pub struct MemFs {
@@ -213,24 +213,52 @@ impl MemFs {
         Self::default()
     }
 
-    /// Forgets everything a power loss would: unsynced bytes of every file, and directory
-    /// changes made since the directory's last sync. Open handles keep working on the old
-    /// state, so call this only after the database handle is gone.
-    pub fn simulate_power_loss(&self) {
-        let mut st = lock(&self.state);
-        let survivors = st.durable_entries.clone();
-        for file in survivors.values() {
-            let mut f = lock(file);
-            let keep = f.synced_len;
-            f.data.truncate(keep);
-        }
-        st.files = survivors;
-        st.locks.clear();
+    /// A new, independent file system holding what a power loss at this instant would leave:
+    /// each file up to its last `sync`, and only the directory entries made durable by a
+    /// directory sync. The original goes on unchanged, so a test can crash a database that
+    /// is still running and open the copy.
+    pub fn power_loss_copy(&self) -> MemFs {
+        self.copy(true)
     }
 
-    /// Releases every lock, as the death of the process holding them would.
-    pub fn simulate_process_crash(&self) {
-        lock(&self.state).locks.clear();
+    /// A new, independent file system holding what a crash of the process at this instant
+    /// would leave: every byte handed to the file system, synced or not.
+    pub fn process_crash_copy(&self) -> MemFs {
+        self.copy(false)
+    }
+
+    fn copy(&self, power_loss: bool) -> MemFs {
+        let st = lock(&self.state);
+        let source = if power_loss {
+            &st.durable_entries
+        } else {
+            &st.files
+        };
+        let files: BTreeMap<PathBuf, Arc<Mutex<MemFile>>> = source
+            .iter()
+            .map(|(p, f)| {
+                let f = lock(f);
+                let keep = if power_loss {
+                    f.synced_len
+                } else {
+                    f.data.len()
+                };
+                let data = f.data.get(..keep).unwrap_or_default().to_vec();
+                let file = MemFile {
+                    synced_len: data.len(),
+                    data,
+                };
+                (p.clone(), Arc::new(Mutex::new(file)))
+            })
+            .collect();
+        MemFs {
+            state: Arc::new(Mutex::new(MemState {
+                durable_entries: files.clone(),
+                files,
+                dirs: st.dirs.clone(),
+                locks: BTreeSet::new(),
+            })),
+        }
     }
 
     /// Applies `f` to the bytes of an existing file (for corruption tests).
@@ -407,9 +435,15 @@ mod tests {
         let mut b = fs.create(&dir.join("b")).unwrap();
         b.append(b"lost").unwrap();
         b.sync().unwrap();
-        fs.simulate_power_loss();
-        assert_eq!(fs.read_all(&dir.join("a")).unwrap(), b"hello");
-        assert!(!fs.exists(&dir.join("b")), "entry was never made durable");
+        let after = fs.power_loss_copy();
+        assert_eq!(after.read_all(&dir.join("a")).unwrap(), b"hello");
+        assert!(
+            !after.exists(&dir.join("b")),
+            "entry was never made durable"
+        );
+        let crashed = fs.process_crash_copy();
+        assert_eq!(crashed.read_all(&dir.join("a")).unwrap(), b"hello world");
+        assert_eq!(crashed.read_all(&dir.join("b")).unwrap(), b"lost");
     }
 
     #[test]
@@ -422,9 +456,9 @@ mod tests {
         a.sync().unwrap();
         fs.sync_dir(dir).unwrap();
         fs.rename(&dir.join("tmp"), &dir.join("final")).unwrap();
-        fs.simulate_power_loss();
-        assert!(fs.exists(&dir.join("tmp")));
-        assert!(!fs.exists(&dir.join("final")));
+        let after = fs.power_loss_copy();
+        assert!(after.exists(&dir.join("tmp")));
+        assert!(!after.exists(&dir.join("final")));
     }
 
     #[test]

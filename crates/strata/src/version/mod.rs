@@ -176,6 +176,11 @@ impl Version {
     }
 
     /// Files of `level` whose user-key range meets `[begin, end]` (`None` is unbounded).
+    ///
+    /// In level 0, where files overlap, the range widens until no file outside the result
+    /// overlaps a file inside it: otherwise an older file could stay behind in level 0 holding
+    /// a version of a key whose newer version moved down, and reads would find the old one
+    /// first.
     pub(crate) fn overlapping(
         &self,
         level: usize,
@@ -185,14 +190,30 @@ impl Version {
         let Some(files) = self.levels.get(level) else {
             return Vec::new();
         };
-        files
-            .iter()
-            .filter(|f| {
-                begin.is_none_or(|b| f.largest_user_key() >= b)
-                    && end.is_none_or(|e| f.smallest_user_key() <= e)
-            })
-            .cloned()
-            .collect()
+        let mut lo: Option<Vec<u8>> = begin.map(<[u8]>::to_vec);
+        let mut hi: Option<Vec<u8>> = end.map(<[u8]>::to_vec);
+        'widen: loop {
+            let mut out = Vec::new();
+            for f in files {
+                let meets = lo.as_deref().is_none_or(|b| f.largest_user_key() >= b)
+                    && hi.as_deref().is_none_or(|e| f.smallest_user_key() <= e);
+                if !meets {
+                    continue;
+                }
+                if level == 0 {
+                    if lo.as_deref().is_some_and(|b| f.smallest_user_key() < b) {
+                        lo = Some(f.smallest_user_key().to_vec());
+                        continue 'widen;
+                    }
+                    if hi.as_deref().is_some_and(|e| f.largest_user_key() > e) {
+                        hi = Some(f.largest_user_key().to_vec());
+                        continue 'widen;
+                    }
+                }
+                out.push(f.clone());
+            }
+            return out;
+        }
     }
 }
 

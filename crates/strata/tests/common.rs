@@ -1,0 +1,74 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata::{Db, MemFs, Options};
+
+/// Options that make every part of the tree work on little data: tiny memtables, blocks and
+/// files, and low level targets.
+pub fn tiny_options(fs: Option<MemFs>, size_ratio: u64) -> Options {
+    let mut o = Options {
+        write_buffer_size: 2048,
+        block_size: 128,
+        block_restart_interval: 4,
+        target_file_size: 2048,
+        level1_max_bytes: 8 * 1024,
+        size_ratio,
+        level0_compaction_trigger: 2,
+        level0_slowdown_trigger: 4,
+        level0_stop_trigger: 8,
+        block_cache_bytes: 64 * 1024,
+        ..Options::default()
+    };
+    if let Some(fs) = fs {
+        o.fs = Arc::new(fs);
+    }
+    o
+}
+
+/// Everything a full forward scan returns.
+pub fn dump(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.scan(..)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect::<BTreeMap<_, _>>()
+}
+
+/// A deterministic pseudo-random generator (splitmix64) so tests can print and replay seeds.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// A seed from the environment (`STRATA_SEED`) or the clock, printed so a failure can be
+/// replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("STRATA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("{test}: seed {seed} (replay with STRATA_SEED={seed})");
+    seed
+}

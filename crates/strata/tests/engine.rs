@@ -1,0 +1,517 @@
+//! Targeted tests of the engine's promises: recovery, locking, limits, corruption reports,
+//! concurrency and regressions found by the model test.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use strata::{
+    Db, Error, FileSystem, MemFs, Options, ReadOptions, RecoveryMode, WriteBatch, WriteOptions,
+};
+
+fn no_auto_compaction(mut o: Options) -> Options {
+    o.level0_compaction_trigger = 100;
+    o.level0_slowdown_trigger = 100;
+    o.level0_stop_trigger = 100;
+    o
+}
+
+/// Regression: a ranged manual compaction took only the level-0 files overlapping the range,
+/// leaving behind an older level-0 file with a stale version of a key whose newer version
+/// moved to level 1; reads then returned the stale value.
+#[test]
+fn ranged_compaction_takes_every_overlapping_level0_file() {
+    let fs = MemFs::new();
+    let db = Db::open(
+        "/db",
+        no_auto_compaction(common::tiny_options(Some(fs), 10)),
+    )
+    .unwrap();
+    db.put(b"a", b"old-a").unwrap();
+    db.put(b"m", b"old-m").unwrap();
+    db.flush().unwrap();
+    db.put(b"m", b"new-m").unwrap();
+    db.put(b"z", b"new-z").unwrap();
+    db.flush().unwrap();
+    db.compact_range(Some(b"z"), Some(b"z")).unwrap();
+    assert_eq!(db.get(b"m").unwrap(), Some(b"new-m".to_vec()));
+    assert_eq!(db.get(b"a").unwrap(), Some(b"old-a".to_vec()));
+}
+
+#[test]
+fn empty_keys_and_values_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"", b"empty key").unwrap();
+    db.put(b"empty value", b"").unwrap();
+    assert_eq!(db.get(b"").unwrap(), Some(b"empty key".to_vec()));
+    assert_eq!(db.get(b"empty value").unwrap(), Some(Vec::new()));
+    let big_key = vec![1u8; strata::MAX_KEY_BYTES];
+    db.put(&big_key, b"v").unwrap();
+    let too_big = vec![1u8; strata::MAX_KEY_BYTES + 1];
+    assert!(matches!(
+        db.put(&too_big, b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(db.get(&too_big).unwrap(), None, "nothing written");
+    let big_value = vec![9u8; strata::MAX_VALUE_BYTES];
+    db.put(b"big", &big_value).unwrap();
+    assert!(matches!(
+        db.put(b"bigger", &vec![0u8; strata::MAX_VALUE_BYTES + 1]),
+        Err(Error::InvalidArgument(_))
+    ));
+    db.flush().unwrap();
+    assert_eq!(
+        db.get(b"big").unwrap().map(|v| v.len()),
+        Some(strata::MAX_VALUE_BYTES)
+    );
+    assert_eq!(db.get(&big_key).unwrap(), Some(b"v".to_vec()));
+    assert_eq!(db.get(b"").unwrap(), Some(b"empty key".to_vec()));
+}
+
+#[test]
+fn second_opener_in_this_process_gets_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    match Db::open(dir.path(), Options::default()) {
+        Err(Error::Locked(p)) => assert_eq!(p, dir.path()),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(db);
+    Db::open(dir.path(), Options::default()).unwrap();
+}
+
+/// The child half of `second_opener_in_another_process_gets_locked`.
+#[test]
+#[ignore = "run by its parent test in a child process"]
+fn lock_child() {
+    let Ok(dir) = std::env::var("STRATA_LOCK_DIR") else {
+        return;
+    };
+    match Db::open(&dir, Options::default()) {
+        Err(Error::Locked(_)) => println!("child saw Locked"),
+        other => panic!("child expected Locked, got {other:?}"),
+    }
+}
+
+#[test]
+fn second_opener_in_another_process_gets_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let _db = Db::open(dir.path(), Options::default()).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lock_child", "--ignored", "--nocapture"])
+        .env("STRATA_LOCK_DIR", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}");
+    assert!(
+        stdout.contains("child saw Locked"),
+        "child output: {stdout}"
+    );
+}
+
+#[test]
+fn open_without_create_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        create_if_missing: false,
+        ..Options::default()
+    };
+    let err = Db::open(dir.path().join("missing"), opts).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("does not exist"));
+}
+
+#[test]
+fn drop_without_close_keeps_everything_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), common::tiny_options(None, 10)).unwrap();
+        for i in 0..2000u32 {
+            db.put(format!("k{i:05}").as_bytes(), format!("v{i}").as_bytes())
+                .unwrap();
+        }
+    }
+    let db = Db::open(dir.path(), common::tiny_options(None, 10)).unwrap();
+    for i in 0..2000u32 {
+        assert_eq!(
+            db.get(format!("k{i:05}").as_bytes()).unwrap(),
+            Some(format!("v{i}").into_bytes())
+        );
+    }
+}
+
+#[test]
+fn process_crash_keeps_unsynced_acknowledged_writes() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", common::tiny_options(Some(fs.clone()), 10)).unwrap();
+    for i in 0..500u32 {
+        db.put(format!("k{i:05}").as_bytes(), b"v").unwrap();
+    }
+    let crashed = fs.process_crash_copy();
+    let db2 = Db::open("/db", common::tiny_options(Some(crashed), 10)).unwrap();
+    assert_eq!(common::dump(&db2).len(), 500);
+    drop(db);
+}
+
+#[test]
+fn power_loss_keeps_every_synced_write() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", common::tiny_options(Some(fs.clone()), 10)).unwrap();
+    for i in 0..300u32 {
+        let mut b = WriteBatch::new();
+        b.put(format!("k{i:05}").as_bytes(), format!("v{i}").as_bytes());
+        db.write(b, WriteOptions { sync: i % 3 == 0 }).unwrap();
+    }
+    let after = fs.power_loss_copy();
+    let db2 = Db::open("/db", common::tiny_options(Some(after), 10)).unwrap();
+    let state = common::dump(&db2);
+    // A prefix of the writes, containing the last synced one (i = 297).
+    let n = state.len();
+    assert!(n >= 298, "synced writes lost: only {n} keys survive");
+    for i in 0..n as u32 {
+        assert_eq!(
+            state.get(format!("k{i:05}").as_bytes()).map(Vec::as_slice),
+            Some(format!("v{i}").as_bytes())
+        );
+    }
+    drop(db);
+}
+
+fn wal_files(fs: &MemFs) -> Vec<String> {
+    let mut v: Vec<String> = fs
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn truncated_wal_tail_is_dropped_and_the_rest_kept() {
+    let fs = MemFs::new();
+    let opts = common::tiny_options(Some(fs.clone()), 10);
+    let opts = Options {
+        write_buffer_size: 1 << 20,
+        ..opts
+    };
+    let db = Db::open("/db", opts.clone()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:03}").as_bytes(), b"value").unwrap();
+    }
+    let crashed = fs.process_crash_copy();
+    drop(db);
+    let wal = wal_files(&crashed).pop().unwrap();
+    crashed
+        .mutate_file(&Path::new("/db").join(&wal), |d| d.truncate(d.len() - 3))
+        .unwrap();
+    let db = Db::open(
+        "/db",
+        Options {
+            fs: Arc::new(crashed),
+            ..opts
+        },
+    )
+    .unwrap();
+    let state = common::dump(&db);
+    assert_eq!(state.len(), 99, "only the torn last write is lost");
+    assert!(db.stats().wal_tail_dropped_bytes > 0);
+}
+
+#[test]
+fn corrupt_wal_record_in_the_middle_is_an_error_naming_the_file() {
+    let fs = MemFs::new();
+    let opts = Options {
+        write_buffer_size: 1 << 20,
+        ..common::tiny_options(Some(fs.clone()), 10)
+    };
+    let db = Db::open("/db", opts.clone()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:03}").as_bytes(), b"value").unwrap();
+    }
+    let crashed = fs.process_crash_copy();
+    drop(db);
+    let wal = wal_files(&crashed).pop().unwrap();
+    let wal_path = Path::new("/db").join(&wal);
+    crashed.mutate_file(&wal_path, |d| d[200] ^= 0x55).unwrap();
+    let salvage_fs = crashed.process_crash_copy();
+    match Db::open(
+        "/db",
+        Options {
+            fs: Arc::new(crashed),
+            ..opts.clone()
+        },
+    ) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!(file, wal_path);
+            assert!(offset <= 200);
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    let db = Db::open(
+        "/db",
+        Options {
+            fs: Arc::new(salvage_fs),
+            wal_recovery: RecoveryMode::Salvage,
+            ..opts
+        },
+    )
+    .unwrap();
+    let n = common::dump(&db).len();
+    assert!(
+        n > 0 && n < 100,
+        "salvage keeps the prefix before the damage, kept {n}"
+    );
+    for i in 0..n as u32 {
+        assert!(db.get(format!("k{i:03}").as_bytes()).unwrap().is_some());
+    }
+    assert!(db.stats().wal_salvaged_bytes > 0);
+}
+
+#[test]
+fn corrupt_sst_block_is_reported_with_the_file() {
+    let fs = MemFs::new();
+    let opts = no_auto_compaction(common::tiny_options(Some(fs.clone()), 10));
+    let opts = Options {
+        block_cache_bytes: 0,
+        ..opts
+    };
+    let db = Db::open("/db", opts.clone()).unwrap();
+    for i in 0..200u32 {
+        db.put(
+            format!("k{i:03}").as_bytes(),
+            format!("value-{i}").as_bytes(),
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let sst = fs
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .find(|n| n.ends_with(".sst"))
+        .unwrap();
+    let path = Path::new("/db").join(&sst);
+    fs.mutate_file(&path, |d| d[40] ^= 0x01).unwrap();
+    let db = Db::open("/db", opts).unwrap();
+    let mut saw = 0;
+    for i in 0..200u32 {
+        match db.get(format!("k{i:03}").as_bytes()) {
+            Ok(Some(v)) => assert_eq!(v, format!("value-{i}").into_bytes(), "never a wrong value"),
+            Ok(None) => panic!("key k{i:03} vanished without an error"),
+            Err(Error::Corruption { file, .. }) => {
+                assert_eq!(file, path);
+                saw += 1;
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    assert!(saw > 0, "the damaged block was never reported");
+    let scan: Result<Vec<_>, _> = db.scan(..).unwrap().collect();
+    assert!(matches!(scan, Err(Error::Corruption { .. })));
+}
+
+#[test]
+fn snapshots_and_iterators_survive_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::tiny_options(None, 2)).unwrap();
+    for i in 0..500u32 {
+        db.put(format!("k{i:04}").as_bytes(), b"first").unwrap();
+    }
+    let snap = db.snapshot();
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    for i in 0..500u32 {
+        if i % 2 == 0 {
+            db.delete(format!("k{i:04}").as_bytes()).unwrap();
+        } else {
+            db.put(format!("k{i:04}").as_bytes(), b"second").unwrap();
+        }
+    }
+    db.compact_range(None, None).unwrap();
+    // The iterator was made before the rewrite and still reads its files.
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(it.value(), b"first");
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, 500);
+    let ro = ReadOptions {
+        snapshot: Some(snap.clone()),
+        ..ReadOptions::default()
+    };
+    assert_eq!(db.scan_with(.., ro.clone(), false).unwrap().count(), 500);
+    assert_eq!(db.get_with(b"k0000", &ro).unwrap(), Some(b"first".to_vec()));
+    assert_eq!(db.get(b"k0000").unwrap(), None);
+    assert_eq!(db.get(b"k0001").unwrap(), Some(b"second".to_vec()));
+    drop(snap);
+    drop(ro);
+    db.compact_range(None, None).unwrap();
+    let s = db.stats();
+    assert_eq!(s.files.iter().map(|f| f.entries).sum::<u64>(), 250);
+}
+
+/// Writers apply batches that set a group of keys to one value; readers check that a
+/// snapshot never changes and always shows each batch whole.
+#[test]
+fn concurrent_writers_and_readers_see_whole_batches_and_stable_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), common::tiny_options(None, 4)).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    const GROUPS: u32 = 8;
+    const PER_GROUP: u32 = 5;
+    let writers: Vec<_> = (0..3u32)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for round in 0..400u32 {
+                    let g = (round * 3 + w) % GROUPS;
+                    let value = format!("w{w}-r{round}");
+                    let mut b = WriteBatch::new();
+                    for k in 0..PER_GROUP {
+                        b.put(format!("g{g}-k{k}").as_bytes(), value.as_bytes());
+                    }
+                    db.write(
+                        b,
+                        WriteOptions {
+                            sync: round % 50 == 0,
+                        },
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let db = db.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut checks = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let snap = db.snapshot();
+                    let ro = ReadOptions {
+                        snapshot: Some(snap),
+                        ..ReadOptions::default()
+                    };
+                    let first: Vec<_> = db
+                        .scan_with(.., ro.clone(), false)
+                        .unwrap()
+                        .map(|e| e.unwrap())
+                        .collect();
+                    for g in 0..GROUPS {
+                        let prefix = format!("g{g}-");
+                        let values: Vec<&Vec<u8>> = first
+                            .iter()
+                            .filter(|(k, _)| k.starts_with(prefix.as_bytes()))
+                            .map(|(_, v)| v)
+                            .collect();
+                        assert!(
+                            values.is_empty() || values.len() == PER_GROUP as usize,
+                            "half a batch"
+                        );
+                        assert!(values.windows(2).all(|w| w[0] == w[1]), "a batch seen torn");
+                    }
+                    let again: Vec<_> = db
+                        .scan_with(.., ro.clone(), true)
+                        .unwrap()
+                        .map(|e| e.unwrap())
+                        .collect();
+                    let mut again = again;
+                    again.reverse();
+                    assert_eq!(first, again, "a snapshot changed");
+                    for (k, v) in first.iter().take(5) {
+                        assert_eq!(db.get_with(k, &ro).unwrap().as_ref(), Some(v));
+                    }
+                    checks += 1;
+                }
+                checks
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let checks: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(checks > 0);
+    let s = db.stats();
+    assert!(s.flushes > 0, "the test should flush");
+}
+
+#[test]
+fn memtable_is_flushed_after_its_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        memtable_max_age: Some(std::time::Duration::from_millis(100)),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.put(b"quiet", b"db").unwrap();
+    let start = std::time::Instant::now();
+    while db.stats().flushes == 0 {
+        assert!(start.elapsed().as_secs() < 10, "no flush after the max age");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(db.stats().levels[0].files, 1);
+    assert_eq!(db.get(b"quiet").unwrap(), Some(b"db".to_vec()));
+}
+
+#[test]
+fn levels_follow_the_size_ratio() {
+    for ratio in [2u64, 10] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            write_buffer_size: 64 << 10,
+            target_file_size: 32 << 10,
+            level1_max_bytes: 128 << 10,
+            size_ratio: ratio,
+            ..Options::default()
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        let mut rng = common::Rng(ratio);
+        for _ in 0..60_000 {
+            let k = format!("{:016}", rng.below(1 << 40));
+            db.put(k.as_bytes(), &[b'v'; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        // Let background compaction settle.
+        let start = std::time::Instant::now();
+        loop {
+            let s = db.stats();
+            let settled = s
+                .levels
+                .iter()
+                .skip(1)
+                .all(|l| l.bytes <= l.target_bytes + (64 << 10))
+                && s.levels[0].files < 4;
+            if settled || start.elapsed().as_secs() > 60 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let s = db.stats();
+        for (i, l) in s.levels.iter().enumerate().skip(1) {
+            assert!(
+                l.bytes <= l.target_bytes + (64 << 10),
+                "T={ratio} level {i} holds {} over target {}",
+                l.bytes,
+                l.target_bytes
+            );
+        }
+        let deepest = s.levels.iter().rposition(|l| l.files > 0).unwrap();
+        assert!(deepest >= 2, "T={ratio}: data should spread over levels");
+        let wa = s.write_amplification().unwrap();
+        assert!(
+            wa > 1.0,
+            "write amplification counts the WAL and flushes: {wa}"
+        );
+    }
+}

@@ -1,0 +1,354 @@
+//! The engine against a `BTreeMap` model: random puts, deletes, batches, point reads, scans in
+//! both directions, cursor walks that change direction, snapshots, flushes, compactions and
+//! reopens, every read checked.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use proptest::prelude::*;
+use strata::{Db, IndexKind, MemFs, ReadOptions, WriteBatch, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, Vec<u8>),
+    Delete(u16),
+    Batch(Vec<(u16, Option<Vec<u8>>)>),
+    Get(u16),
+    Scan(u16, u16, bool),
+    Walk(u16, Vec<bool>),
+    TakeSnapshot,
+    ReadSnapshot(usize, u16),
+    ScanSnapshot(usize, bool),
+    Flush,
+    Compact(Option<(u16, u16)>),
+    Reopen,
+}
+
+fn key(k: u16) -> Vec<u8> {
+    format!("key{k:04}").into_bytes()
+}
+
+fn value_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        1 => Just(Vec::new()),
+        8 => proptest::collection::vec(any::<u8>(), 1..40),
+        1 => proptest::collection::vec(any::<u8>(), 200..600),
+    ]
+}
+
+fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
+    let k = 0..keys;
+    prop_oneof![
+        30 => (k.clone(), value_strategy()).prop_map(|(k, v)| Op::Put(k, v)),
+        8 => k.clone().prop_map(Op::Delete),
+        6 => proptest::collection::vec((k.clone(), proptest::option::of(value_strategy())), 1..8).prop_map(Op::Batch),
+        15 => k.clone().prop_map(Op::Get),
+        5 => (k.clone(), k.clone(), any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
+        5 => (k.clone(), proptest::collection::vec(any::<bool>(), 1..12)).prop_map(|(s, m)| Op::Walk(s, m)),
+        3 => Just(Op::TakeSnapshot),
+        4 => (any::<usize>(), k.clone()).prop_map(|(i, k)| Op::ReadSnapshot(i, k)),
+        2 => (any::<usize>(), any::<bool>()).prop_map(|(i, r)| Op::ScanSnapshot(i, r)),
+        2 => Just(Op::Flush),
+        2 => proptest::option::of((k.clone(), k)).prop_map(Op::Compact),
+        2 => Just(Op::Reopen),
+    ]
+}
+
+fn model_range(model: &Model, lo: &[u8], hi: &[u8], reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if lo >= hi {
+        return Vec::new();
+    }
+    let mut v: Vec<_> = model
+        .range(lo.to_vec()..hi.to_vec())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if reverse {
+        v.reverse();
+    }
+    v
+}
+
+/// Checks a cursor walk: seek to `start`, then move next/prev as `moves` say.
+fn check_walk(db: &Db, model: &Model, start: &[u8], moves: &[bool]) {
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    it.seek(start).unwrap();
+    let keys: Vec<&Vec<u8>> = model.keys().collect();
+    let mut pos = keys.partition_point(|k| k.as_slice() < start);
+    for &forward in moves {
+        let expected = keys.get(pos);
+        match expected {
+            Some(k) => {
+                assert!(
+                    it.valid(),
+                    "cursor should be on {:?}",
+                    String::from_utf8_lossy(k)
+                );
+                assert_eq!(it.key(), k.as_slice());
+                assert_eq!(it.value(), model[*k].as_slice());
+            }
+            None => {
+                assert!(!it.valid(), "cursor should be off the end");
+                return;
+            }
+        }
+        if forward {
+            it.next().unwrap();
+            pos += 1;
+        } else {
+            it.prev().unwrap();
+            if pos == 0 {
+                assert!(!it.valid());
+                return;
+            }
+            pos -= 1;
+        }
+    }
+}
+
+struct Harness {
+    fs: MemFs,
+    db: Option<Db>,
+    model: Model,
+    snapshots: Vec<(strata::Snapshot, Model)>,
+    size_ratio: u64,
+    index: IndexKind,
+}
+
+impl Harness {
+    fn options(&self) -> strata::Options {
+        let mut o = common::tiny_options(Some(self.fs.clone()), self.size_ratio);
+        o.index_kind = self.index;
+        o
+    }
+
+    fn db(&self) -> &Db {
+        self.db.as_ref().unwrap()
+    }
+
+    fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Put(k, v) => {
+                self.db().put(&key(*k), v).unwrap();
+                self.model.insert(key(*k), v.clone());
+            }
+            Op::Delete(k) => {
+                self.db().delete(&key(*k)).unwrap();
+                self.model.remove(&key(*k));
+            }
+            Op::Batch(ops) => {
+                let mut b = WriteBatch::new();
+                for (k, v) in ops {
+                    match v {
+                        Some(v) => b.put(&key(*k), v),
+                        None => b.delete(&key(*k)),
+                    }
+                }
+                self.db().write(b, WriteOptions::default()).unwrap();
+                for (k, v) in ops {
+                    match v {
+                        Some(v) => self.model.insert(key(*k), v.clone()),
+                        None => self.model.remove(&key(*k)),
+                    };
+                }
+            }
+            Op::Get(k) => assert_eq!(
+                self.db().get(&key(*k)).unwrap(),
+                self.model.get(&key(*k)).cloned()
+            ),
+            Op::Scan(a, b, reverse) => {
+                let (lo, hi) = (key(*a), key(*b));
+                let got: Vec<_> = if *reverse {
+                    self.db().scan_rev(lo.clone()..hi.clone())
+                } else {
+                    self.db().scan(lo.clone()..hi.clone())
+                }
+                .unwrap()
+                .map(|e| e.unwrap())
+                .collect();
+                assert_eq!(got, model_range(&self.model, &lo, &hi, *reverse));
+            }
+            Op::Walk(start, moves) => check_walk(self.db(), &self.model, &key(*start), moves),
+            Op::TakeSnapshot => {
+                let s = self.db().snapshot();
+                self.snapshots.push((s, self.model.clone()));
+            }
+            Op::ReadSnapshot(i, k) => {
+                if self.snapshots.is_empty() {
+                    return;
+                }
+                let (s, m) = &self.snapshots[i % self.snapshots.len()];
+                let ro = ReadOptions {
+                    snapshot: Some(s.clone()),
+                    ..ReadOptions::default()
+                };
+                assert_eq!(
+                    self.db().get_with(&key(*k), &ro).unwrap(),
+                    m.get(&key(*k)).cloned()
+                );
+            }
+            Op::ScanSnapshot(i, reverse) => {
+                if self.snapshots.is_empty() {
+                    return;
+                }
+                let (s, m) = &self.snapshots[i % self.snapshots.len()];
+                let ro = ReadOptions {
+                    snapshot: Some(s.clone()),
+                    ..ReadOptions::default()
+                };
+                let got: Vec<_> = self
+                    .db()
+                    .scan_with(.., ro, *reverse)
+                    .unwrap()
+                    .map(|e| e.unwrap())
+                    .collect();
+                let mut want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                if *reverse {
+                    want.reverse();
+                }
+                assert_eq!(got, want);
+            }
+            Op::Flush => self.db().flush().unwrap(),
+            Op::Compact(range) => {
+                let (a, b) = match range {
+                    Some((a, b)) => (Some(key(*a.min(b))), Some(key(*a.max(b)))),
+                    None => (None, None),
+                };
+                self.db().compact_range(a.as_deref(), b.as_deref()).unwrap();
+            }
+            Op::Reopen => {
+                self.snapshots.clear();
+                self.db.take().unwrap().close().unwrap();
+                self.db = Some(Db::open(Path::new("/db"), self.options()).unwrap());
+                assert_eq!(common::dump(self.db()), self.model, "state after reopen");
+            }
+        }
+    }
+}
+
+fn run_ops(ops: &[Op], size_ratio: u64, index: IndexKind) {
+    let fs = MemFs::new();
+    let mut h = Harness {
+        fs,
+        db: None,
+        model: Model::new(),
+        snapshots: Vec::new(),
+        size_ratio,
+        index,
+    };
+    h.db = Some(Db::open(Path::new("/db"), h.options()).unwrap());
+    for op in ops {
+        h.apply(op);
+    }
+    assert_eq!(common::dump(h.db()), h.model, "final state");
+    h.snapshots.clear();
+    h.db.take().unwrap().close().unwrap();
+    let db = Db::open(Path::new("/db"), h.options()).unwrap();
+    assert_eq!(common::dump(&db), h.model, "state after the final reopen");
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(2000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_model_ratio_2(ops in proptest::collection::vec(op_strategy(120), 1..120)) {
+        run_ops(&ops, 2, IndexKind::Flat);
+    }
+
+    #[test]
+    fn engine_matches_model_ratio_10_btree(ops in proptest::collection::vec(op_strategy(60), 1..120)) {
+        run_ops(&ops, 10, IndexKind::BTree);
+    }
+}
+
+/// Long random runs that grow the tree several levels deep, on the real file system; the seed
+/// is printed.
+#[test]
+fn long_random_runs_reach_deep_levels() {
+    let seed = common::seed("long_random_runs_reach_deep_levels");
+    let mut rng = common::Rng(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = common::tiny_options(None, 2);
+    opts.write_buffer_size = 8 * 1024;
+    let mut db = Db::open(dir.path(), opts.clone()).unwrap();
+    let mut model = Model::new();
+    let mut max_depth = 0;
+    for step in 0..30_000u64 {
+        let k = key(rng.below(2000) as u16);
+        match rng.below(100) {
+            0..=59 => {
+                let v = format!("v{step}-{}", "x".repeat(rng.below(60) as usize)).into_bytes();
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            60..=74 => {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            75..=94 => assert_eq!(
+                db.get(&k).unwrap(),
+                model.get(&k).cloned(),
+                "seed {seed} step {step}"
+            ),
+            95..=98 => {
+                let moves: Vec<bool> = (0..20).map(|_| rng.chance(60)).collect();
+                check_walk(&db, &model, &k, &moves);
+            }
+            _ => {
+                if rng.chance(10) {
+                    db.close().unwrap();
+                    db = Db::open(dir.path(), opts.clone()).unwrap();
+                }
+            }
+        }
+        if step % 5000 == 0 {
+            let depth = db
+                .stats()
+                .levels
+                .iter()
+                .rposition(|l| l.files > 0)
+                .unwrap_or(0);
+            max_depth = max_depth.max(depth);
+        }
+    }
+    assert_eq!(common::dump(&db), model, "seed {seed}");
+    let depth = db
+        .stats()
+        .levels
+        .iter()
+        .rposition(|l| l.files > 0)
+        .unwrap_or(0);
+    assert!(
+        max_depth.max(depth) >= 3,
+        "tree should reach level 3, reached {}",
+        max_depth.max(depth)
+    );
+    db.compact_range(None, None).unwrap();
+    assert_eq!(
+        common::dump(&db),
+        model,
+        "after full compaction, seed {seed}"
+    );
+    let s = db.stats();
+    let entries: u64 = s.files.iter().map(|f| f.entries).sum();
+    assert_eq!(
+        entries,
+        model.len() as u64,
+        "a full compaction keeps one version per live key"
+    );
+    let tombstones: u64 = s.files.iter().map(|f| f.deletions).sum();
+    assert_eq!(
+        tombstones, 0,
+        "no tombstone survives a full compaction without snapshots"
+    );
+}
