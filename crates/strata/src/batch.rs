@@ -228,6 +228,7 @@ pub(crate) fn decode_record(record: &[u8]) -> Result<(SeqNo, WriteBatch), Decode
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -792,13 +792,11 @@ impl DbInner {
         self.counters
             .wal_bytes
             .fetch_add(bytes as u64 + 8, Ordering::Relaxed);
-        let mut seq = first_seq.0;
         let mut user = 0u64;
-        for op in batch.iter() {
+        for (seq, op) in (first_seq.0..).zip(batch.iter()) {
             let op = op.map_err(|e| e.at(&self.dir, 0))?;
             mem.add(SeqNo(seq), op.kind, op.key, op.value);
             user += (op.key.len() + op.value.len()) as u64;
-            seq += 1;
         }
         self.counters.user_bytes.fetch_add(user, Ordering::Relaxed);
         Ok(())
@@ -1425,7 +1423,9 @@ impl DbIterator {
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
         self.inner.seek_for_prev(key)
     }
-    /// Moves to the next key. Requires: `valid()`.
+    /// Moves to the next key. Requires: `valid()`. (A cursor, not an `Iterator`: moving can
+    /// fail; [`Db::scan`] gives an `Iterator`.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
         self.inner.next()
     }

@@ -39,6 +39,7 @@ mod compaction;
 mod db;
 mod error;
 mod fs;
+pub mod inspect;
 mod iter;
 mod key;
 mod log;

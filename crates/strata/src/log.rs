@@ -37,10 +37,6 @@ impl LogWriter {
         }
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     pub(crate) fn bytes_written(&self) -> u64 {
         self.bytes
     }

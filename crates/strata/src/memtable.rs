@@ -137,7 +137,7 @@ impl MemTable {
         self.rng.store(x, Ordering::Relaxed);
         let mut h = 1;
         let mut bits = x;
-        while h < MAX_HEIGHT && (bits as u32) % BRANCHING == 0 {
+        while h < MAX_HEIGHT && (bits as u32).is_multiple_of(BRANCHING) {
             h += 1;
             bits >>= 8;
         }

@@ -94,10 +94,6 @@ impl TableBuilder {
         self.offset + self.data.estimated_size() as u64
     }
 
-    pub(crate) fn entries(&self) -> u64 {
-        self.summary.entries
-    }
-
     fn flush_data_block(&mut self) -> Result<()> {
         if self.data.is_empty() {
             return Ok(());

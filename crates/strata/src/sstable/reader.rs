@@ -82,10 +82,6 @@ impl Table {
         })
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
         let len = usize::try_from(handle.size)
             .ok()
@@ -219,11 +215,38 @@ impl Table {
         }
     }
 
-    /// Verifies the checksum of every block (for `check`); returns the number of blocks.
+    /// The handles of every data block, in key order, from the index.
+    pub(crate) fn data_block_handles(&self) -> Result<Vec<BlockHandle>> {
+        let mut level = vec![self.footer.index];
+        for _ in 0..self.footer.index_depth {
+            let mut next = Vec::new();
+            for h in level {
+                let block = self.read_block(h, false)?;
+                let mut it = block.iter(compare_internal);
+                it.seek_to_first()
+                    .map_err(|e| self.with_path(e, h.offset))?;
+                while it.valid() {
+                    next.push(
+                        BlockHandle::decode_varint(it.value())
+                            .map_err(|e| e.at(&self.path, h.offset))?,
+                    );
+                    it.next().map_err(|e| self.with_path(e, h.offset))?;
+                }
+            }
+            level = next;
+        }
+        Ok(level)
+    }
+
+    /// Verifies the checksum of every block and the order of every key (for `check`);
+    /// returns the number of entries.
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
         self.filter()?;
         self.properties()?;
-        let mut blocks = 0u64;
+        for h in self.data_block_handles()? {
+            self.read_block(h, false)?;
+        }
+        let mut entries = 0u64;
         let mut it = self.iter(false);
         it.seek_to_first()?;
         let mut last: Option<Vec<u8>> = None;
@@ -237,10 +260,10 @@ impl Table {
                 return Err(Error::corruption(&self.path, 0, "keys out of order"));
             }
             last = Some(it.key().to_vec());
-            blocks += 1;
+            entries += 1;
             it.next()?;
         }
-        Ok(blocks)
+        Ok(entries)
     }
 }
 

@@ -132,6 +132,7 @@ impl VersionEdit {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::key::{ValueKind, internal_key};

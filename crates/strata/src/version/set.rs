@@ -158,7 +158,7 @@ impl VersionSet {
         }
         for (level, files) in v.levels.iter_mut().enumerate() {
             if level == 0 {
-                files.sort_by(|a, b| b.number.cmp(&a.number));
+                files.sort_by_key(|f| std::cmp::Reverse(f.number));
             } else {
                 files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
                 for pair in files.windows(2) {
