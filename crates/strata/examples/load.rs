@@ -24,7 +24,10 @@ fn print_levels(s: &Stats) {
         if l.files == 0 && l.target_bytes == 0 {
             continue;
         }
-        println!("  L{i:<5} {:>5} {:>12} {:>12}", l.files, l.bytes, l.target_bytes);
+        println!(
+            "  L{i:<5} {:>5} {:>12} {:>12}",
+            l.files, l.bytes, l.target_bytes
+        );
     }
 }
 
@@ -80,7 +83,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     db.compact_range(None, None)?;
     let s = db.stats();
-    println!("after a full compaction ({:.1} s):", start.elapsed().as_secs_f64());
+    println!(
+        "after a full compaction ({:.1} s):",
+        start.elapsed().as_secs_f64()
+    );
     print_levels(&s);
     println!(
         "on disk {} bytes, live data {} bytes, ratio {:.3}",

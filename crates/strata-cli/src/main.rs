@@ -1,0 +1,430 @@
+//! `strata`: the command-line tool of the Strata key-value store.
+//!
+//! Exit codes: 0 success, 1 an error (including damage found by `check`), 2 a usage error.
+
+mod import;
+mod report;
+mod shell;
+mod text;
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use strata::{Db, Options, WriteBatch, WriteOptions};
+
+use crate::text::{hex, parse_arg, show, unhex};
+
+#[derive(Parser)]
+#[command(
+    name = "strata",
+    version,
+    about = "Strata: a persistent, ordered key-value store on an LSM tree"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How keys and values are read from the command line and written out.
+#[derive(clap::Args, Clone, Copy)]
+struct Format {
+    /// Keys and values are hexadecimal, in and out.
+    #[arg(long)]
+    hex: bool,
+    /// Output as JSON (strings escaped like the text form, or hex with --hex).
+    #[arg(long)]
+    json: bool,
+}
+
+impl Format {
+    fn input(&self, s: &str) -> Result<Vec<u8>, String> {
+        if self.hex { unhex(s) } else { parse_arg(s) }
+    }
+    fn output(&self, b: &[u8]) -> String {
+        if self.hex { hex(b) } else { show(b) }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// An interactive shell over a database (commands from stdin when it is not a terminal).
+    Shell {
+        /// Open this database first.
+        dir: Option<PathBuf>,
+    },
+    /// Print the value of a key.
+    Get {
+        dir: PathBuf,
+        key: String,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Set keys: one KEY VALUE pair, or tab-separated pairs from stdin with --from-stdin.
+    Put {
+        dir: PathBuf,
+        key: Option<String>,
+        value: Option<String>,
+        /// Read `key<TAB>value` lines from standard input, written in batches.
+        #[arg(long)]
+        from_stdin: bool,
+        /// Fsync before returning (survives power loss).
+        #[arg(long)]
+        sync: bool,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Delete keys.
+    Del {
+        dir: PathBuf,
+        #[arg(required = true)]
+        keys: Vec<String>,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Print the entries in [START, END) as `key<TAB>value` lines.
+    Scan {
+        dir: PathBuf,
+        start: Option<String>,
+        end: Option<String>,
+        /// Stop after this many entries.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Newest key first.
+        #[arg(long)]
+        reverse: bool,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Load a CSV file: one column as the key, one or more as the value.
+    Import {
+        dir: PathBuf,
+        file: PathBuf,
+        /// The key column (header name or 0-based index).
+        #[arg(long)]
+        key: String,
+        /// The value columns, comma-separated; several are joined with --separator.
+        #[arg(long, value_delimiter = ',', required = true)]
+        value: Vec<String>,
+        /// Joins several value columns.
+        #[arg(long, default_value = "\t")]
+        separator: String,
+        /// What to do with a bad row.
+        #[arg(long, value_enum, default_value = "skip")]
+        on_error: import::OnError,
+        /// Rows per atomic batch.
+        #[arg(long, default_value_t = 1000)]
+        batch_rows: usize,
+    },
+    /// Show the level structure: per level the files, key ranges, sizes and entry counts.
+    Inspect {
+        dir: PathBuf,
+        /// Also draw the tree as an SVG picture into this file.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
+    /// Decode one WAL, SST or MANIFEST file.
+    InspectFile {
+        file: PathBuf,
+        /// List the entries too.
+        #[arg(long)]
+        entries: bool,
+    },
+    /// Verify every checksum of every file; exit 1 when anything is damaged.
+    Check { dir: PathBuf },
+    /// The engine's statistics: levels, amplification, cache.
+    Stats { dir: PathBuf },
+}
+
+fn open_existing(dir: &Path) -> Result<Db, String> {
+    let opts = Options {
+        create_if_missing: false,
+        ..Options::default()
+    };
+    Db::open(dir, opts).map_err(|e| e.to_string())
+}
+
+fn open_or_create(dir: &Path) -> Result<Db, String> {
+    Db::open(dir, Options::default()).map_err(|e| e.to_string())
+}
+
+fn close(db: Db) -> Result<(), String> {
+    db.close().map_err(|e| e.to_string())
+}
+
+fn json_str(s: String) -> serde_json::Value {
+    serde_json::Value::String(s)
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    match cli.command {
+        Command::Shell { dir } => shell::run(dir)?,
+        Command::Get { dir, key, format } => {
+            let db = open_existing(&dir)?;
+            let key = format.input(&key)?;
+            let value = db.get(&key).map_err(|e| e.to_string())?;
+            close(db)?;
+            match value {
+                Some(v) if format.json => {
+                    writeln!(
+                        out,
+                        "{}",
+                        serde_json::json!({"key": format.output(&key), "value": format.output(&v)})
+                    )
+                    .map_err(io)?;
+                }
+                Some(v) => writeln!(out, "{}", format.output(&v)).map_err(io)?,
+                None => {
+                    if format.json {
+                        writeln!(
+                            out,
+                            "{}",
+                            serde_json::json!({"key": format.output(&key), "value": null})
+                        )
+                        .map_err(io)?;
+                    }
+                    eprintln!("not found: {}", format.output(&key));
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+        Command::Put {
+            dir,
+            key,
+            value,
+            from_stdin,
+            sync,
+            format,
+        } => {
+            let db = open_or_create(&dir)?;
+            let opts = WriteOptions { sync };
+            if from_stdin {
+                if key.is_some() {
+                    return Err("give either KEY VALUE or --from-stdin".into());
+                }
+                let mut batch = WriteBatch::new();
+                let mut n = 0u64;
+                for (i, line) in std::io::stdin().lock().lines().enumerate() {
+                    let line = line.map_err(|e| format!("reading stdin: {e}"))?;
+                    if line.is_empty() {
+                        continue;
+                    }
+                    let (k, v) = line
+                        .split_once('\t')
+                        .ok_or_else(|| format!("stdin line {}: expected key<TAB>value", i + 1))?;
+                    let (k, v) = (
+                        format
+                            .input(k)
+                            .map_err(|e| format!("stdin line {}: {e}", i + 1))?,
+                        format
+                            .input(v)
+                            .map_err(|e| format!("stdin line {}: {e}", i + 1))?,
+                    );
+                    batch.put(&k, &v);
+                    n += 1;
+                    if batch.len() >= 1000 {
+                        db.write(std::mem::take(&mut batch), opts)
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+                db.write(batch, opts).map_err(|e| e.to_string())?;
+                eprintln!("put {n} keys");
+            } else {
+                let (Some(k), Some(v)) = (key, value) else {
+                    return Err("put needs KEY and VALUE (or --from-stdin)".into());
+                };
+                let mut batch = WriteBatch::new();
+                batch.put(&format.input(&k)?, &format.input(&v)?);
+                db.write(batch, opts).map_err(|e| e.to_string())?;
+            }
+            close(db)?;
+        }
+        Command::Del { dir, keys, format } => {
+            let db = open_existing(&dir)?;
+            let mut batch = WriteBatch::new();
+            for k in &keys {
+                batch.delete(&format.input(k)?);
+            }
+            db.write(batch, WriteOptions::default())
+                .map_err(|e| e.to_string())?;
+            close(db)?;
+        }
+        Command::Scan {
+            dir,
+            start,
+            end,
+            limit,
+            reverse,
+            format,
+        } => {
+            let db = open_existing(&dir)?;
+            let lo = start.map(|s| format.input(&s)).transpose()?;
+            let hi = end.map(|s| format.input(&s)).transpose()?;
+            let range = (
+                lo.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included),
+                hi.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
+            );
+            let scan = db
+                .scan_with(
+                    range,
+                    strata::ReadOptions {
+                        skip_cache: true,
+                        ..Default::default()
+                    },
+                    reverse,
+                )
+                .map_err(|e| e.to_string())?;
+            for entry in scan.take(limit.unwrap_or(usize::MAX)) {
+                let (k, v) = entry.map_err(|e| e.to_string())?;
+                if format.json {
+                    writeln!(out, "{}", serde_json::json!({"key": json_str(format.output(&k)), "value": json_str(format.output(&v))})).map_err(io)?;
+                } else {
+                    writeln!(out, "{}\t{}", format.output(&k), format.output(&v)).map_err(io)?;
+                }
+            }
+            out.flush().map_err(io)?;
+            close(db)?;
+        }
+        Command::Import {
+            dir,
+            file,
+            key,
+            value,
+            separator,
+            on_error,
+            batch_rows,
+        } => {
+            let db = open_or_create(&dir)?;
+            let args = import::ImportArgs {
+                file: &file,
+                key: &key,
+                values: &value,
+                separator: &separator,
+                on_error,
+                batch_rows: batch_rows.max(1),
+            };
+            let report = import::import(&db, &args);
+            close(db)?;
+            let report = report?;
+            for (line, why) in &report.bad {
+                eprintln!("bad row at line {line}: {why}");
+            }
+            writeln!(
+                out,
+                "imported {} of {} rows ({} duplicate keys, last row wins; {} bad) from {} in {:.1} s ({:.0} rows/s)",
+                report.imported,
+                report.rows,
+                report.duplicates,
+                report.bad.len(),
+                report::human_bytes(report.bytes),
+                report.seconds,
+                report.rows as f64 / report.seconds.max(1e-9)
+            )
+            .map_err(io)?;
+            if !report.bad.is_empty() && on_error == import::OnError::Abort {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Inspect { dir, svg } => {
+            let db = open_existing(&dir)?;
+            let stats = db.stats();
+            close(db)?;
+            write!(out, "{}", report::inspect_text(&stats)).map_err(io)?;
+            if let Some(path) = svg {
+                let picture = report::svg(&stats, &format!("Strata: {}", dir.display()));
+                std::fs::write(&path, picture).map_err(|e| format!("{}: {e}", path.display()))?;
+                writeln!(out, "picture written to {}", path.display()).map_err(io)?;
+            }
+        }
+        Command::InspectFile { file, entries } => {
+            let dump = strata::inspect::dump_file(&file, entries).map_err(|e| e.to_string())?;
+            writeln!(out, "{}: {:?}", file.display(), dump.kind).map_err(io)?;
+            for (k, v) in &dump.summary {
+                writeln!(out, "  {k}: {v}").map_err(io)?;
+            }
+            let what = if dump.kind == strata::inspect::FileKind::Sst {
+                "data blocks"
+            } else {
+                "records"
+            };
+            writeln!(out, "  {what}: {}", dump.blocks.len()).map_err(io)?;
+            for (offset, size) in &dump.blocks {
+                writeln!(out, "    @{offset} {size} bytes").map_err(io)?;
+            }
+            for e in &dump.entries {
+                let kind = if e.deletion { "DEL" } else { "PUT" };
+                writeln!(
+                    out,
+                    "  {kind} seq {} {}\t{}",
+                    e.sequence,
+                    show(&e.key),
+                    show(&e.value)
+                )
+                .map_err(io)?;
+            }
+        }
+        Command::Check { dir } => {
+            if !dir.is_dir() {
+                return Err(format!("{} is not a directory", dir.display()));
+            }
+            let results = strata::inspect::check(&dir).map_err(|e| e.to_string())?;
+            let damaged: Vec<_> = results.iter().filter(|r| r.error.is_some()).collect();
+            if results.is_empty() {
+                return Err(format!("{} holds no Strata files", dir.display()));
+            }
+            for r in &damaged {
+                if let Some(e) = &r.error {
+                    writeln!(out, "DAMAGED {}: {e}", r.path.display()).map_err(io)?;
+                }
+            }
+            let items: u64 = results.iter().map(|r| r.items).sum();
+            if damaged.is_empty() {
+                writeln!(
+                    out,
+                    "ok: {} files verified, {items} entries and records, no damage",
+                    results.len()
+                )
+                .map_err(io)?;
+            } else {
+                writeln!(out, "{} of {} files damaged", damaged.len(), results.len())
+                    .map_err(io)?;
+                out.flush().map_err(io)?;
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Stats { dir } => {
+            let db = open_existing(&dir)?;
+            let stats = db.stats();
+            let live = db.live_data_bytes().map_err(|e| e.to_string())?;
+            close(db)?;
+            write!(out, "{}", report::stats_text(&stats)).map_err(io)?;
+            let ratio = if live == 0 {
+                0.0
+            } else {
+                stats.disk_bytes() as f64 / live as f64
+            };
+            writeln!(
+                out,
+                "live data         {} (space amplification {ratio:.2})",
+                report::human_bytes(live)
+            )
+            .map_err(io)?;
+        }
+    }
+    out.flush().map_err(io)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

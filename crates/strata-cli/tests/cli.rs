@@ -1,0 +1,286 @@
+//! The `strata` binary, run as a user runs it.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn strata_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn db_dir() -> (tempfile::TempDir, String) {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("db").to_str().unwrap().to_string();
+    (t, d)
+}
+
+#[test]
+fn put_get_del_scan_round_trip_with_escapes_hex_and_json() {
+    let (_t, db) = db_dir();
+    assert!(strata(&["put", &db, "apple", "red"]).status.success());
+    assert!(
+        strata(&["put", &db, r#""bin\x00key""#, r#""v\xff""#])
+            .status
+            .success()
+    );
+    let o = strata(&["get", &db, "apple"]);
+    assert_eq!(stdout(&o), "red\n");
+    let o = strata(&["get", &db, r#""bin\x00key""#]);
+    assert_eq!(stdout(&o), "v\\xff\n");
+    let o = strata(&["get", &db, "--hex", "62696e006b6579"]);
+    assert_eq!(stdout(&o), "76ff\n");
+    let o = strata(&["scan", &db]);
+    assert_eq!(stdout(&o), "apple\tred\nbin\\x00key\tv\\xff\n");
+    let o = strata(&["scan", &db, "--json", "--reverse", "--limit", "1"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["key"], "bin\\x00key");
+    assert!(strata(&["del", &db, "apple"]).status.success());
+    let o = strata(&["get", &db, "apple"]);
+    assert_eq!(o.status.code(), Some(1), "a missing key exits 1");
+    assert!(stderr(&o).contains("not found"));
+}
+
+#[test]
+fn put_from_stdin_loads_tab_separated_pairs() {
+    let (_t, db) = db_dir();
+    let input: String = (0..2500)
+        .map(|i| format!("key{i:05}\tvalue{i}\n"))
+        .collect();
+    let o = strata_stdin(&["put", &db, "--from-stdin"], &input);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = strata(&["scan", &db, "key01000", "key01003"]);
+    assert_eq!(
+        stdout(&o),
+        "key01000\tvalue1000\nkey01001\tvalue1001\nkey01002\tvalue1002\n"
+    );
+    let o = strata_stdin(&["put", &db, "--from-stdin"], "no tab here\n");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("line 1"));
+}
+
+#[test]
+fn errors_have_clear_messages_and_exit_codes() {
+    let (_t, db) = db_dir();
+    let o = strata(&["get", &db, "k"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    let o = strata(&["scan", "/nonexistent/strata/db"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = strata(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2), "usage errors exit 2");
+    let o = strata(&["put", &db]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("KEY and VALUE"));
+    let o = strata(&["get", &db, "--hex", "zz"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = strata(&["check", "/nonexistent/dir"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = strata(&["inspect-file", "/etc/hostname"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not a Strata file"));
+    for sub in [
+        "shell",
+        "get",
+        "put",
+        "del",
+        "scan",
+        "import",
+        "inspect",
+        "inspect-file",
+        "check",
+        "stats",
+    ] {
+        let o = strata(&[sub, "--help"]);
+        assert!(o.status.success(), "{sub} --help");
+        assert!(stdout(&o).contains("Usage"), "{sub} --help");
+    }
+}
+
+#[test]
+fn shell_runs_a_script_from_stdin() {
+    let (_t, db) = db_dir();
+    let script = format!(
+        "open {db}\nput a 1\nput \"b c\" \"two\\x00\"\nput d 4\nget a\nget \"b c\"\nget zz\n\
+         scan a z\nrscan a z 2\ndel a\nget a\nbogus\nput onlykey\nindex btree\nflush\ncompact\nget d\nclose\nget d\nquit\n"
+    );
+    let o = strata_stdin(&["shell"], &script);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected = format!(
+        "opened {db}\nok\nok\nok\n1\ntwo\\x00\n(not found)\n\
+         a    1\nb c  two\\x00\nd    4\n(3 entries)\n\
+         d    4\nb c  two\\x00\n(2 shown; more remain, give a larger limit)\n\
+         ok\n(not found)\n\
+         error: unknown command \"bogus\" (type `help`)\n\
+         error: usage: put <key> <value>\n\
+         new SST files get a BTree index; `compact` rewrites the old ones\n\
+         ok\nok\n4\nclosed\n\
+         error: no database is open (use `open <dir>`)\n"
+    );
+    assert_eq!(stdout(&o), expected);
+}
+
+#[test]
+fn import_a_csv_with_quotes_and_newlines_then_count_it_back() {
+    let (t, db) = db_dir();
+    let csv = t.path().join("videos.csv");
+    let mut f = std::fs::File::create(&csv).unwrap();
+    writeln!(f, "video_id,title,views").unwrap();
+    let rows = 100_000;
+    for i in 0..rows {
+        match i % 3 {
+            0 => writeln!(f, "vid{i:06},\"A title, with a comma\",{i}").unwrap(),
+            1 => writeln!(f, "vid{i:06},\"two\nlines\",{i}").unwrap(),
+            _ => writeln!(f, "vid{i:06},plain title {i},{i}").unwrap(),
+        }
+    }
+    // Bad row: too few fields. Duplicate key: last wins.
+    writeln!(f, "lonely").unwrap();
+    writeln!(f, "vid000002,replaced,0").unwrap();
+    drop(f);
+    let o = strata(&[
+        "import",
+        &db,
+        csv.to_str().unwrap(),
+        "--key",
+        "video_id",
+        "--value",
+        "title",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!("imported {} of {} rows", rows + 1, rows + 2)),
+        "{out}"
+    );
+    assert!(out.contains("1 duplicate keys"), "{out}");
+    assert!(out.contains("1 bad"), "{out}");
+    assert!(stderr(&o).contains("bad row at line"), "{}", stderr(&o));
+    let o = strata(&["scan", &db, "--json"]);
+    assert_eq!(stdout(&o).lines().count(), rows);
+    assert_eq!(
+        stdout(&strata(&["get", &db, "vid000000"])),
+        "A title, with a comma\n"
+    );
+    assert_eq!(
+        stdout(&strata(&["get", &db, "vid000001"])),
+        "two\\x0alines\n"
+    );
+    assert_eq!(stdout(&strata(&["get", &db, "vid000002"])), "replaced\n");
+    // Several value columns are joined; --on-error abort stops and exits 1.
+    let (_t2, db2) = db_dir();
+    let o = strata(&[
+        "import",
+        &db2,
+        csv.to_str().unwrap(),
+        "--key",
+        "0",
+        "--value",
+        "title,views",
+        "--separator",
+        "|",
+        "--on-error",
+        "abort",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stdout(&strata(&["get", &db2, "vid000005"])),
+        "plain title 5|5\n"
+    );
+    let o = strata(&[
+        "import",
+        &db2,
+        csv.to_str().unwrap(),
+        "--key",
+        "nope",
+        "--value",
+        "title",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no column \"nope\""));
+}
+
+fn first_sst(db: &str) -> std::path::PathBuf {
+    std::fs::read_dir(db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap()
+}
+
+#[test]
+fn inspect_stats_and_check_find_a_flipped_byte() {
+    let (t, db) = db_dir();
+    let input: String = (0..5000)
+        .map(|i| format!("k{i:05}\t{}\n", "v".repeat(50)))
+        .collect();
+    assert!(
+        strata_stdin(&["put", &db, "--from-stdin"], &input)
+            .status
+            .success()
+    );
+    // A reopen flushes the replayed WAL into an SST.
+    assert!(strata(&["get", &db, "k00001"]).status.success());
+    let svg = t.path().join("tree.svg");
+    let o = strata(&["inspect", &db, "--svg", svg.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("L0: 1 files"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("k00000 .. k04999"));
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.starts_with("<svg") && picture.contains("<rect") && picture.contains("L0: 1 files")
+    );
+    let o = strata(&["stats", &db]);
+    assert!(stdout(&o).contains("space amplification"), "{}", stdout(&o));
+    let o = strata(&["check", &db]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("ok:"));
+    let sst = first_sst(&db);
+    let o = strata(&["inspect-file", sst.to_str().unwrap(), "--entries"]);
+    assert!(
+        stdout(&o).contains("strata.entries: 5000"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("PUT seq"));
+    // Flip one byte inside a data block.
+    let mut bytes = std::fs::read(&sst).unwrap();
+    bytes[1000] ^= 0x20;
+    std::fs::write(&sst, bytes).unwrap();
+    let o = strata(&["check", &db]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("DAMAGED") && out.contains(sst.file_name().unwrap().to_str().unwrap()),
+        "{out}"
+    );
+    assert!(out.contains("offset"), "{out}");
+    assert!(Path::new(&db).exists());
+}
