@@ -5,6 +5,8 @@
 //! ```text
 //! cargo run --release -p strata --example load -- --num 10000000 --ratio 10 --dir /tmp/strata-load
 //! ```
+//!
+//! `--keep` skips the final full compaction, leaving the tree as the load shaped it.
 
 use std::time::Instant;
 
@@ -80,6 +82,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         live,
         s.disk_bytes() as f64 / live as f64
     );
+    if args.iter().any(|a| a == "--keep") {
+        db.close()?;
+        return Ok(());
+    }
     let start = Instant::now();
     db.compact_range(None, None)?;
     let s = db.stats();
