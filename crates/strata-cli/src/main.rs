@@ -135,6 +135,39 @@ enum Command {
     Check { dir: PathBuf },
     /// The engine's statistics: levels, amplification, cache.
     Stats { dir: PathBuf },
+    /// Serve the database over the Redis protocol (RESP) until SIGINT or SIGTERM.
+    Serve {
+        /// The database directory (created if missing).
+        #[arg(long, default_value = "strata-data")]
+        dir: PathBuf,
+        /// The port to listen on.
+        #[arg(long, default_value_t = 6380)]
+        port: u16,
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: String,
+        /// When writes are fsynced: always (before each reply), everysec, or no.
+        #[arg(long, default_value = "everysec")]
+        sync: strata_server::SyncMode,
+        /// Most connections at once.
+        #[arg(long, default_value_t = 10_000)]
+        maxclients: usize,
+        /// Largest bulk string a request may carry.
+        #[arg(long, default_value_t = 512 * 1024 * 1024)]
+        max_request_bytes: usize,
+        /// Close connections idle this many seconds (0: never).
+        #[arg(long, default_value_t = 0)]
+        timeout: u64,
+        /// Bytes of the hot-key cache in front of the engine (0: off).
+        #[arg(long, default_value_t = 64 * 1024 * 1024)]
+        cache_bytes: usize,
+        /// The engine's memtable size in bytes.
+        #[arg(long, default_value_t = 64 * 1024 * 1024)]
+        write_buffer_size: usize,
+        /// The engine's block cache in bytes.
+        #[arg(long, default_value_t = 8 * 1024 * 1024)]
+        block_cache_bytes: usize,
+    },
 }
 
 fn open_existing(dir: &Path) -> Result<Db, String> {
@@ -161,6 +194,42 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let io = |e: std::io::Error| format!("writing output: {e}");
     match cli.command {
+        Command::Serve {
+            dir,
+            port,
+            bind,
+            sync,
+            maxclients,
+            max_request_bytes,
+            timeout,
+            cache_bytes,
+            write_buffer_size,
+            block_cache_bytes,
+        } => {
+            let config = strata_server::Config {
+                dir: dir.clone(),
+                bind,
+                port,
+                sync,
+                max_clients: maxclients,
+                max_request_bytes,
+                idle_timeout: (timeout > 0).then(|| std::time::Duration::from_secs(timeout)),
+                cache_bytes,
+                engine: Options {
+                    write_buffer_size,
+                    block_cache_bytes,
+                    ..Options::default()
+                },
+            };
+            let server = strata_server::Server::start(config)?;
+            eprintln!(
+                "strata serving {} on {} (sync {sync:?}); stop with Ctrl-C or SIGTERM",
+                dir.display(),
+                server.local_addr()
+            );
+            server.wait_for_signal()?;
+            eprintln!("strata: shut down cleanly");
+        }
         Command::Shell { dir } => shell::run(dir)?,
         Command::Get { dir, key, format } => {
             let db = open_existing(&dir)?;

@@ -457,6 +457,22 @@ impl Db {
         })
     }
 
+    /// Makes every write acknowledged so far durable against power loss (fsyncs the WAL), as
+    /// if each had been written with `sync = true`. For callers that batch durability in
+    /// time, such as a server's `everysec` mode.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        let mut wal = lock(&self.inner.wal);
+        let w = wal.as_mut().ok_or(Error::Closed)?;
+        let result = w.sync();
+        drop(wal);
+        if let Err(e) = &result {
+            let mut st = lock(&self.inner.state);
+            self.inner.poison(&mut st, e);
+        }
+        result
+    }
+
     /// Turns the memtable into an SST now and waits until every memtable is flushed.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()

@@ -1,0 +1,389 @@
+//! A server that speaks the Redis protocol (RESP2) over a Strata database, so that redis-cli,
+//! redis-benchmark and every Redis client library work with it unchanged.
+//!
+//! Each connection has its own thread; requests of a connection are answered in order and may
+//! be pipelined. Commands that read and then write a key (SETNX, INCR, APPEND, SET NX/XX,
+//! GETDEL, and every write that keeps the hot-key cache coherent) hold that key's stripe lock,
+//! so they are atomic with respect to each other; plain reads take no lock.
+//!
+//! ```no_run
+//! let config = strata_server::Config { dir: "./data".into(), ..Default::default() };
+//! let server = strata_server::Server::start(config)?;
+//! println!("listening on {}", server.local_addr());
+//! server.wait_for_signal()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod commands;
+mod glob;
+mod hotcache;
+pub mod resp;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use strata::{Db, Options};
+
+use crate::hotcache::HotCache;
+use crate::resp::{Limits, Parsed, Reply};
+
+/// When writes become durable, in Redis's `appendfsync` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Every write is fsynced before its reply.
+    Always,
+    /// The WAL is fsynced once a second; a power loss loses at most about a second.
+    EverySec,
+    /// The operating system decides; a process crash loses nothing, a power loss may.
+    No,
+}
+
+impl std::str::FromStr for SyncMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" => Ok(SyncMode::Always),
+            "everysec" => Ok(SyncMode::EverySec),
+            "no" => Ok(SyncMode::No),
+            other => Err(format!(
+                "unknown sync mode {other:?} (always, everysec or no)"
+            )),
+        }
+    }
+}
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The database directory (created if missing).
+    pub dir: PathBuf,
+    /// Address to listen on.
+    pub bind: String,
+    /// Port to listen on (0 picks a free one).
+    pub port: u16,
+    /// Durability of writes.
+    pub sync: SyncMode,
+    /// Connections beyond this are refused with an error.
+    pub max_clients: usize,
+    /// A bulk string longer than this gets an error and the connection is closed.
+    pub max_request_bytes: usize,
+    /// Close connections idle this long (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// Bytes of the hot-key cache (0 turns it off).
+    pub cache_bytes: usize,
+    /// Engine options (the directory's database is opened with them).
+    pub engine: Options,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            dir: PathBuf::from("strata-data"),
+            bind: "127.0.0.1".into(),
+            port: 6380,
+            sync: SyncMode::EverySec,
+            max_clients: 10_000,
+            max_request_bytes: 512 * 1024 * 1024,
+            idle_timeout: None,
+            cache_bytes: 64 * 1024 * 1024,
+            engine: Options::default(),
+        }
+    }
+}
+
+/// Buffered replies are written out once they pass this size, so a client that pipelines
+/// without reading holds at most this much of the server's memory.
+const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
+const STRIPES: usize = 1024;
+/// How often connection threads look up from a blocking read to check for shutdown.
+const POLL: Duration = Duration::from_millis(200);
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub connections_received: AtomicU64,
+    pub connected: AtomicUsize,
+    pub rejected: AtomicU64,
+    pub commands: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub protocol_errors: AtomicU64,
+}
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub db: Db,
+    pub config: Config,
+    pub cache: HotCache,
+    /// Per-key locks for read-modify-write commands, chosen by hash.
+    pub stripes: Vec<Mutex<()>>,
+    /// FLUSHALL takes it for writing; every command that touches keys, for reading.
+    pub keyspace: RwLock<()>,
+    pub counters: Counters,
+    pub started: Instant,
+    pub shutdown: AtomicBool,
+    /// SCAN cursors: cursor number to the key to continue after.
+    pub cursors: Mutex<CursorTable>,
+    pub port: u16,
+}
+
+#[derive(Default)]
+pub(crate) struct CursorTable {
+    pub next: u64,
+    pub map: HashMap<u64, Vec<u8>>,
+    pub order: std::collections::VecDeque<u64>,
+}
+
+impl Shared {
+    pub(crate) fn stripe(&self, key: &[u8]) -> usize {
+        let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+        for &b in key {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        (h as usize) % STRIPES
+    }
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    accept: Option<JoinHandle<()>>,
+    syncer: Option<JoinHandle<()>>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Server {
+    /// Opens the database and starts listening.
+    pub fn start(config: Config) -> Result<Server, String> {
+        let db = Db::open(&config.dir, config.engine.clone()).map_err(|e| e.to_string())?;
+        let listener = TcpListener::bind((config.bind.as_str(), config.port))
+            .map_err(|e| format!("cannot listen on {}:{}: {e}", config.bind, config.port))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let shared = Arc::new(Shared {
+            db,
+            cache: HotCache::new(config.cache_bytes),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            keyspace: RwLock::new(()),
+            counters: Counters::default(),
+            started: Instant::now(),
+            shutdown: AtomicBool::new(false),
+            cursors: Mutex::new(CursorTable::default()),
+            port: addr.port(),
+            config,
+        });
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = {
+            let shared = shared.clone();
+            let connections = connections.clone();
+            std::thread::Builder::new()
+                .name("strata-accept".into())
+                .spawn(move || accept_loop(listener, shared, connections))
+                .map_err(|e| e.to_string())?
+        };
+        let syncer = if shared.config.sync == SyncMode::EverySec {
+            let shared = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("strata-everysec".into())
+                    .spawn(move || {
+                        let mut last = Instant::now();
+                        while !shared.shutdown.load(Ordering::SeqCst) {
+                            std::thread::sleep(Duration::from_millis(50));
+                            if last.elapsed() >= Duration::from_secs(1) {
+                                // A failure poisons the database; writes then report it.
+                                let _ = shared.db.sync_wal();
+                                last = Instant::now();
+                            }
+                        }
+                    })
+                    .map_err(|e| e.to_string())?,
+            )
+        } else {
+            None
+        };
+        Ok(Server {
+            shared,
+            addr,
+            accept: Some(accept),
+            syncer,
+            connections,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Blocks until SIGINT or SIGTERM, then shuts down cleanly.
+    pub fn wait_for_signal(self) -> Result<(), String> {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, flag.clone())
+                .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+        }
+        while !flag.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.shutdown()
+    }
+
+    /// Stops accepting, lets connections finish the replies they owe, flushes the memtable
+    /// and closes the database.
+    pub fn shutdown(mut self) -> Result<(), String> {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.syncer.take() {
+            let _ = t.join();
+        }
+        let handles: Vec<_> =
+            std::mem::take(&mut *self.connections.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            let _ = h.join();
+        }
+        self.shared.db.flush().map_err(|e| e.to_string())?;
+        self.shared.db.sync_wal().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                shared
+                    .counters
+                    .connections_received
+                    .fetch_add(1, Ordering::Relaxed);
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_nodelay(true);
+                if shared.counters.connected.load(Ordering::SeqCst) >= shared.config.max_clients {
+                    shared.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                    let mut s = stream;
+                    let _ = s.write_all(b"-ERR max number of clients reached\r\n");
+                    continue;
+                }
+                shared.counters.connected.fetch_add(1, Ordering::SeqCst);
+                let s = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("strata-conn".into())
+                    .spawn(move || {
+                        serve_connection(stream, &s);
+                        s.counters.connected.fetch_sub(1, Ordering::SeqCst);
+                    });
+                let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
+                list.retain(|h| !h.is_finished());
+                match spawned {
+                    Ok(h) => list.push(h),
+                    Err(_) => {
+                        shared.counters.connected.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// What a command asks of the connection.
+pub(crate) enum After {
+    Continue,
+    Close,
+}
+
+fn serve_connection(mut stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_read_timeout(Some(POLL));
+    let limits = Limits {
+        max_bulk_bytes: shared.config.max_request_bytes,
+        ..Limits::default()
+    };
+    let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut last_activity = Instant::now();
+    let mut conn = commands::Connection::default();
+    loop {
+        // Answer every complete command in the buffer.
+        let mut consumed = 0;
+        loop {
+            match resp::parse(input.get(consumed..).unwrap_or_default(), &limits) {
+                Ok(Parsed::Command(args, n)) => {
+                    consumed += n;
+                    if args.is_empty() {
+                        continue;
+                    }
+                    shared.counters.commands.fetch_add(1, Ordering::Relaxed);
+                    let after =
+                        commands::execute(shared, &mut conn, &args, &mut Reply(&mut output));
+                    if matches!(after, After::Close) {
+                        let _ = stream.write_all(&output);
+                        return;
+                    }
+                    if output.len() >= OUTPUT_FLUSH_BYTES {
+                        if stream.write_all(&output).is_err() {
+                            return;
+                        }
+                        output.clear();
+                    }
+                }
+                Ok(Parsed::Incomplete) => break,
+                Err(e) => {
+                    shared
+                        .counters
+                        .protocol_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    Reply(&mut output).error(&format!("ERR Protocol error: {}", e.0));
+                    let _ = stream.write_all(&output);
+                    return;
+                }
+            }
+        }
+        input.drain(..consumed);
+        if !output.is_empty() {
+            if stream.write_all(&output).is_err() {
+                return;
+            }
+            output.clear();
+        }
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => {
+                input.extend_from_slice(chunk.get(..n).unwrap_or_default());
+                last_activity = Instant::now();
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if let Some(t) = shared.config.idle_timeout
+                    && last_activity.elapsed() >= t
+                {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The Redis serialization protocol (RESP2): parsing requests and encoding replies.
+//!
+//! A request is an array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) or an inline
+//! command (`GET k\r\n`, as typed into telnet). The parser is incremental: given the bytes
+//! received so far it returns a complete command and how many bytes it used, asks for more,
+//! or reports a protocol error. It never panics and never allocates more than the limits
+//! allow, whatever the bytes.
+
+#![deny(clippy::indexing_slicing)]
+
+/// Limits on what a client may send.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest bulk string accepted.
+    pub max_bulk_bytes: usize,
+    /// Most arguments in one command.
+    pub max_args: usize,
+    /// Longest inline command line.
+    pub max_inline_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk_bytes: 512 * 1024 * 1024,
+            max_args: 1024 * 1024,
+            max_inline_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// A request that cannot be parsed; the connection is answered with an error and closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+/// The outcome of parsing from the start of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A command's arguments and the bytes it took.
+    Command(Vec<Vec<u8>>, usize),
+    /// The buffer holds only part of a command.
+    Incomplete,
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let rest = buf.get(from..)?;
+    rest.windows(2).position(|w| w == b"\r\n").map(|p| p + from)
+}
+
+fn parse_int(bytes: &[u8]) -> Option<i64> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// Parses one command from the start of `buf`.
+pub fn parse(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    match buf.first() {
+        None => Ok(Parsed::Incomplete),
+        Some(b'*') => parse_array(buf, limits),
+        Some(_) => parse_inline(buf, limits),
+    }
+}
+
+fn parse_array(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some(end) = find_crlf(buf, 1) else {
+        if buf.len() > 32 {
+            return Err(ProtocolError("invalid multibulk length".into()));
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    let count = parse_int(buf.get(1..end).unwrap_or_default())
+        .ok_or_else(|| ProtocolError("invalid multibulk length".into()))?;
+    if count > limits.max_args as i64 {
+        return Err(ProtocolError("invalid multibulk length".into()));
+    }
+    let mut pos = end + 2;
+    if count <= 0 {
+        return Ok(Parsed::Command(Vec::new(), pos));
+    }
+    let mut args = Vec::with_capacity((count as usize).min(1024));
+    for _ in 0..count {
+        match buf.get(pos) {
+            None => return Ok(Parsed::Incomplete),
+            Some(b'$') => {}
+            Some(&c) => {
+                return Err(ProtocolError(format!(
+                    "expected '$', got '{}'",
+                    c.escape_ascii()
+                )));
+            }
+        }
+        let Some(end) = find_crlf(buf, pos + 1) else {
+            if buf.len() - pos > 32 {
+                return Err(ProtocolError("invalid bulk length".into()));
+            }
+            return Ok(Parsed::Incomplete);
+        };
+        let len = parse_int(buf.get(pos + 1..end).unwrap_or_default())
+            .filter(|&n| n >= 0)
+            .ok_or_else(|| ProtocolError("invalid bulk length".into()))? as u64;
+        if len > limits.max_bulk_bytes as u64 {
+            return Err(ProtocolError(format!(
+                "bulk string of {len} bytes exceeds the limit of {} bytes",
+                limits.max_bulk_bytes
+            )));
+        }
+        let start = end + 2;
+        let stop = start + len as usize;
+        if buf.len() < stop + 2 {
+            return Ok(Parsed::Incomplete);
+        }
+        if buf.get(stop..stop + 2) != Some(b"\r\n") {
+            return Err(ProtocolError("bulk string not followed by CRLF".into()));
+        }
+        args.push(buf.get(start..stop).unwrap_or_default().to_vec());
+        pos = stop + 2;
+    }
+    Ok(Parsed::Command(args, pos))
+}
+
+fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > limits.max_inline_bytes {
+            return Err(ProtocolError("too big inline request".into()));
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    let line = buf.get(..end).unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let args = split_inline(line)?;
+    Ok(Parsed::Command(args, end + 1))
+}
+
+/// Splits an inline command, honouring double and single quotes as redis-cli does.
+fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        while line.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let Some(&first) = line.get(i) else { break };
+        let mut arg = Vec::new();
+        if first == b'"' || first == b'\'' {
+            i += 1;
+            loop {
+                match line.get(i) {
+                    None => return Err(ProtocolError("unbalanced quotes in request".into())),
+                    Some(&c) if c == first => {
+                        i += 1;
+                        break;
+                    }
+                    Some(b'\\') if first == b'"' => {
+                        let esc = line.get(i + 1).copied().unwrap_or(b'\\');
+                        arg.push(match esc {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            other => other,
+                        });
+                        i += 2;
+                    }
+                    Some(&c) => {
+                        arg.push(c);
+                        i += 1;
+                    }
+                }
+            }
+        } else {
+            while let Some(&c) = line.get(i) {
+                if c.is_ascii_whitespace() {
+                    break;
+                }
+                arg.push(c);
+                i += 1;
+            }
+        }
+        args.push(arg);
+    }
+    Ok(args)
+}
+
+/// Appends replies to an output buffer.
+pub struct Reply<'a>(pub &'a mut Vec<u8>);
+
+impl Reply<'_> {
+    pub fn simple(&mut self, s: &str) {
+        self.0.push(b'+');
+        self.0.extend_from_slice(s.as_bytes());
+        self.0.extend_from_slice(b"\r\n");
+    }
+
+    /// An error reply; `msg` starts with the error code (`ERR`, `WRONGTYPE`, ...).
+    pub fn error(&mut self, msg: &str) {
+        self.0.push(b'-');
+        // An error line must not hold a line break.
+        for &b in msg.as_bytes() {
+            self.0.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
+        }
+        self.0.extend_from_slice(b"\r\n");
+    }
+
+    pub fn int(&mut self, n: i64) {
+        self.0.push(b':');
+        self.0.extend_from_slice(n.to_string().as_bytes());
+        self.0.extend_from_slice(b"\r\n");
+    }
+
+    pub fn bulk(&mut self, b: &[u8]) {
+        self.0.push(b'$');
+        self.0.extend_from_slice(b.len().to_string().as_bytes());
+        self.0.extend_from_slice(b"\r\n");
+        self.0.extend_from_slice(b);
+        self.0.extend_from_slice(b"\r\n");
+    }
+
+    pub fn null(&mut self) {
+        self.0.extend_from_slice(b"$-1\r\n");
+    }
+
+    pub fn array(&mut self, n: usize) {
+        self.0.push(b'*');
+        self.0.extend_from_slice(n.to_string().as_bytes());
+        self.0.extend_from_slice(b"\r\n");
+    }
+
+    pub fn ok(&mut self) {
+        self.simple("OK");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn cmd(buf: &[u8]) -> Vec<Vec<u8>> {
+        match parse(buf, &Limits::default()).unwrap() {
+            Parsed::Command(a, n) => {
+                assert_eq!(n, buf.len());
+                a
+            }
+            Parsed::Incomplete => panic!("incomplete"),
+        }
+    }
+
+    #[test]
+    fn parses_arrays_and_inline_commands() {
+        assert_eq!(
+            cmd(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+            vec![b"GET".to_vec(), b"k".to_vec()]
+        );
+        assert_eq!(cmd(b"*1\r\n$0\r\n\r\n"), vec![Vec::<u8>::new()]);
+        assert_eq!(
+            cmd(b"SET k \"a b\\n\"\r\n"),
+            vec![b"SET".to_vec(), b"k".to_vec(), b"a b\n".to_vec()]
+        );
+        assert_eq!(cmd(b"PING\n"), vec![b"PING".to_vec()]);
+    }
+
+    #[test]
+    fn every_prefix_of_a_command_is_incomplete() {
+        let full = b"*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$5\r\nworld\r\n";
+        for cut in 0..full.len() {
+            assert_eq!(
+                parse(&full[..cut], &Limits::default()).unwrap(),
+                Parsed::Incomplete,
+                "cut {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_input_is_an_error() {
+        let l = Limits::default();
+        assert!(parse(b"*x\r\n", &l).is_err());
+        assert!(parse(b"*1\r\n:5\r\n", &l).is_err());
+        assert!(parse(b"*1\r\n$-5\r\n", &l).is_err());
+        assert!(parse(b"*1\r\n$3\r\nabcXY", &l).is_err());
+        assert!(parse(b"\"unbalanced\r\n", &l).is_err());
+        let small = Limits {
+            max_bulk_bytes: 4,
+            ..Limits::default()
+        };
+        assert!(
+            parse(b"*1\r\n$5\r\n", &small).is_err(),
+            "an oversized bulk is refused before it arrives"
+        );
+        let few = Limits {
+            max_args: 2,
+            ..Limits::default()
+        };
+        assert!(parse(b"*3\r\n", &few).is_err());
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for _ in 0..20_000 {
+            let len = (x % 40) as usize;
+            let mut buf = Vec::with_capacity(len);
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf.push(b"*$\r\n0123456789-abc"[(x % 18) as usize]);
+            }
+            let _ = parse(&buf, &Limits::default());
+        }
+    }
+}

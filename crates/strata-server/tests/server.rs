@@ -1,0 +1,492 @@
+//! The server through a real Redis client library and raw sockets.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Commands;
+use strata_server::{Config, Server, SyncMode};
+
+fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Server {
+    let mut config = Config {
+        dir: dir.to_path_buf(),
+        port: 0,
+        sync: SyncMode::EverySec,
+        ..Config::default()
+    };
+    tweak(&mut config);
+    Server::start(config).unwrap()
+}
+
+fn client(server: &Server) -> redis::Connection {
+    let url = format!("redis://{}/", server.local_addr());
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+#[test]
+fn every_command_answers_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+    let echo: String = redis::cmd("ECHO").arg("hi").query(&mut c).unwrap();
+    assert_eq!(echo, "hi");
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).unwrap();
+    assert!(redis::cmd("SELECT").arg(1).query::<()>(&mut c).is_err());
+    let _: () = c.set("k", "v").unwrap();
+    assert_eq!(c.get::<_, String>("k").unwrap(), "v");
+    assert_eq!(c.get::<_, Option<String>>("missing").unwrap(), None);
+    // SET NX / XX / GET
+    let r: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("w")
+        .arg("NX")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, None);
+    let r: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("w")
+        .arg("XX")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r.as_deref(), Some("OK"));
+    let r: Option<String> = redis::cmd("SET")
+        .arg("new")
+        .arg("x")
+        .arg("XX")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, None);
+    let old: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("z")
+        .arg("GET")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(old.as_deref(), Some("w"));
+    let err = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("EX")
+        .arg(10)
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(err.to_string().contains("expiry"), "{err}");
+    // SETNX
+    assert_eq!(c.set_nx::<_, _, i64>("once", 1).unwrap(), 1);
+    assert_eq!(c.set_nx::<_, _, i64>("once", 2).unwrap(), 0);
+    // MSET / MGET
+    let _: () = redis::cmd("MSET")
+        .arg("a")
+        .arg("1")
+        .arg("b")
+        .arg("2")
+        .query(&mut c)
+        .unwrap();
+    let got: Vec<Option<String>> = redis::cmd("MGET")
+        .arg("a")
+        .arg("b")
+        .arg("zz")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, vec![Some("1".into()), Some("2".into()), None]);
+    // DEL / EXISTS on several keys
+    assert_eq!(
+        redis::cmd("EXISTS")
+            .arg("a")
+            .arg("b")
+            .arg("zz")
+            .arg("a")
+            .query::<i64>(&mut c)
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        redis::cmd("DEL")
+            .arg("a")
+            .arg("zz")
+            .arg("a")
+            .query::<i64>(&mut c)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        redis::cmd("EXISTS").arg("a").query::<i64>(&mut c).unwrap(),
+        0
+    );
+    // Counters
+    assert_eq!(c.incr::<_, _, i64>("n", 1).unwrap(), 1);
+    assert_eq!(
+        redis::cmd("INCRBY")
+            .arg("n")
+            .arg(41)
+            .query::<i64>(&mut c)
+            .unwrap(),
+        42
+    );
+    assert_eq!(
+        redis::cmd("DECR").arg("n").query::<i64>(&mut c).unwrap(),
+        41
+    );
+    assert_eq!(
+        redis::cmd("DECRBY")
+            .arg("n")
+            .arg(40)
+            .query::<i64>(&mut c)
+            .unwrap(),
+        1
+    );
+    assert!(
+        redis::cmd("INCR").arg("k").query::<i64>(&mut c).is_err(),
+        "not an integer"
+    );
+    let _: () = c.set("big", i64::MAX).unwrap();
+    assert!(
+        redis::cmd("INCR").arg("big").query::<i64>(&mut c).is_err(),
+        "overflow"
+    );
+    // APPEND / STRLEN / GETDEL
+    assert_eq!(
+        redis::cmd("APPEND")
+            .arg("s")
+            .arg("ab")
+            .query::<i64>(&mut c)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        redis::cmd("APPEND")
+            .arg("s")
+            .arg("cd")
+            .query::<i64>(&mut c)
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        redis::cmd("STRLEN").arg("s").query::<i64>(&mut c).unwrap(),
+        4
+    );
+    assert_eq!(
+        redis::cmd("STRLEN")
+            .arg("none")
+            .query::<i64>(&mut c)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        redis::cmd("GETDEL")
+            .arg("s")
+            .query::<Option<String>>(&mut c)
+            .unwrap()
+            .as_deref(),
+        Some("abcd")
+    );
+    assert_eq!(
+        redis::cmd("GETDEL")
+            .arg("s")
+            .query::<Option<String>>(&mut c)
+            .unwrap(),
+        None
+    );
+    // DBSIZE, INFO, CONFIG GET, COMMAND, HELLO
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(keys, 5, "k, once, b, n and big");
+    let info: String = redis::cmd("INFO").query(&mut c).unwrap();
+    for section in [
+        "# Server",
+        "# Clients",
+        "# Stats",
+        "# Keyspace",
+        "# LSM",
+        "hot_cache_hit_rate",
+        "write_amplification",
+    ] {
+        assert!(info.contains(section), "INFO lacks {section}");
+    }
+    let cfg: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cfg, vec!["appendonly", "yes"]);
+    let cfg: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("save")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cfg, vec!["save", ""]);
+    let docs: Vec<String> = redis::cmd("COMMAND").arg("DOCS").query(&mut c).unwrap();
+    assert!(docs.is_empty());
+    let hello: Vec<redis::Value> = redis::cmd("HELLO").arg(2).query(&mut c).unwrap();
+    assert_eq!(hello.len(), 14);
+    assert!(redis::cmd("HELLO").arg(3).query::<()>(&mut c).is_err());
+    // Unknown command: an error, and the connection goes on.
+    let err = redis::cmd("FROB").arg("x").query::<()>(&mut c).unwrap_err();
+    assert!(err.to_string().contains("unknown command"), "{err}");
+    assert_eq!(c.get::<_, String>("k").unwrap(), "z");
+    // FLUSHALL
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0);
+    assert_eq!(c.get::<_, Option<String>>("k").unwrap(), None);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn pipelining_and_binary_safe_keys_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let mut pipe = redis::pipe();
+    for i in 0..1000u32 {
+        let key = [b"bin\x00\r\n".as_slice(), &i.to_be_bytes()].concat();
+        let value: Vec<u8> = (0..=255u8).chain(i.to_le_bytes()).collect();
+        pipe.cmd("SET").arg(key).arg(value).ignore();
+    }
+    for i in 0..1000u32 {
+        let key = [b"bin\x00\r\n".as_slice(), &i.to_be_bytes()].concat();
+        pipe.cmd("GET").arg(key);
+    }
+    let got: Vec<Vec<u8>> = pipe.query(&mut c).unwrap();
+    assert_eq!(got.len(), 1000);
+    for (i, v) in got.iter().enumerate() {
+        let want: Vec<u8> = (0..=255u8).chain((i as u32).to_le_bytes()).collect();
+        assert_eq!(v, &want);
+    }
+    // Raw pipelined bytes in one write: replies come back in order.
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    s.write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\nPING\r\n")
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    while got.len() < 19 {
+        let n = s.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"+PONG\r\n$2\r\nhi\r\n+PONG\r\n");
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn scan_covers_exactly_the_keyspace_while_writes_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.engine.write_buffer_size = 64 * 1024);
+    let mut c = client(&server);
+    for i in 0..3000u32 {
+        let _: () = c.set(format!("stable:{i:05}"), "v").unwrap();
+    }
+    let addr = server.local_addr();
+    let writer = std::thread::spawn(move || {
+        let mut w = redis::Client::open(format!("redis://{addr}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for i in 0..3000u32 {
+            let _: () = w.set(format!("churn:{i:05}"), "x").unwrap();
+            if i % 3 == 0 {
+                let _: () = w.del(format!("churn:{:05}", i / 2)).unwrap();
+            }
+        }
+    });
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = 0u64;
+    let mut calls = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("stable:*")
+            .arg("COUNT")
+            .arg(100)
+            .query(&mut c)
+            .unwrap();
+        calls += 1;
+        for k in keys {
+            assert!(seen.insert(k.clone()), "{k} returned twice");
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    writer.join().unwrap();
+    assert!(calls > 10);
+    let expected: std::collections::BTreeSet<String> =
+        (0..3000).map(|i| format!("stable:{i:05}")).collect();
+    assert_eq!(
+        seen, expected,
+        "every key present throughout is returned exactly once"
+    );
+    assert!(
+        redis::cmd("SCAN")
+            .arg(987654)
+            .query::<(u64, Vec<String>)>(&mut c)
+            .is_err(),
+        "unknown cursor"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn setnx_races_have_exactly_one_winner_and_incr_is_atomic() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Arc::new(start(dir.path(), |_| {}));
+    let addr = server.local_addr();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let mut wins = 0;
+                for round in 0..200 {
+                    wins += c.set_nx::<_, _, i64>(format!("race:{round}"), t).unwrap();
+                    let _: i64 = c.incr("counter", 1).unwrap();
+                }
+                wins
+            })
+        })
+        .collect();
+    let wins: i64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(wins, 200, "each key has exactly one SETNX winner");
+    let mut c = redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(
+        c.get::<_, i64>("counter").unwrap(),
+        1600,
+        "no increment lost, no stale cached value"
+    );
+    Arc::try_unwrap(server).ok().unwrap().shutdown().unwrap();
+}
+
+#[test]
+fn restart_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.sync = SyncMode::Always);
+    let mut c = client(&server);
+    for i in 0..500 {
+        let _: () = c.set(format!("key{i}"), i).unwrap();
+    }
+    drop(c);
+    server.shutdown().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    for i in 0..500 {
+        assert_eq!(c.get::<_, i64>(format!("key{i}")).unwrap(), i);
+    }
+    server.shutdown().unwrap();
+}
+
+fn raw_exchange(addr: std::net::SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn malformed_and_oversized_requests_close_only_their_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.max_request_bytes = 1024);
+    let mut good = client(&server);
+    let _: () = good.set("k", "v").unwrap();
+    let addr = server.local_addr();
+    for bad in [
+        b"*x\r\n".as_slice(),
+        b"*1\r\n:5\r\n",
+        b"*1\r\n$-9\r\n",
+        b"*2\r\n$3\r\nGET\r\n$1\r\nkXY",
+        b"\"unbalanced\r\n",
+        b"*1\r\n$2000\r\n",
+    ] {
+        let reply = raw_exchange(addr, bad);
+        assert!(
+            reply.starts_with(b"-ERR Protocol error"),
+            "{:?} -> {:?}",
+            String::from_utf8_lossy(bad),
+            String::from_utf8_lossy(&reply)
+        );
+    }
+    // Random garbage from many connections: the server answers or closes, and lives on.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..50 {
+        let junk: Vec<u8> = (0..200)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let _ = s.write_all(&junk);
+        let mut buf = [0u8; 256];
+        let _ = s.read(&mut buf);
+    }
+    assert_eq!(
+        good.get::<_, String>("k").unwrap(),
+        "v",
+        "other clients are unharmed"
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn client_limit_and_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| {
+        c.max_clients = 2;
+        c.idle_timeout = Some(Duration::from_millis(500));
+    });
+    let mut a = client(&server);
+    let mut b = client(&server);
+    let _: () = a.set("x", 1).unwrap();
+    let _: () = b.set("y", 2).unwrap();
+    let reply = raw_exchange(server.local_addr(), b"PING\r\n");
+    assert!(
+        reply.starts_with(b"-ERR max number of clients reached"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    // Idle connections are closed; then new clients get in.
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(
+        redis::cmd("PING").query::<String>(&mut a).is_err(),
+        "idle connection should be closed"
+    );
+    let mut c = client(&server);
+    assert_eq!(c.get::<_, i64>("y").unwrap(), 2);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_slow_reader_does_not_hold_up_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let _: () = c.set("big", vec![b'x'; 1 << 20]).unwrap();
+    // This client asks for 64 MiB of replies and never reads them.
+    let mut slow = TcpStream::connect(server.local_addr()).unwrap();
+    let mut req = Vec::new();
+    for _ in 0..64 {
+        req.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n");
+    }
+    slow.write_all(&req).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let start = std::time::Instant::now();
+    for i in 0..100 {
+        let _: () = c.set(format!("k{i}"), i).unwrap();
+    }
+    assert!(start.elapsed() < Duration::from_secs(5));
+    drop(slow);
+    server.shutdown().unwrap();
+}
