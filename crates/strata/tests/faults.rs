@@ -1,0 +1,146 @@
+//! What the engine does when the disk misbehaves: failed fsyncs, a full disk in the middle
+//! of a flush and of a compaction, failed reads.
+
+mod common;
+
+use std::sync::Arc;
+
+use strata::{Db, Error, FaultFs, FaultOp, MemFs, Options, WriteBatch, WriteOptions};
+
+fn open(fault: &FaultFs) -> strata::Result<Db> {
+    let mut o = common::tiny_options(None, 10);
+    o.level0_compaction_trigger = 100;
+    o.level0_slowdown_trigger = 100;
+    o.level0_stop_trigger = 100;
+    o.fs = Arc::new(fault.clone());
+    Db::open("/db", o)
+}
+
+fn fill(db: &Db, range: std::ops::Range<u32>) {
+    for i in range {
+        db.put(format!("k{i:05}").as_bytes(), format!("v{i}").as_bytes())
+            .unwrap();
+    }
+}
+
+fn assert_holds(db: &Db, range: std::ops::Range<u32>) {
+    for i in range {
+        assert_eq!(
+            db.get(format!("k{i:05}").as_bytes()).unwrap(),
+            Some(format!("v{i}").into_bytes()),
+            "k{i:05}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_fsync_poisons_writes_but_not_reads() {
+    let fault = FaultFs::new(Arc::new(MemFs::new()));
+    let db = open(&fault).unwrap();
+    fill(&db, 0..100);
+    fault.fail_nth(FaultOp::Sync, 1, false);
+    let mut b = WriteBatch::new();
+    b.put(b"synced", b"?");
+    let err = db.write(b, WriteOptions { sync: true }).unwrap_err();
+    assert!(matches!(err, Error::Io { op: "fsync", .. }), "{err}");
+    match db.put(b"after", b"x") {
+        Err(Error::Poisoned(msg)) => assert!(msg.contains("fsync"), "{msg}"),
+        other => panic!("expected Poisoned, got {other:?}"),
+    }
+    assert!(db.stats().poisoned.is_some());
+    assert_holds(&db, 0..100);
+    drop(db);
+    fault.clear();
+    let db = open(&fault).unwrap();
+    assert_holds(&db, 0..100);
+    db.put(b"after", b"x").unwrap();
+}
+
+#[test]
+fn disk_full_during_a_flush_fails_writes_keeps_reads_and_recovers() {
+    let fault = FaultFs::new(Arc::new(MemFs::new()));
+    let db = open(&fault).unwrap();
+    fill(&db, 0..300);
+    db.flush().unwrap();
+    fill(&db, 300..400);
+    fault.disk_full();
+    let err = db.flush().unwrap_err();
+    assert!(err.to_string().contains("No space left on device"), "{err}");
+    let err = db.put(b"more", b"x").unwrap_err();
+    assert!(
+        matches!(err, Error::Poisoned(_) | Error::Io { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("No space left"),
+        "a clear reason: {err}"
+    );
+    assert_holds(&db, 0..400);
+    drop(db);
+    fault.free_space();
+    let db = open(&fault).unwrap();
+    assert_holds(&db, 0..400);
+    assert_eq!(db.get(b"more").unwrap(), None);
+    fill(&db, 400..450);
+    db.flush().unwrap();
+    assert_holds(&db, 0..450);
+}
+
+#[test]
+fn disk_full_during_a_compaction_keeps_reads_and_recovers() {
+    let fault = FaultFs::new(Arc::new(MemFs::new()));
+    let db = open(&fault).unwrap();
+    for round in 0..5u32 {
+        fill(&db, round * 200..(round + 1) * 200);
+        db.flush().unwrap();
+    }
+    fault.disk_full();
+    let err = db.compact_range(None, None).unwrap_err();
+    assert!(err.to_string().contains("No space left"), "{err}");
+    assert_holds(&db, 0..1000);
+    assert!(db.put(b"x", b"y").is_err());
+    drop(db);
+    fault.free_space();
+    let db = open(&fault).unwrap();
+    assert_holds(&db, 0..1000);
+    db.compact_range(None, None).unwrap();
+    assert_holds(&db, 0..1000);
+    assert_eq!(db.stats().levels[0].files, 0);
+}
+
+#[test]
+fn a_failed_read_is_an_error_not_a_wrong_answer() {
+    let fault = FaultFs::new(Arc::new(MemFs::new()));
+    let mut o = common::tiny_options(None, 10);
+    o.fs = Arc::new(fault.clone());
+    o.block_cache_bytes = 0;
+    let db = Db::open("/db", o).unwrap();
+    fill(&db, 0..300);
+    db.flush().unwrap();
+    fault.fail_nth(FaultOp::Read, 1, true);
+    let mut errors = 0;
+    for i in 0..300u32 {
+        match db.get(format!("k{i:05}").as_bytes()) {
+            Ok(Some(v)) => assert_eq!(v, format!("v{i}").into_bytes()),
+            Ok(None) => panic!("a failed read turned into a missing key"),
+            Err(Error::Io { op: "read", .. }) => errors += 1,
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert!(errors > 0);
+    fault.clear();
+    assert_holds(&db, 0..300);
+}
+
+#[test]
+fn options_are_validated() {
+    let bad = Options {
+        size_ratio: 1,
+        ..Options::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        Db::open(dir.path(), bad),
+        Err(Error::InvalidArgument(_))
+    ));
+}
