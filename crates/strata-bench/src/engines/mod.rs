@@ -1,0 +1,64 @@
+//! The engines under test, behind one interface. Every engine gets the same settings.
+
+#[cfg(feature = "compare")]
+pub mod fjall_engine;
+#[cfg(feature = "compare")]
+pub mod leveldb_engine;
+#[cfg(feature = "compare")]
+pub mod rocksdb_engine;
+pub mod strata_engine;
+
+use std::path::Path;
+
+pub type Result<T> = std::result::Result<T, String>;
+
+/// Settings every engine is opened with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub write_buffer_size: usize,
+    pub cache_size: usize,
+    pub bloom_bits: usize,
+    pub block_size: usize,
+    /// `none`, `lz4` or `zstd`.
+    pub compression: String,
+}
+
+/// A key-value engine as the benchmarks use it.
+pub trait Engine: Send + Sync {
+    fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()>;
+    /// Fetches a value; returns its length (the benchmark does not need the bytes).
+    fn get(&self, key: &[u8]) -> Result<Option<usize>>;
+    fn delete(&self, key: &[u8], sync: bool) -> Result<()>;
+    /// Reads up to `limit` entries in key order (reverse if asked); returns entries and bytes.
+    fn scan(&self, reverse: bool, limit: u64) -> Result<(u64, u64)>;
+    /// Positions at the first key at or after `key`; true if there is one.
+    fn seek(&self, key: &[u8]) -> Result<bool>;
+    /// Waits until background work (flushes and compactions) has settled.
+    fn settle(&self) -> Result<()>;
+    /// Bytes the engine wrote to disk by its own account, when it keeps one.
+    fn bytes_written(&self) -> Option<u64> {
+        None
+    }
+}
+
+pub const ENGINES: &[&str] = &["strata", "rocksdb", "leveldb", "fjall"];
+
+/// Opens engine `name` in `dir`.
+pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
+    match name {
+        "strata" => Ok(Box::new(strata_engine::StrataEngine::open(dir, s)?)),
+        #[cfg(feature = "compare")]
+        "rocksdb" => Ok(Box::new(rocksdb_engine::RocksEngine::open(dir, s)?)),
+        #[cfg(feature = "compare")]
+        "leveldb" => Ok(Box::new(leveldb_engine::LevelEngine::open(dir, s)?)),
+        #[cfg(feature = "compare")]
+        "fjall" => Ok(Box::new(fjall_engine::FjallEngine::open(dir, s)?)),
+        other if ENGINES.contains(&other) => Err(format!(
+            "engine {other} is not built in: rebuild with `--features compare` (see the README)"
+        )),
+        other => Err(format!(
+            "unknown engine {other:?} (one of {})",
+            ENGINES.join(", ")
+        )),
+    }
+}

@@ -1,0 +1,416 @@
+//! db_bench's workloads: keys and values made as db_bench makes them, each workload timed
+//! op by op into a latency histogram.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::engines::{Engine, Result};
+
+pub const ALL: &[&str] = &[
+    "fillseq",
+    "fillrandom",
+    "overwrite",
+    "fillsync",
+    "readrandom",
+    "readmissing",
+    "readseq",
+    "readreverse",
+    "seekrandom",
+    "deleteseq",
+    "deleterandom",
+    "readwhilewriting",
+];
+
+/// What one run of a workload measured.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub name: String,
+    pub ops: u64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub found: u64,
+    pub hist: Histogram<u64>,
+}
+
+impl Outcome {
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.seconds.max(1e-9)
+    }
+    pub fn micros_per_op(&self) -> f64 {
+        self.seconds * 1e6 / self.ops.max(1) as f64
+    }
+}
+
+/// Parameters shared by the workloads.
+#[derive(Clone)]
+pub struct Params {
+    pub num: u64,
+    pub reads: u64,
+    pub threads: usize,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub seed: u64,
+}
+
+/// db_bench's key: the number zero-padded to `key_size` digits.
+pub fn key(n: u64, size: usize) -> Vec<u8> {
+    let mut k = format!("{n:0size$}").into_bytes();
+    k.truncate(size.max(1));
+    k
+}
+
+/// A small, fast generator (xorshift*), seeded per thread.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// Values as db_bench makes them: slices of a block of random bytes, half of each value
+/// repeated so that it compresses to about half.
+pub struct Values {
+    data: Vec<u8>,
+    pos: usize,
+}
+
+impl Values {
+    pub fn new(seed: u64) -> Self {
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        let mut data = Vec::with_capacity(1 << 20);
+        while data.len() < 1 << 20 {
+            let piece: Vec<u8> = (0..50).map(|_| b' ' + (rng.below(95) as u8)).collect();
+            data.extend_from_slice(&piece);
+            data.extend_from_slice(&piece);
+        }
+        Values { data, pos: 0 }
+    }
+    pub fn next(&mut self, len: usize) -> &[u8] {
+        if self.pos + len > self.data.len() {
+            self.pos = 0;
+        }
+        let v = &self.data[self.pos..self.pos + len];
+        self.pos += len;
+        v
+    }
+}
+
+fn new_hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
+/// What the threads of a workload measured together: latencies, ops, bytes, found, seconds.
+type Measured = (Histogram<u64>, u64, u64, u64, f64);
+
+/// Runs `body` on `threads` threads, each given its index and a histogram; returns the
+/// merged histogram, total ops, bytes and found counts, and the wall time.
+fn run_threads<F>(
+    threads: usize,
+    progress: &Arc<AtomicU64>,
+    body: F,
+) -> Result<(Histogram<u64>, u64, u64, u64, f64)>
+where
+    F: Fn(usize, &mut Histogram<u64>, &AtomicU64) -> Result<(u64, u64, u64)> + Sync,
+{
+    let start = Instant::now();
+    let results: Vec<Result<(Histogram<u64>, u64, u64, u64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let body = &body;
+                let progress = progress.clone();
+                s.spawn(move || {
+                    let mut h = new_hist();
+                    let (ops, bytes, found) = body(t, &mut h, &progress)?;
+                    Ok((h, ops, bytes, found))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a benchmark thread panicked".into()))
+            })
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut hist = new_hist();
+    let (mut ops, mut bytes, mut found) = (0, 0, 0);
+    for r in results {
+        let (h, o, b, f) = r?;
+        hist.add(&h).map_err(|e| e.to_string())?;
+        ops += o;
+        bytes += b;
+        found += f;
+    }
+    Ok((hist, ops, bytes, found, seconds))
+}
+
+fn record(h: &mut Histogram<u64>, start: Instant) {
+    let _ = h.record(start.elapsed().as_nanos().max(1) as u64);
+}
+
+#[derive(Clone, Copy)]
+enum Order {
+    Seq,
+    Random,
+}
+
+fn write(
+    engine: &dyn Engine,
+    p: &Params,
+    name: &str,
+    count: u64,
+    order: Order,
+    sync: bool,
+    progress: &Arc<AtomicU64>,
+) -> Result<Outcome> {
+    let per_thread = count / p.threads as u64;
+    let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
+        let mut rng = Rng::new(p.seed + t as u64 * 7919 + 1);
+        let mut values = Values::new(p.seed + t as u64);
+        let mut bytes = 0;
+        for i in 0..per_thread {
+            let n = match order {
+                Order::Seq => t as u64 * per_thread + i,
+                Order::Random => rng.below(p.num),
+            };
+            let k = key(n, p.key_size);
+            let v = values.next(p.value_size);
+            let start = Instant::now();
+            engine.put(&k, v, sync)?;
+            record(h, start);
+            bytes += (k.len() + v.len()) as u64;
+            progress.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((per_thread, bytes, 0))
+    })?;
+    Ok(Outcome {
+        name: name.into(),
+        ops,
+        seconds,
+        bytes,
+        found,
+        hist,
+    })
+}
+
+fn delete(
+    engine: &dyn Engine,
+    p: &Params,
+    name: &str,
+    order: Order,
+    progress: &Arc<AtomicU64>,
+) -> Result<Outcome> {
+    let per_thread = p.num / p.threads as u64;
+    let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
+        let mut rng = Rng::new(p.seed + t as u64 * 31 + 5);
+        for i in 0..per_thread {
+            let n = match order {
+                Order::Seq => t as u64 * per_thread + i,
+                Order::Random => rng.below(p.num),
+            };
+            let k = key(n, p.key_size);
+            let start = Instant::now();
+            engine.delete(&k, false)?;
+            record(h, start);
+            progress.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((per_thread, 0, 0))
+    })?;
+    Ok(Outcome {
+        name: name.into(),
+        ops,
+        seconds,
+        bytes,
+        found,
+        hist,
+    })
+}
+
+fn read_random(
+    engine: &dyn Engine,
+    p: &Params,
+    name: &str,
+    missing: bool,
+    stop: Option<&AtomicBool>,
+    progress: &Arc<AtomicU64>,
+) -> Result<Outcome> {
+    let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
+        let mut rng = Rng::new(p.seed + t as u64 * 104_729 + 3);
+        let (mut bytes, mut found) = (0, 0);
+        for _ in 0..p.reads {
+            let mut k = key(rng.below(p.num), p.key_size);
+            if missing {
+                // db_bench's missing keys: a real key with one byte changed past the digits.
+                if let Some(last) = k.last_mut() {
+                    *last = b'.';
+                }
+            }
+            let start = Instant::now();
+            let got = engine.get(&k)?;
+            record(h, start);
+            if let Some(n) = got {
+                found += 1;
+                bytes += (k.len() + n) as u64;
+            }
+            progress.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((p.reads, bytes, found))
+    })?;
+    if let Some(s) = stop {
+        s.store(true, Ordering::SeqCst);
+    }
+    Ok(Outcome {
+        name: name.into(),
+        ops,
+        seconds,
+        bytes,
+        found,
+        hist,
+    })
+}
+
+fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Result<Outcome> {
+    let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
+        let mut rng = Rng::new(p.seed + t as u64 * 15_485_863 + 11);
+        let mut found = 0;
+        for _ in 0..p.reads {
+            let k = key(rng.below(p.num), p.key_size);
+            let start = Instant::now();
+            if engine.seek(&k)? {
+                found += 1;
+            }
+            record(h, start);
+            progress.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((p.reads, 0, found))
+    })?;
+    Ok(Outcome {
+        name: "seekrandom".into(),
+        ops,
+        seconds,
+        bytes,
+        found,
+        hist,
+    })
+}
+
+fn scan(
+    engine: &dyn Engine,
+    p: &Params,
+    reverse: bool,
+    progress: &Arc<AtomicU64>,
+) -> Result<Outcome> {
+    let name = if reverse { "readreverse" } else { "readseq" };
+    let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |_, h, progress| {
+        let start = Instant::now();
+        let (n, bytes) = engine.scan(reverse, p.reads)?;
+        // One histogram sample per entry, at the average cost: a scan is timed as a whole.
+        let per = (start.elapsed().as_nanos() as u64 / n.max(1)).max(1);
+        let _ = h.record_n(per, n.max(1));
+        progress.fetch_add(n, Ordering::Relaxed);
+        Ok((n, bytes, n))
+    })?;
+    Ok(Outcome {
+        name: name.into(),
+        ops,
+        seconds,
+        bytes,
+        found,
+        hist,
+    })
+}
+
+/// Runs workload `name`.
+pub fn run(
+    engine: &Arc<dyn Engine>,
+    p: &Params,
+    name: &str,
+    progress: &Arc<AtomicU64>,
+) -> Result<Outcome> {
+    let e = engine.as_ref();
+    match name {
+        "fillseq" => write(e, p, name, p.num, Order::Seq, false, progress),
+        "fillrandom" | "overwrite" => write(e, p, name, p.num, Order::Random, false, progress),
+        "fillsync" => write(
+            e,
+            p,
+            name,
+            (p.num / 100).max(1),
+            Order::Random,
+            true,
+            progress,
+        ),
+        "readrandom" => read_random(e, p, name, false, None, progress),
+        "readmissing" => read_random(e, p, name, true, None, progress),
+        "readseq" => scan(e, p, false, progress),
+        "readreverse" => scan(e, p, true, progress),
+        "seekrandom" => seek_random(e, p, progress),
+        "deleteseq" => delete(e, p, name, Order::Seq, progress),
+        "deleterandom" => delete(e, p, name, Order::Random, progress),
+        "readwhilewriting" => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let writer = {
+                let engine = engine.clone();
+                let stop = stop.clone();
+                let p = p.clone();
+                std::thread::spawn(move || -> Result<u64> {
+                    let mut rng = Rng::new(p.seed ^ 0xabcdef);
+                    let mut values = Values::new(p.seed ^ 0x1234);
+                    let mut n = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        engine.put(
+                            &key(rng.below(p.num), p.key_size),
+                            values.next(p.value_size),
+                            false,
+                        )?;
+                        n += 1;
+                        if n % 1024 == 0 {
+                            // db_bench rate-limits nothing here; yield so readers keep a core.
+                            std::thread::sleep(Duration::from_micros(1));
+                        }
+                    }
+                    Ok(n)
+                })
+            };
+            let out = read_random(e, p, name, false, Some(&stop), progress);
+            stop.store(true, Ordering::SeqCst);
+            writer
+                .join()
+                .map_err(|_| "the writer thread panicked".to_string())??;
+            out
+        }
+        other => Err(format!(
+            "unknown benchmark {other:?} (one of {})",
+            ALL.join(", ")
+        )),
+    }
+}
+
+/// True for workloads that start from an empty database in db_bench.
+pub fn fresh_db(name: &str) -> bool {
+    matches!(name, "fillseq" | "fillrandom" | "fillsync")
+}
+
+/// True for workloads that write.
+pub fn writes(name: &str) -> bool {
+    matches!(
+        name,
+        "fillseq" | "fillrandom" | "overwrite" | "fillsync" | "deleteseq" | "deleterandom"
+    )
+}
