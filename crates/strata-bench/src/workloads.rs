@@ -118,16 +118,13 @@ type Measured = (Histogram<u64>, u64, u64, u64, f64);
 
 /// Runs `body` on `threads` threads, each given its index and a histogram; returns the
 /// merged histogram, total ops, bytes and found counts, and the wall time.
-fn run_threads<F>(
-    threads: usize,
-    progress: &Arc<AtomicU64>,
-    body: F,
-) -> Result<(Histogram<u64>, u64, u64, u64, f64)>
+fn run_threads<F>(threads: usize, progress: &Arc<AtomicU64>, body: F) -> Result<Measured>
 where
     F: Fn(usize, &mut Histogram<u64>, &AtomicU64) -> Result<(u64, u64, u64)> + Sync,
 {
     let start = Instant::now();
-    let results: Vec<Result<(Histogram<u64>, u64, u64, u64)>> = std::thread::scope(|s| {
+    type PerThread = (Histogram<u64>, u64, u64, u64);
+    let results: Vec<Result<PerThread>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let body = &body;
