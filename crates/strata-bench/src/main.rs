@@ -23,6 +23,7 @@ use crate::workloads::{Outcome, Params};
     version,
     about = "db_bench's workloads on Strata and other engines"
 )]
+#[command(rename_all = "snake_case")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Mode>,

@@ -13,6 +13,7 @@ use hdrhistogram::Histogram;
 use crate::workloads::Rng;
 
 #[derive(clap::Args, Debug, Clone)]
+#[command(rename_all = "snake_case")]
 pub struct Args {
     /// The server's address.
     #[arg(long, default_value = "127.0.0.1:6380")]

@@ -4,7 +4,7 @@
 
 #![deny(clippy::indexing_slicing)]
 
-use crate::coding::{Reader, put_len_prefixed, put_u32, put_u64, varint_len};
+use crate::coding::{Reader, put_len_prefixed, varint_len};
 use crate::error::{DecodeError, Error, Result};
 use crate::key::{SeqNo, ValueKind};
 
@@ -139,15 +139,17 @@ impl WriteBatch {
         group.count += self.count;
     }
 
-    /// Stamps the sequence number of the first operation and returns the encoded record.
-    pub(crate) fn encode_with_seq(&mut self, first: SeqNo) -> &[u8] {
-        let mut header = Vec::with_capacity(HEADER_BYTES);
-        put_u64(&mut header, first.0);
-        put_u32(&mut header, self.count);
-        if let Some(h) = self.rep.get_mut(..HEADER_BYTES) {
-            h.copy_from_slice(&header);
-        }
-        &self.rep
+    /// The record header for this batch at `first`: `first_seq | count`.
+    pub(crate) fn header(&self, first: SeqNo) -> [u8; HEADER_BYTES] {
+        let mut h = [0u8; HEADER_BYTES];
+        h[..8].copy_from_slice(&first.0.to_le_bytes());
+        h[8..].copy_from_slice(&self.count.to_le_bytes());
+        h
+    }
+
+    /// The encoded operations, without the header.
+    pub(crate) fn ops_bytes(&self) -> &[u8] {
+        self.rep.get(HEADER_BYTES..).unwrap_or_default()
     }
 
     pub(crate) fn iter(&self) -> BatchIter<'_> {
@@ -238,7 +240,7 @@ mod tests {
         b.put(b"a", b"1");
         b.delete(b"b");
         b.put(b"", b"");
-        let rec = b.encode_with_seq(SeqNo(100)).to_vec();
+        let rec = [b.header(SeqNo(100)).as_slice(), b.ops_bytes()].concat();
         let (seq, d) = decode_record(&rec).unwrap();
         assert_eq!(seq, SeqNo(100));
         let ops: Vec<_> = d.iter().map(|o| o.unwrap()).collect();
@@ -253,7 +255,7 @@ mod tests {
         assert!(decode_record(&[1, 2, 3]).is_err());
         let mut b = WriteBatch::new();
         b.put(b"key", b"value");
-        let rec = b.encode_with_seq(SeqNo(1)).to_vec();
+        let rec = [b.header(SeqNo(1)).as_slice(), b.ops_bytes()].concat();
         for cut in 0..rec.len() {
             assert!(decode_record(&rec[..cut]).is_err(), "cut {cut}");
         }

@@ -212,6 +212,9 @@ impl Db {
 
         // Replay the WALs that hold writes not yet in an SST.
         let names = fs.list(&dir).map_err(io_err("list", &dir))?;
+        if exists {
+            check_manifest_against_directory(&versions, &dir, &names)?;
+        }
         let mut wals: Vec<FileNumber> = Vec::new();
         for name in &names {
             if let Some((n, ext)) = parse_file_name(name) {
@@ -225,14 +228,29 @@ impl Db {
         let mut last_seq = versions.last_sequence;
         let mut edit = VersionEdit::default();
         let mut mem = Arc::new(MemTable::new(FileNumber(0)));
-        'replay: for number in &wals {
+        'replay: for (i, number) in wals.iter().enumerate() {
             let path = dir.join(wal_file_name(*number));
             let data = fs.read_all(&path).map_err(io_err("read", &path))?;
             let contents = read_log(&path, &data, options.wal_recovery)?;
-            counters
-                .wal_tail_dropped_bytes
-                .fetch_add(contents.torn_tail_bytes, Ordering::Relaxed);
-            let salvaged = contents.salvaged_bytes;
+            let mut salvaged = contents.salvaged_bytes;
+            // Only the newest WAL can be torn by a crash: older ones were synced whole when
+            // their memtable was switched out, so a short one has lost writes that later
+            // WALs depend on.
+            if contents.torn_tail_bytes > 0 && i + 1 < wals.len() {
+                let offset = data.len() as u64 - contents.torn_tail_bytes;
+                if options.wal_recovery == RecoveryMode::Strict {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        "an older WAL ends in a torn record; newer WALs follow it",
+                    ));
+                }
+                salvaged += contents.torn_tail_bytes;
+            } else {
+                counters
+                    .wal_tail_dropped_bytes
+                    .fetch_add(contents.torn_tail_bytes, Ordering::Relaxed);
+            }
             for (offset, record) in strip_header(&path, contents, LogKind::Wal)? {
                 let (seq, batch) = match decode_record(&record) {
                     Ok(d) => d,
@@ -549,6 +567,42 @@ impl Drop for Db {
     }
 }
 
+/// A crash can tear only the last MANIFEST edit, before it was synced and acted on; a MANIFEST
+/// cut short anywhere else has lost edits whose effects (deleted WALs and tables) already
+/// happened. Two invariants tell them apart: every table the MANIFEST names exists, and so
+/// does the WAL it names as the oldest live one.
+fn check_manifest_against_directory(
+    versions: &VersionSet,
+    dir: &Path,
+    names: &[String],
+) -> Result<()> {
+    let present: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let manifest = dir.join(crate::version::manifest_file_name(
+        versions.manifest_number(),
+    ));
+    for (_, f) in versions.current().files() {
+        let name = table_file_name(f.number);
+        if !present.contains(name.as_str()) {
+            return Err(Error::corruption(
+                &manifest,
+                0,
+                format!("the MANIFEST names {name}, which is missing"),
+            ));
+        }
+    }
+    let wal = wal_file_name(versions.log_number);
+    if versions.log_number.0 != 0 && !present.contains(wal.as_str()) {
+        return Err(Error::corruption(
+            &manifest,
+            0,
+            format!(
+                "the MANIFEST names {wal} as the oldest live WAL, but it is missing: edits after it were lost"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn create_wal(store: &TableStore, number: FileNumber) -> Result<LogWriter> {
     let path = store.dir.join(wal_file_name(number));
     let file = store.fs.create(&path).map_err(io_err("create", &path))?;
@@ -652,6 +706,11 @@ impl DbInner {
     /// Logs an edit with the latest sequence number, installs the version it makes and
     /// publishes it; a failure poisons the database, since the MANIFEST may hold the edit.
     fn log_and_apply(&self, st: &mut State, mut edit: VersionEdit) -> Result<()> {
+        // After a failure nothing more is logged: the state on disk stays as the failure
+        // left it, for the next open to recover.
+        if let Some(e) = &st.bg_error {
+            return Err(Error::Poisoned(e.to_string()));
+        }
         edit.last_sequence = Some(st.last_allocated);
         match st.versions.log_and_apply(edit) {
             Ok(()) => {
@@ -776,29 +835,27 @@ impl DbInner {
         mem: &MemTable,
         bytes: usize,
     ) -> Result<()> {
-        let mut merged;
-        let batch: &mut WriteBatch = match group {
+        let merged;
+        let batch: &WriteBatch = match group {
             [only] => match &only.kind {
-                WriteKind::Batch(b) => {
-                    merged = b.clone();
-                    &mut merged
-                }
+                WriteKind::Batch(b) => b,
                 WriteKind::SwitchMemtable => return Ok(()),
             },
             _ => {
-                merged = WriteBatch::new();
+                let mut m = WriteBatch::new();
                 for g in group {
                     if let WriteKind::Batch(b) = &g.kind {
-                        b.append_to(&mut merged);
+                        b.append_to(&mut m);
                     }
                 }
-                &mut merged
+                merged = m;
+                &merged
             }
         };
         {
             let mut wal = lock(&self.wal);
             let w = wal.as_mut().ok_or(Error::Closed)?;
-            w.add_record(batch.encode_with_seq(first_seq))?;
+            w.add_record_parts(&[&batch.header(first_seq), batch.ops_bytes()])?;
             if sync {
                 w.sync()?;
             } else {
@@ -1019,6 +1076,9 @@ impl DbInner {
                     Ok(f)
                 });
             let mut st = lock(&self.state);
+            // Once the edit may be in the MANIFEST, the table must stay even if logging
+            // failed: a reopen may find the edit and need the file.
+            let mut logged = false;
             let result = result.and_then(|file| {
                 let size = file.size;
                 // WALs before the next memtable's are no longer needed once this is logged.
@@ -1031,6 +1091,7 @@ impl DbInner {
                     added: vec![file],
                     ..Default::default()
                 };
+                logged = true;
                 self.log_and_apply(&mut st, edit)?;
                 self.counters.flush_bytes.fetch_add(size, Ordering::Relaxed);
                 self.counters.flushes.fetch_add(1, Ordering::Relaxed);
@@ -1043,10 +1104,12 @@ impl DbInner {
                     let _ = self.store.fs.remove(&self.dir.join(wal_file_name(old_wal)));
                 }
                 Err(e) => {
-                    let _ = self
-                        .store
-                        .fs
-                        .remove(&self.dir.join(table_file_name(number)));
+                    if !logged {
+                        let _ = self
+                            .store
+                            .fs
+                            .remove(&self.dir.join(table_file_name(number)));
+                    }
                     self.poison(&mut st, &e);
                 }
             }
@@ -1132,24 +1195,16 @@ impl DbInner {
                 return Err(e);
             }
         };
-        let added: Vec<FileNumber> = job.edit.added.iter().map(|f| f.number).collect();
-        match self.log_and_apply(&mut st, job.edit) {
-            Ok(()) => {
-                let c = &self.counters;
-                c.compaction_bytes_read
-                    .fetch_add(job.bytes_read, Ordering::Relaxed);
-                c.compaction_bytes_written
-                    .fetch_add(job.bytes_written, Ordering::Relaxed);
-                c.compactions.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                for n in added {
-                    let _ = self.store.fs.remove(&self.dir.join(table_file_name(n)));
-                }
-                Err(e)
-            }
-        }
+        // If logging fails the outputs stay: the MANIFEST may hold the edit, and the next
+        // open removes whatever no version references.
+        self.log_and_apply(&mut st, job.edit)?;
+        let c = &self.counters;
+        c.compaction_bytes_read
+            .fetch_add(job.bytes_read, Ordering::Relaxed);
+        c.compaction_bytes_written
+            .fetch_add(job.bytes_written, Ordering::Relaxed);
+        c.compactions.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Runs a manual compaction exclusively: background compactions finish what they

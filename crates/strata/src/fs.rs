@@ -85,9 +85,39 @@ struct StdRandomAccess {
 
 impl RandomAccessFile for StdRandomAccess {
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-        use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, offset)?;
+        use std::os::fd::AsRawFd;
+        // Read straight into the vector's spare capacity: zero-filling a block buffer before
+        // overwriting it cost as much as the read itself.
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut done = 0usize;
+        while done < len {
+            let at = offset
+                .checked_add(done as u64)
+                .and_then(|o| libc::off_t::try_from(o).ok())
+                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+            // SAFETY: the destination is the vector's allocation from `done` to `len`, which
+            // is within its capacity; pread writes at most `len - done` bytes there.
+            let n = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    buf.as_mut_ptr().add(done).cast(),
+                    len - done,
+                    at,
+                )
+            };
+            match n {
+                n if n > 0 => done += n as usize,
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        // SAFETY: pread initialised exactly `len` bytes.
+        unsafe { buf.set_len(len) };
         Ok(buf)
     }
     fn size(&self) -> io::Result<u64> {

@@ -66,7 +66,11 @@ pub struct FileCheck {
 /// MANIFEST in `dir`, and that CURRENT names a MANIFEST. A torn WAL tail is reported as
 /// such only in `items`; it is not damage.
 pub fn check(dir: &Path) -> Result<Vec<FileCheck>> {
-    let fs = StdFs;
+    check_fs(&StdFs, dir)
+}
+
+/// [`check`] on any file system (an in-memory one in tests, for example).
+pub fn check_fs(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileCheck>> {
     let mut names = fs.list(dir).map_err(|e| Error::io("list", dir, e))?;
     names.sort();
     let mut out = Vec::new();
@@ -75,7 +79,7 @@ pub fn check(dir: &Path) -> Result<Vec<FileCheck>> {
             continue;
         };
         let path = dir.join(&name);
-        let (items, error) = match verify_file(&fs, &path, kind) {
+        let (items, error) = match verify_file(fs, &path, kind) {
             Ok(n) => (n, None),
             Err(e) => (0, Some(e)),
         };

@@ -1,15 +1,19 @@
 //! Record framing shared by the WAL and the MANIFEST (specified in `docs/format.md`).
 //!
 //! A log file is a sequence of records, each
-//! `masked_crc32c: u32 LE | length: u32 LE | payload: length bytes`, where the checksum covers
-//! the four length bytes and the payload. A record is written with one append, so a crash
-//! leaves at most the last record incomplete.
+//! `masked_crc32c: u32 LE | length: u32 LE | length_crc: u32 LE | payload: length bytes`,
+//! where the first checksum covers the length bytes and the payload, and `length_crc` is the
+//! masked CRC32C of the length bytes alone, so that a damaged length is told from a record cut
+//! short by a crash. A crash leaves at most the last record incomplete.
 //!
 //! Reading tells a torn tail apart from damage. The last record is torn, and silently
-//! dropped, when the file ends inside it, when its checksum fails and it ends exactly at the
-//! end of the file, or when everything from its start to the end of the file is zero (a file
-//! system may extend a file with zeros after a power loss). Any other bad record is
-//! corruption, reported with the file and offset.
+//! dropped, when the file ends inside it and no intact record follows (a damaged length
+//! field also makes a record seem to run past the end, but then the records after it are
+//! still there to be found), or when everything from its start to the end of the file is
+//! zero (a file system may extend a file with zeros after a power loss). A crash
+//! leaves a record cut short, never a whole one with wrong bytes, so a complete record whose
+//! checksum fails is corruption, reported with the file and offset, even at the very end:
+//! dropping it could silently lose a write that was synced.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -19,7 +23,7 @@ use crate::coding::{masked_crc, u32_at};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 
-pub(crate) const HEADER_BYTES: usize = 8;
+pub(crate) const HEADER_BYTES: usize = 12;
 
 /// Appends records to a log file.
 pub(crate) struct LogWriter {
@@ -43,18 +47,31 @@ impl LogWriter {
 
     /// Appends one record. It reaches the operating system only at [`LogWriter::flush`].
     pub(crate) fn add_record(&mut self, payload: &[u8]) -> Result<()> {
-        let len = u32::try_from(payload.len())
+        self.add_record_parts(&[payload])
+    }
+
+    /// Appends one record whose payload is `parts` concatenated (saves copying them into
+    /// one buffer first).
+    pub(crate) fn add_record_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let len = u32::try_from(total)
             .map_err(|_| Error::InvalidArgument("log record over 4 GiB".into()))?;
         let len_bytes = len.to_le_bytes();
-        let crc = masked_crc(&[&len_bytes, payload]);
+        let mut crc = crc32c::crc32c(&len_bytes);
+        for p in parts {
+            crc = crc32c::crc32c_append(crc, p);
+        }
+        let crc = crc.rotate_right(15).wrapping_add(0xa282_ead8);
         let mut header = [0u8; HEADER_BYTES];
         header[..4].copy_from_slice(&crc.to_le_bytes());
-        header[4..].copy_from_slice(&len_bytes);
-        self.file
-            .append(&header)
-            .and_then(|()| self.file.append(payload))
-            .map_err(|e| Error::io("append", &self.path, e))?;
-        self.bytes += (HEADER_BYTES + payload.len()) as u64;
+        header[4..8].copy_from_slice(&len_bytes);
+        header[8..].copy_from_slice(&masked_crc(&[&len_bytes]).to_le_bytes());
+        let mut result = self.file.append(&header);
+        for p in parts {
+            result = result.and_then(|()| self.file.append(p));
+        }
+        result.map_err(|e| Error::io("append", &self.path, e))?;
+        self.bytes += (HEADER_BYTES + total) as u64;
         Ok(())
     }
 
@@ -108,22 +125,49 @@ pub(crate) fn read_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<L
             out.torn_tail_bytes = rest.len() as u64;
             break;
         }
-        if rest.len() < HEADER_BYTES {
-            out.torn_tail_bytes = rest.len() as u64;
-            break;
+        let crc = u32_at(rest, 0).ok();
+        let len = u32_at(rest, 4).ok();
+        if let (Some(len), Ok(check)) = (len, u32_at(rest, 8))
+            && masked_crc(&[&len.to_le_bytes()]) != check
+        {
+            match mode {
+                RecoveryMode::Strict => {
+                    return Err(Error::corruption(
+                        path,
+                        off as u64,
+                        "log record length is damaged",
+                    ));
+                }
+                RecoveryMode::Salvage => {
+                    out.salvaged_bytes = rest.len() as u64;
+                    break;
+                }
+            }
         }
-        let crc = u32_at(rest, 0).map_err(|e| e.at(path, off as u64))?;
-        let len = u32_at(rest, 4).map_err(|e| e.at(path, off as u64))? as usize;
-        let Some(payload) = rest.get(HEADER_BYTES..HEADER_BYTES + len) else {
-            out.torn_tail_bytes = rest.len() as u64;
-            break;
-        };
-        let len_bytes = (len as u32).to_le_bytes();
-        if masked_crc(&[&len_bytes, payload]) != crc {
-            if HEADER_BYTES + len == rest.len() {
+        let len = len.map(|l| l as usize);
+        let payload = len.and_then(|len| rest.get(HEADER_BYTES..HEADER_BYTES + len));
+        let (Some(crc), Some(len), Some(payload)) = (crc, len, payload) else {
+            // The file ends inside this record: a tear, unless intact records follow.
+            if !intact_record_after(rest) {
                 out.torn_tail_bytes = rest.len() as u64;
                 break;
             }
+            match mode {
+                RecoveryMode::Strict => {
+                    return Err(Error::corruption(
+                        path,
+                        off as u64,
+                        "log record length runs past the end of the file, yet records follow",
+                    ));
+                }
+                RecoveryMode::Salvage => {
+                    out.salvaged_bytes = rest.len() as u64;
+                    break;
+                }
+            }
+        };
+        let len_bytes = (len as u32).to_le_bytes();
+        if masked_crc(&[&len_bytes, payload]) != crc {
             match mode {
                 RecoveryMode::Strict => {
                     return Err(Error::corruption(
@@ -142,6 +186,23 @@ pub(crate) fn read_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<L
         off += HEADER_BYTES + len;
     }
     Ok(out)
+}
+
+/// True when an intact record (length within the data, checksum right) starts anywhere after
+/// the first byte of `rest`.
+fn intact_record_after(rest: &[u8]) -> bool {
+    (1..rest.len().saturating_sub(HEADER_BYTES - 1)).any(|start| {
+        let Some(at) = rest.get(start..) else {
+            return false;
+        };
+        let (Ok(crc), Ok(len), Ok(check)) = (u32_at(at, 0), u32_at(at, 4), u32_at(at, 8)) else {
+            return false;
+        };
+        masked_crc(&[&len.to_le_bytes()]) == check
+            && at
+                .get(HEADER_BYTES..HEADER_BYTES + len as usize)
+                .is_some_and(|payload| masked_crc(&[&len.to_le_bytes(), payload]) == crc)
+    })
 }
 
 #[cfg(test)]
@@ -176,7 +237,7 @@ mod tests {
         let data = write_log(&[b"alpha", b"beta", b"gamma"]);
         for cut in 0..data.len() {
             let c = read_log(Path::new("log"), &data[..cut], RecoveryMode::Strict).unwrap();
-            let complete = [13usize, 25, 38].iter().filter(|&&end| end <= cut).count();
+            let complete = [17usize, 33, 50].iter().filter(|&&end| end <= cut).count();
             assert_eq!(c.records.len(), complete, "cut at {cut}");
         }
     }
@@ -184,12 +245,12 @@ mod tests {
     #[test]
     fn damage_in_the_middle_is_corruption_with_offset() {
         let mut data = write_log(&[b"alpha", b"beta", b"gamma"]);
-        data[15] ^= 1; // inside "beta", the second record at offset 13
+        data[20] ^= 1; // inside "beta", the second record at offset 17
         let err = read_log(Path::new("log"), &data, RecoveryMode::Strict)
             .err()
             .unwrap();
         match err {
-            Error::Corruption { offset, .. } => assert_eq!(offset, 13),
+            Error::Corruption { offset, .. } => assert_eq!(offset, 17),
             other => panic!("unexpected {other}"),
         }
         let c = read_log(Path::new("log"), &data, RecoveryMode::Salvage).unwrap();
@@ -198,11 +259,28 @@ mod tests {
     }
 
     #[test]
-    fn damaged_last_record_and_zero_tail_are_torn() {
+    fn a_damaged_length_is_corruption_not_a_tear() {
+        let mut data = write_log(&[b"alpha", b"beta", b"gamma"]);
+        data[4 + 2] ^= 0x10; // the first record's length now runs past the end
+        let err = read_log(Path::new("log"), &data, RecoveryMode::Strict)
+            .err()
+            .unwrap();
+        assert!(err.is_corruption(), "{err}");
+    }
+
+    #[test]
+    fn damaged_last_record_is_corruption_and_zero_tail_is_torn() {
         let mut data = write_log(&[b"alpha", b"beta"]);
         let n = data.len();
         data[n - 1] ^= 0xff;
-        let c = read_log(Path::new("log"), &data, RecoveryMode::Strict).unwrap();
+        let err = read_log(Path::new("log"), &data, RecoveryMode::Strict)
+            .err()
+            .unwrap();
+        assert!(
+            err.is_corruption(),
+            "a whole record with a bad checksum is damage, not a tear"
+        );
+        let c = read_log(Path::new("log"), &data, RecoveryMode::Salvage).unwrap();
         assert_eq!(c.records.len(), 1);
         let mut zeroed = write_log(&[b"alpha"]);
         zeroed.extend_from_slice(&[0u8; 100]);

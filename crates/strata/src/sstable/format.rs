@@ -15,7 +15,9 @@
 //!
 //! The footer is `filter handle | index root handle | properties handle` (each `offset: u64 LE,
 //! size: u64 LE`), `index_kind: u8`, `index_depth: u8`, two reserved zero bytes,
-//! `masked_crc32c(u32 LE)` of the 52 bytes before it, `format_version: u32 LE`, `magic: u64 LE`.
+//! `masked_crc32c(u32 LE)`, `format_version: u32 LE`, `magic: u64 LE`. The checksum covers
+//! the 52 bytes before it and the version and magic after it, so that a damaged version
+//! number reads as damage, and only an intact footer of a newer version as unsupported.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -121,10 +123,12 @@ impl Footer {
         v.push(self.index_kind as u8);
         v.push(self.index_depth);
         v.extend_from_slice(&[0, 0]);
-        let crc = masked_crc(&[&v]);
+        let mut tail = Vec::with_capacity(12);
+        put_u32(&mut tail, TABLE_FORMAT_VERSION);
+        put_u64(&mut tail, TABLE_MAGIC);
+        let crc = masked_crc(&[&v, &tail]);
         put_u32(&mut v, crc);
-        put_u32(&mut v, TABLE_FORMAT_VERSION);
-        put_u64(&mut v, TABLE_MAGIC);
+        v.extend_from_slice(&tail);
         debug_assert_eq!(v.len(), FOOTER_BYTES);
         v
     }
@@ -142,17 +146,21 @@ impl Footer {
                 "bad magic number: not an SST",
             )));
         }
-        let version = u32_at(src, FOOTER_BYTES - 12).map_err(FooterError::Damaged)?;
-        if version != TABLE_FORMAT_VERSION {
-            return Err(FooterError::Version(version));
-        }
         let body = src
             .get(..52)
             .ok_or(FooterError::Damaged(DecodeError("short footer")))?;
-        if masked_crc(&[body]) != u32_at(src, 52).map_err(FooterError::Damaged)? {
+        let tail = src
+            .get(56..)
+            .ok_or(FooterError::Damaged(DecodeError("short footer")))?;
+        if masked_crc(&[body, tail]) != u32_at(src, 52).map_err(FooterError::Damaged)? {
             return Err(FooterError::Damaged(DecodeError(
                 "footer checksum mismatch",
             )));
+        }
+        // Checked after the checksum: a damaged version number is damage, not a newer file.
+        let version = u32_at(src, FOOTER_BYTES - 12).map_err(FooterError::Damaged)?;
+        if version != TABLE_FORMAT_VERSION {
+            return Err(FooterError::Version(version));
         }
         let mut r = Reader::new(body);
         let mut handle = || -> Result<BlockHandle, DecodeError> {

@@ -67,7 +67,14 @@ impl VersionSet {
                 Error::corruption(&current_path, 0, "CURRENT names a malformed MANIFEST")
             })?;
         let path = store.dir.join(name);
-        let data = store.fs.read_all(&path).map_err(io_err("read", &path))?;
+        let data = store.fs.read_all(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::corruption(
+                &current_path,
+                0,
+                format!("CURRENT names {name}, which does not exist"),
+            ),
+            _ => Error::io("read", &path, e),
+        })?;
         // A torn last edit was never acknowledged: it is dropped like a torn WAL record.
         let records = strip_header(
             &path,
@@ -200,8 +207,15 @@ impl VersionSet {
             )
         })?;
         let manifest = self.manifest.as_mut().ok_or(Error::Closed)?;
-        manifest.add_record(&edit.encode())?;
-        manifest.sync()?;
+        let logged = manifest
+            .add_record(&edit.encode())
+            .and_then(|()| manifest.sync());
+        if let Err(e) = logged {
+            // The file may now end in part of a record: never append after it. A later edit
+            // starts a fresh MANIFEST instead.
+            self.manifest = None;
+            return Err(e);
+        }
         self.install(edit, version);
         Ok(())
     }
