@@ -353,10 +353,17 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
         header.push_str(&format!("{e:>12}"));
     }
     for e in engines.iter().skip(1) {
-        header.push_str(&format!("{:>14}", format!("{}/{e}", engines[0])));
+        header.push_str(&format!("{:>16}", format!("{}/{e}", engines[0])));
     }
     println!("{header}");
     for (bi, b) in benchmarks.iter().enumerate() {
+        // A workload run twice (readrandom before and after compactions settle) is numbered.
+        let seen = benchmarks[..bi].iter().filter(|x| *x == b).count();
+        let b = if seen > 0 {
+            format!("{b}#{}", seen + 1)
+        } else {
+            b.clone()
+        };
         let meds: Vec<f64> = (0..engines.len())
             .map(|ei| median(results[ei][bi].clone()))
             .collect();
@@ -365,7 +372,7 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
             line.push_str(&format!("{m:>12.0}"));
         }
         for m in meds.iter().skip(1) {
-            line.push_str(&format!("{:>14.2}", meds[0] / m.max(1e-9)));
+            line.push_str(&format!("{:>16.2}", meds[0] / m.max(1e-9)));
         }
         println!("{line}");
     }

@@ -40,6 +40,8 @@ mod db;
 mod error;
 mod fault;
 mod fs;
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
 pub mod inspect;
 mod iter;
 mod key;

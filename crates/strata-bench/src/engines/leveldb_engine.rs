@@ -177,10 +177,11 @@ impl Engine for LevelEngine {
                     leveldb_iter_next(it);
                 }
             }
-            let mut err = ptr::null_mut();
-            leveldb_iter_get_error(it, &mut err);
+            // leveldb-sys declares the out-parameter `*const *const`; LevelDB writes through it.
+            let mut err: *const c_char = ptr::null();
+            leveldb_iter_get_error(it, (&mut err as *mut *const c_char).cast_const());
             leveldb_iter_destroy(it);
-            check(err)?;
+            check(err.cast_mut())?;
             Ok((n, bytes))
         }
     }
