@@ -228,6 +228,7 @@ impl Db {
         let mut last_seq = versions.last_sequence;
         let mut edit = VersionEdit::default();
         let mut mem = Arc::new(MemTable::new(FileNumber(0)));
+        let mut next_seq: Option<u64> = None;
         'replay: for (i, number) in wals.iter().enumerate() {
             let path = dir.join(wal_file_name(*number));
             let data = fs.read_all(&path).map_err(io_err("read", &path))?;
@@ -252,17 +253,32 @@ impl Db {
                     .fetch_add(contents.torn_tail_bytes, Ordering::Relaxed);
             }
             for (offset, record) in strip_header(&path, contents, LogKind::Wal)? {
-                let (seq, batch) = match decode_record(&record) {
+                let decoded = decode_record(&record).map_err(|e| e.at(&path, offset));
+                // One open replays the WALs of one run of the database, which logged every
+                // write group in order with contiguous sequence numbers: a gap means records
+                // were lost (an older WAL cut short at a record boundary, say).
+                let decoded = decoded.and_then(|(seq, batch)| match next_seq {
+                    Some(expected) if seq.0 != expected => Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!(
+                            "WAL records are missing: sequence {expected} expected, {} found",
+                            seq.0
+                        ),
+                    )),
+                    _ => Ok((seq, batch)),
+                });
+                let (seq, batch) = match decoded {
                     Ok(d) => d,
-                    Err(e) if options.wal_recovery == RecoveryMode::Salvage => {
-                        let _ = e;
+                    Err(_) if options.wal_recovery == RecoveryMode::Salvage => {
                         counters
                             .wal_salvaged_bytes
                             .fetch_add(data.len() as u64 - offset, Ordering::Relaxed);
                         break 'replay;
                     }
-                    Err(e) => return Err(e.at(&path, offset)),
+                    Err(e) => return Err(e),
                 };
+                next_seq = Some(seq.0 + u64::from(batch.count()));
                 let mut s = seq.0;
                 for op in batch.iter() {
                     let op = op.map_err(|e| e.at(&path, offset))?;

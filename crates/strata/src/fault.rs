@@ -59,6 +59,9 @@ struct Armed {
 }
 
 struct State {
+    /// Creates of paths ending so wait while the gate is closed.
+    gate: Mutex<Option<String>>,
+    gate_cv: std::sync::Condvar,
     armed: Mutex<[Armed; 7]>,
     calls: [AtomicU64; 7],
     faults: AtomicU64,
@@ -92,6 +95,8 @@ impl FaultFs {
         FaultFs {
             inner,
             state: Arc::new(State {
+                gate: Mutex::new(None),
+                gate_cv: std::sync::Condvar::new(),
                 armed: Mutex::new(Default::default()),
                 calls: Default::default(),
                 faults: AtomicU64::new(0),
@@ -125,6 +130,30 @@ impl FaultFs {
             fired: false,
             short_write_percent: Some(percent.min(99)),
         };
+    }
+
+    /// Makes every create of a path ending in `suffix` wait until [`FaultFs::open_gate`]
+    /// (to hold flushes back, for example, while writes go on).
+    pub fn close_gate(&self, suffix: &str) {
+        *self.state.gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(suffix.to_string());
+    }
+
+    /// Lets the creates held by [`FaultFs::close_gate`] go on.
+    pub fn open_gate(&self) {
+        *self.state.gate.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state.gate_cv.notify_all();
+    }
+
+    fn wait_at_gate(&self, path: &Path) {
+        let name = path.to_string_lossy();
+        let mut gate = self.state.gate.lock().unwrap_or_else(|e| e.into_inner());
+        while gate.as_deref().is_some_and(|s| name.ends_with(s)) {
+            gate = self
+                .state
+                .gate_cv
+                .wait(gate)
+                .unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Disarms every fault and frees the disk.
@@ -244,6 +273,7 @@ impl RandomAccessFile for FaultReader {
 
 impl FileSystem for FaultFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.wait_at_gate(path);
         self.gate(FaultOp::Create)?;
         Ok(Box::new(FaultWritable {
             inner: self.inner.create(path)?,

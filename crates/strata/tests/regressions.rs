@@ -30,6 +30,19 @@ fn files(fs: &MemFs, suffix: &str) -> Vec<String> {
     v
 }
 
+/// Writes synced batches until `count` WALs exist (flushes being held back by the caller).
+fn write_until_wals(db: &Db, mem: &MemFs, count: usize) {
+    for i in 0..10_000u32 {
+        let mut b = strata::WriteBatch::new();
+        b.put(format!("k{i:05}").as_bytes(), &[b'v'; 60]);
+        db.write(b, WriteOptions { sync: true }).unwrap();
+        if files(mem, ".wal").len() >= count {
+            return;
+        }
+    }
+    panic!("never reached {count} WALs");
+}
+
 /// Several WALs, the older one cut short: that is lost history, not a torn tail, because
 /// older WALs are synced whole when their memtable is switched out.
 #[test]
@@ -44,25 +57,11 @@ fn a_torn_older_wal_is_corruption() {
         },
     )
     .unwrap();
-    // Two memtable switches create two WALs; the third create (a table) and every one after
-    // it fail, so no flush finishes and both older WALs stay live.
-    fault.fail_nth(FaultOp::Create, 3, true);
-    for i in 0..200u32 {
-        if db
-            .write(
-                {
-                    let mut b = strata::WriteBatch::new();
-                    b.put(format!("k{i:04}").as_bytes(), &[b'v'; 60]);
-                    b
-                },
-                WriteOptions { sync: true },
-            )
-            .is_err()
-        {
-            break;
-        }
-    }
+    // Hold flushes back, so that the WALs of several memtables stay live.
+    fault.close_gate(".sst");
+    write_until_wals(&db, &mem, 3);
     let crashed = mem.process_crash_copy();
+    fault.open_gate();
     drop(db);
     let wals = files(&crashed, ".wal");
     assert!(
@@ -129,6 +128,49 @@ fn a_failed_manifest_sync_keeps_the_new_table() {
             db.get(format!("k{i:04}").as_bytes()).unwrap(),
             Some(b"v".to_vec())
         );
+    }
+}
+
+/// An older WAL cut exactly at a record boundary has no torn tail to give it away; the gap in
+/// sequence numbers before the next WAL does (found by the corruption sweep).
+#[test]
+fn an_older_wal_cut_at_a_record_boundary_is_corruption() {
+    let mem = MemFs::new();
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    let db = Db::open(
+        "/db",
+        Options {
+            max_immutable_memtables: 8,
+            ..opts(Arc::new(fault.clone()))
+        },
+    )
+    .unwrap();
+    // Hold flushes back, so that the WALs of several memtables stay live.
+    fault.close_gate(".sst");
+    write_until_wals(&db, &mem, 3);
+    let crashed = mem.process_crash_copy();
+    fault.open_gate();
+    drop(db);
+    let wals = files(&crashed, ".wal");
+    assert!(
+        wals.len() >= 2,
+        "the test needs two live WALs, has {wals:?}"
+    );
+    // Cut the older WAL just before its last record: record = crc, len, len crc, payload.
+    crashed
+        .mutate_file(&Path::new("/db").join(&wals[0]), |d| {
+            let (mut at, mut last) = (0usize, 0usize);
+            while at + 12 <= d.len() {
+                let len = u32::from_le_bytes(d[at + 4..at + 8].try_into().unwrap()) as usize;
+                last = at;
+                at += 12 + len;
+            }
+            d.truncate(last);
+        })
+        .unwrap();
+    match Db::open("/db", opts(Arc::new(crashed))) {
+        Err(Error::Corruption { reason, .. }) => assert!(reason.contains("missing"), "{reason}"),
+        other => panic!("expected corruption, got {other:?}"),
     }
 }
 
