@@ -189,7 +189,12 @@ fn a_fault_at_every_io_call_site_loses_nothing_acknowledged() {
         .chain([(FaultOp::Append, true)])
     {
         let calls = clean.calls(kind);
-        let stride = (calls / (60 * scale())).max(1);
+        // Every call site by default; STRATA_FAULT_STRIDE samples every Nth instead.
+        let stride = std::env::var("STRATA_FAULT_STRIDE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1u64)
+            .max(1);
         let mut injected = 0;
         let mut n = 1;
         while n <= calls {
