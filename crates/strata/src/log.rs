@@ -121,71 +121,61 @@ pub(crate) fn read_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<L
     let mut off = 0usize;
     while off < data.len() {
         let rest = data.get(off..).unwrap_or_default();
-        if rest.iter().all(|&b| b == 0) {
-            out.torn_tail_bytes = rest.len() as u64;
-            break;
-        }
-        let crc = u32_at(rest, 0).ok();
-        let len = u32_at(rest, 4).ok();
-        if let (Some(len), Ok(check)) = (len, u32_at(rest, 8))
-            && masked_crc(&[&len.to_le_bytes()]) != check
-        {
-            match mode {
-                RecoveryMode::Strict => {
-                    return Err(Error::corruption(
-                        path,
-                        off as u64,
-                        "log record length is damaged",
-                    ));
-                }
-                RecoveryMode::Salvage => {
-                    out.salvaged_bytes = rest.len() as u64;
-                    break;
-                }
+        match next_record(rest) {
+            Next::Record(payload) => {
+                out.records.push((off as u64, payload.to_vec()));
+                off += HEADER_BYTES + payload.len();
             }
-        }
-        let len = len.map(|l| l as usize);
-        let payload = len.and_then(|len| rest.get(HEADER_BYTES..HEADER_BYTES + len));
-        let (Some(crc), Some(len), Some(payload)) = (crc, len, payload) else {
-            // The file ends inside this record: a tear, unless intact records follow.
-            if !intact_record_after(rest) {
+            Next::Torn => {
                 out.torn_tail_bytes = rest.len() as u64;
                 break;
             }
-            match mode {
-                RecoveryMode::Strict => {
-                    return Err(Error::corruption(
-                        path,
-                        off as u64,
-                        "log record length runs past the end of the file, yet records follow",
-                    ));
-                }
+            Next::Damaged(reason) => match mode {
+                RecoveryMode::Strict => return Err(Error::corruption(path, off as u64, reason)),
                 RecoveryMode::Salvage => {
                     out.salvaged_bytes = rest.len() as u64;
                     break;
                 }
-            }
-        };
-        let len_bytes = (len as u32).to_le_bytes();
-        if masked_crc(&[&len_bytes, payload]) != crc {
-            match mode {
-                RecoveryMode::Strict => {
-                    return Err(Error::corruption(
-                        path,
-                        off as u64,
-                        "log record checksum mismatch",
-                    ));
-                }
-                RecoveryMode::Salvage => {
-                    out.salvaged_bytes = rest.len() as u64;
-                    break;
-                }
-            }
+            },
         }
-        out.records.push((off as u64, payload.to_vec()));
-        off += HEADER_BYTES + len;
     }
     Ok(out)
+}
+
+/// What starts at some offset of a log.
+enum Next<'a> {
+    /// An intact record's payload.
+    Record(&'a [u8]),
+    /// The end of the file cuts the last record short: a normal crash artefact.
+    Torn,
+    /// A record that a crash cannot explain.
+    Damaged(&'static str),
+}
+
+fn next_record(rest: &[u8]) -> Next<'_> {
+    if rest.iter().all(|&b| b == 0) {
+        return Next::Torn;
+    }
+    let crc = u32_at(rest, 0).ok();
+    let len = u32_at(rest, 4).ok();
+    if let (Some(len), Ok(check)) = (len, u32_at(rest, 8))
+        && masked_crc(&[&len.to_le_bytes()]) != check
+    {
+        return Next::Damaged("log record length is damaged");
+    }
+    let payload = len.and_then(|len| rest.get(HEADER_BYTES..HEADER_BYTES + len as usize));
+    let (Some(crc), Some(len), Some(payload)) = (crc, len, payload) else {
+        // The file ends inside this record: a tear, unless intact records follow.
+        return if intact_record_after(rest) {
+            Next::Damaged("log record runs past the end of the file, yet records follow")
+        } else {
+            Next::Torn
+        };
+    };
+    if masked_crc(&[&len.to_le_bytes(), payload]) != crc {
+        return Next::Damaged("log record checksum mismatch");
+    }
+    Next::Record(payload)
 }
 
 /// True when an intact record (length within the data, checksum right) starts anywhere after

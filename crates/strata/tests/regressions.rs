@@ -30,36 +30,25 @@ fn files(fs: &MemFs, suffix: &str) -> Vec<String> {
     v
 }
 
-/// Writes synced batches until `count` WALs exist (flushes being held back by the caller).
-fn write_until_wals(db: &Db, mem: &MemFs, count: usize) {
+/// The files a crash leaves while the WALs of three memtables are live (flushes held back),
+/// with the WALs' names, oldest first.
+fn crash_with_several_wals() -> (MemFs, Vec<String>) {
+    let mem = MemFs::new();
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    let o = Options {
+        max_immutable_memtables: 8,
+        ..opts(Arc::new(fault.clone()))
+    };
+    let db = Db::open("/db", o).unwrap();
+    fault.close_gate(".sst");
     for i in 0..10_000u32 {
         let mut b = strata::WriteBatch::new();
         b.put(format!("k{i:05}").as_bytes(), &[b'v'; 60]);
         db.write(b, WriteOptions { sync: true }).unwrap();
-        if files(mem, ".wal").len() >= count {
-            return;
+        if files(&mem, ".wal").len() >= 3 {
+            break;
         }
     }
-    panic!("never reached {count} WALs");
-}
-
-/// Several WALs, the older one cut short: that is lost history, not a torn tail, because
-/// older WALs are synced whole when their memtable is switched out.
-#[test]
-fn a_torn_older_wal_is_corruption() {
-    let mem = MemFs::new();
-    let fault = FaultFs::new(Arc::new(mem.clone()));
-    let db = Db::open(
-        "/db",
-        Options {
-            max_immutable_memtables: 8,
-            ..opts(Arc::new(fault.clone()))
-        },
-    )
-    .unwrap();
-    // Hold flushes back, so that the WALs of several memtables stay live.
-    fault.close_gate(".sst");
-    write_until_wals(&db, &mem, 3);
     let crashed = mem.process_crash_copy();
     fault.open_gate();
     drop(db);
@@ -68,6 +57,14 @@ fn a_torn_older_wal_is_corruption() {
         wals.len() >= 2,
         "the test needs two live WALs, has {wals:?}"
     );
+    (crashed, wals)
+}
+
+/// Several WALs, the older one cut short: that is lost history, not a torn tail, because
+/// older WALs are synced whole when their memtable is switched out.
+#[test]
+fn a_torn_older_wal_is_corruption() {
+    let (crashed, wals) = crash_with_several_wals();
     crashed
         .mutate_file(&Path::new("/db").join(&wals[0]), |d| {
             d.truncate(d.len() - 5)
@@ -135,27 +132,7 @@ fn a_failed_manifest_sync_keeps_the_new_table() {
 /// sequence numbers before the next WAL does (found by the corruption sweep).
 #[test]
 fn an_older_wal_cut_at_a_record_boundary_is_corruption() {
-    let mem = MemFs::new();
-    let fault = FaultFs::new(Arc::new(mem.clone()));
-    let db = Db::open(
-        "/db",
-        Options {
-            max_immutable_memtables: 8,
-            ..opts(Arc::new(fault.clone()))
-        },
-    )
-    .unwrap();
-    // Hold flushes back, so that the WALs of several memtables stay live.
-    fault.close_gate(".sst");
-    write_until_wals(&db, &mem, 3);
-    let crashed = mem.process_crash_copy();
-    fault.open_gate();
-    drop(db);
-    let wals = files(&crashed, ".wal");
-    assert!(
-        wals.len() >= 2,
-        "the test needs two live WALs, has {wals:?}"
-    );
+    let (crashed, wals) = crash_with_several_wals();
     // Cut the older WAL just before its last record: record = crc, len, len crc, payload.
     crashed
         .mutate_file(&Path::new("/db").join(&wals[0]), |d| {
