@@ -284,3 +284,41 @@ fn inspect_stats_and_check_find_a_flipped_byte() {
     assert!(out.contains("offset"), "{out}");
     assert!(Path::new(&db).exists());
 }
+
+/// Regression: the interactive shell (standard input a terminal) panicked at start, loading
+/// its history with rustyline built without file history. `script` gives it a terminal.
+#[test]
+fn interactive_shell_starts_and_leaves_on_ctrl_d() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: `script` (util-linux) is not installed");
+        return;
+    }
+    let (t, db) = db_dir();
+    let cmd = format!("{} shell {db}", env!("CARGO_BIN_EXE_strata"));
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("HOME", t.path())
+        .env("TERM", "dumb")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Typed lines, then Ctrl-D on an empty line.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"put k v\r\nget k\r\n\x04")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(text.contains("strata shell"), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    assert_eq!(
+        stdout(&strata(&["get", &db, "k"])),
+        "v\n",
+        "the shell's write was kept: {text}"
+    );
+}
