@@ -101,6 +101,8 @@ impl Default for Config {
 /// without reading holds at most this much of the server's memory.
 const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
 const STRIPES: usize = 1024;
+/// Most pipelined SETs of one connection written as one batch.
+const MAX_GROUPED_SETS: usize = 256;
 /// How often connection threads look up from a blocking read to check for shutdown.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -318,6 +320,7 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
     let mut chunk = vec![0u8; 64 * 1024];
     let mut last_activity = Instant::now();
     let mut conn = commands::Connection::default();
+    let mut pending_sets: Vec<Vec<Vec<u8>>> = Vec::new();
     loop {
         // Answer every complete command in the buffer.
         let mut consumed = 0;
@@ -329,6 +332,16 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
                         continue;
                     }
                     shared.counters.commands.fetch_add(1, Ordering::Relaxed);
+                    // Pipelined plain SETs are gathered and written as one batch.
+                    if commands::is_plain_set(&args) && pending_sets.len() < MAX_GROUPED_SETS {
+                        pending_sets.push(args);
+                        continue;
+                    }
+                    commands::set_many(shared, &mut pending_sets, &mut Reply(&mut output));
+                    if commands::is_plain_set(&args) {
+                        pending_sets.push(args);
+                        continue;
+                    }
                     let after =
                         commands::execute(shared, &mut conn, &args, &mut Reply(&mut output));
                     if matches!(after, After::Close) {
@@ -342,8 +355,13 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
                         output.clear();
                     }
                 }
-                Ok(Parsed::Incomplete) => break,
+                Ok(Parsed::Incomplete) => {
+                    commands::set_many(shared, &mut pending_sets, &mut Reply(&mut output));
+                    break;
+                }
                 Err(e) => {
+                    // The well-formed commands before the damage are answered first.
+                    commands::set_many(shared, &mut pending_sets, &mut Reply(&mut output));
                     shared
                         .counters
                         .protocol_errors

@@ -490,3 +490,32 @@ fn a_slow_reader_does_not_hold_up_others() {
     drop(slow);
     server.shutdown().unwrap();
 }
+
+/// Pipelined plain SETs are written as one batch: replies stay in order, the last write of a
+/// key wins, other commands between them see the writes before them, and SETs before a
+/// malformed request are still applied and answered.
+#[test]
+fn pipelined_sets_are_grouped_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = b"SET a 1\r\nSET a 2\r\nGET a\r\nSET b x\r\nSETNX b y\r\nSET c 3\r\n*1\r\n:bad\r\n";
+    s.write_all(req).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("+OK\r\n+OK\r\n$1\r\n2\r\n+OK\r\n:0\r\n+OK\r\n-ERR Protocol error"),
+        "{text:?}"
+    );
+    let mut c = client(&server);
+    assert_eq!(c.get::<_, String>("a").unwrap(), "2");
+    assert_eq!(c.get::<_, String>("b").unwrap(), "x");
+    assert_eq!(
+        c.get::<_, String>("c").unwrap(),
+        "3",
+        "the SET before the bad request was applied"
+    );
+    server.shutdown().unwrap();
+}
