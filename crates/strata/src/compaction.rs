@@ -71,22 +71,6 @@ impl Compaction {
         self.inputs.len() == 1 && self.next_inputs.is_empty()
     }
 
-    fn user_range(&self) -> (Vec<u8>, Vec<u8>) {
-        let all = self.inputs.iter().chain(&self.next_inputs);
-        let smallest = all
-            .clone()
-            .map(|f| f.smallest_user_key())
-            .min()
-            .unwrap_or_default()
-            .to_vec();
-        let largest = all
-            .map(|f| f.largest_user_key())
-            .max()
-            .unwrap_or_default()
-            .to_vec();
-        (smallest, largest)
-    }
-
     pub(crate) fn input_bytes(&self) -> u64 {
         self.inputs
             .iter()
@@ -239,8 +223,6 @@ fn merge_into(c: &Compaction, ctx: &JobContext<'_>, outputs: &mut Vec<NewFile>) 
     let mut last_seq_for_key = SeqNo::MAX;
     let mut bytes_written = 0u64;
     let mut since_check = 0u32;
-    let (range_lo, range_hi) = c.user_range();
-    debug_assert!(range_lo <= range_hi);
 
     while it.valid() {
         since_check += 1;

@@ -33,6 +33,11 @@ pub enum FaultOp {
     SyncDir,
 }
 
+impl FaultOp {
+    /// Every kind, in a fixed order.
+    pub const ALL: [FaultOp; 7] = OPS;
+}
+
 const OPS: [FaultOp; 7] = [
     FaultOp::Append,
     FaultOp::Sync,

@@ -174,16 +174,7 @@ fn a_fault_at_every_io_call_site_loses_nothing_acknowledged() {
     let clean = FaultFs::new(Arc::new(MemFs::new()));
     faulty_workload(&clean, seed, batches);
     let mut report = Vec::new();
-    let kinds = [
-        FaultOp::Append,
-        FaultOp::Sync,
-        FaultOp::Create,
-        FaultOp::Rename,
-        FaultOp::Remove,
-        FaultOp::Read,
-        FaultOp::SyncDir,
-    ];
-    for (kind, short) in kinds
+    for (kind, short) in FaultOp::ALL
         .iter()
         .map(|k| (*k, false))
         .chain([(FaultOp::Append, true)])

@@ -128,9 +128,6 @@ impl DbIter {
                 }
                 if self.before_lower(p.user_key) {
                     // Everything further back is out of range.
-                    if kind == ValueKind::Delete {
-                        break;
-                    }
                     break;
                 }
                 kind = p.kind;
