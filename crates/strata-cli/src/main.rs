@@ -161,6 +161,9 @@ enum Command {
         /// Bytes of the hot-key cache in front of the engine (0: off).
         #[arg(long, default_value_t = 64 * 1024 * 1024)]
         cache_bytes: usize,
+        /// Worker threads serving connections (0: one per CPU).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
         /// The engine's memtable size in bytes.
         #[arg(long, default_value_t = 64 * 1024 * 1024)]
         write_buffer_size: usize,
@@ -203,6 +206,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             max_request_bytes,
             timeout,
             cache_bytes,
+            threads,
             write_buffer_size,
             block_cache_bytes,
         } => {
@@ -215,6 +219,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 max_request_bytes,
                 idle_timeout: (timeout > 0).then(|| std::time::Duration::from_secs(timeout)),
                 cache_bytes,
+                threads,
                 engine: Options {
                     write_buffer_size,
                     block_cache_bytes,

@@ -98,29 +98,23 @@ pub(crate) fn is_plain_set(args: &[Vec<u8>]) -> bool {
     args.len() == 3 && args.first().is_some_and(|c| c.eq_ignore_ascii_case(b"SET"))
 }
 
-/// Writes a run of pipelined plain SETs (from [`is_plain_set`]) as one atomic batch, in
-/// order, under their keys' stripe locks, and replies `+OK` to each; empties `sets`.
-pub(crate) fn set_many(shared: &Shared, sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Reply<'_>) {
-    if sets.is_empty() {
-        return;
+/// Writes plain SETs (from [`is_plain_set`], possibly from several connections) as one atomic
+/// batch, in order, under their keys' stripe locks. Each SET's reply is `+OK` on success and
+/// the returned error otherwise.
+pub(crate) fn write_sets<'a>(
+    shared: &Shared,
+    sets: impl Iterator<Item = &'a [Vec<u8>]>,
+) -> Result<(), String> {
+    let changes: Vec<(&[u8], Option<&[u8]>)> = sets
+        .map(|a| (a[1].as_slice(), Some(a[2].as_slice())))
+        .collect();
+    if changes.is_empty() {
+        return Ok(());
     }
-    let result = {
-        let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-        let keys: Vec<&[u8]> = sets.iter().map(|a| a[1].as_slice()).collect();
-        let _g = lock_stripes(shared, &keys);
-        let changes: Vec<(&[u8], Option<&[u8]>)> = sets
-            .iter()
-            .map(|a| (a[1].as_slice(), Some(a[2].as_slice())))
-            .collect();
-        apply(shared, &changes)
-    };
-    for _ in sets.iter() {
-        match &result {
-            Ok(()) => out.ok(),
-            Err(e) => out.error(&format!("ERR {e}")),
-        }
-    }
-    sets.clear();
+    let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    let keys: Vec<&[u8]> = changes.iter().map(|(k, _)| *k).collect();
+    let _g = lock_stripes(shared, &keys);
+    apply(shared, &changes)
 }
 
 pub(crate) fn execute(

@@ -1,34 +1,73 @@
 //! The hot-key cache in front of the engine (the seed server's LRU cache): recently read or
 //! written keys with their values, or the knowledge that they are absent.
 //!
-//! Eviction approximates LRU the way Redis does: it samples a few entries of the shard and
-//! evicts the one used longest ago. Coherence is the caller's duty: every write of a key
-//! updates or drops its entry while holding that key's stripe lock, and a read that misses
-//! fills the cache under the same lock, so the cache never returns a stale value.
+//! Eviction approximates LRU with CLOCK: every entry has a referenced bit, set when it is
+//! read; a hand sweeps the shard's slots, clearing set bits and evicting the first entry
+//! whose bit is already clear. An eviction is O(1) amortized. Coherence is the caller's duty:
+//! every write of a key updates or drops its entry while holding that key's stripe lock, and
+//! a read that misses fills the cache under the same lock, so the cache never returns a stale
+//! value.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const SHARDS: usize = 16;
-const SAMPLE: usize = 5;
 const ENTRY_OVERHEAD_BYTES: usize = 64;
 
-struct Entry {
+struct Slot {
+    key: Box<[u8]>,
     value: Option<Vec<u8>>,
-    last_used: u64,
+    referenced: bool,
 }
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Vec<u8>, Entry>,
+    /// Key to its index in `slots`.
+    map: HashMap<Box<[u8]>, usize>,
+    /// `None`: a free slot, listed in `free`.
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    hand: usize,
     bytes: usize,
+}
+
+impl Shard {
+    fn remove(&mut self, key: &[u8]) {
+        if let Some(i) = self.map.remove(key)
+            && let Some(slot) = self.slots.get_mut(i).and_then(Option::take)
+        {
+            self.bytes -= charge(&slot.key, &slot.value);
+            self.free.push(i);
+        }
+    }
+
+    /// Evicts one entry chosen by the clock hand; false when the shard is empty.
+    fn evict_one(&mut self) -> bool {
+        if self.map.is_empty() {
+            return false;
+        }
+        // Two sweeps at most: the first clears every referenced bit.
+        for _ in 0..2 * self.slots.len() {
+            let i = self.hand % self.slots.len();
+            self.hand = i + 1;
+            match self.slots.get_mut(i) {
+                Some(Some(slot)) if slot.referenced => slot.referenced = false,
+                Some(Some(slot)) => {
+                    let key = slot.key.clone();
+                    self.remove(&key);
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        false
+    }
 }
 
 pub struct HotCache {
     shards: Vec<Mutex<Shard>>,
     shard_capacity: usize,
-    clock: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -42,23 +81,19 @@ impl HotCache {
         HotCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             shard_capacity: capacity_bytes / SHARDS,
-            clock: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
+    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for &b in key {
             h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
-        &self.shards[(h as usize) % SHARDS]
-    }
-
-    fn tick(&self) -> u64 {
-        // Relaxed: an approximate recency order is all eviction needs.
-        self.clock.fetch_add(1, Ordering::Relaxed)
+        self.shards[(h as usize) % SHARDS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// `Some(Some(v))`: cached value; `Some(None)`: cached as absent; `None`: not cached.
@@ -66,12 +101,17 @@ impl HotCache {
         if self.shard_capacity == 0 {
             return None;
         }
-        let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.tick();
-        let found = shard.map.get_mut(key).map(|e| {
-            e.last_used = now;
-            e.value.clone()
-        });
+        let mut guard = self.shard(key);
+        let shard = &mut *guard;
+        let found = shard
+            .map
+            .get(key)
+            .and_then(|&i| shard.slots.get_mut(i))
+            .and_then(Option::as_mut)
+            .map(|slot| {
+                slot.referenced = true;
+                slot.value.clone()
+            });
         match found {
             Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
             None => self.misses.fetch_add(1, Ordering::Relaxed),
@@ -87,46 +127,36 @@ impl HotCache {
             self.remove(key);
             return;
         }
-        let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.tick();
-        if let Some(old) = shard.map.remove(key) {
-            shard.bytes -= charge(key, &old.value);
-        }
-        while shard.bytes + c > self.shard_capacity && !shard.map.is_empty() {
-            let victim = shard
-                .map
-                .iter()
-                .take(SAMPLE)
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = victim
-                && let Some(e) = shard.map.remove(&k)
-            {
-                shard.bytes -= charge(&k, &e.value);
-            }
-        }
+        let mut shard = self.shard(key);
+        shard.remove(key);
+        while shard.bytes + c > self.shard_capacity && shard.evict_one() {}
         shard.bytes += c;
-        shard.map.insert(
-            key.to_vec(),
-            Entry {
-                value,
-                last_used: now,
-            },
-        );
+        let slot = Slot {
+            key: key.into(),
+            value,
+            referenced: false,
+        };
+        let i = match shard.free.pop() {
+            Some(i) => {
+                shard.slots[i] = Some(slot);
+                i
+            }
+            None => {
+                shard.slots.push(Some(slot));
+                shard.slots.len() - 1
+            }
+        };
+        shard.map.insert(key.into(), i);
     }
 
     pub fn remove(&self, key: &[u8]) {
-        let mut shard = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = shard.map.remove(key) {
-            shard.bytes -= charge(key, &old.value);
-        }
+        self.shard(key).remove(key);
     }
 
     pub fn clear(&self) {
         for s in &self.shards {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.map.clear();
-            s.bytes = 0;
+            *s = Shard::default();
         }
     }
 
@@ -165,5 +195,18 @@ mod tests {
         c.remove(b"a");
         assert_eq!(c.get(b"a"), None);
         assert!(c.hits() >= 2 && c.misses() >= 2);
+    }
+
+    #[test]
+    fn clock_keeps_entries_that_are_read() {
+        // One shard's worth of budget per key group; the read key survives the churn.
+        let c = HotCache::new(SHARDS * 4 * (ENTRY_OVERHEAD_BYTES + 8));
+        let hot = 7u32.to_be_bytes();
+        c.put(&hot, Some(vec![1; 4]));
+        for i in 1000..20_000u32 {
+            assert!(c.get(&hot).is_some(), "evicted after {i}");
+            c.put(&i.to_be_bytes(), Some(vec![0; 4]));
+        }
+        assert!(c.bytes() <= SHARDS * 4 * (ENTRY_OVERHEAD_BYTES + 8));
     }
 }

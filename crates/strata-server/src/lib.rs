@@ -1,8 +1,8 @@
 //! A server that speaks the Redis protocol (RESP2) over a Strata database, so that redis-cli,
 //! redis-benchmark and every Redis client library work with it unchanged.
 //!
-//! Each connection has its own thread; requests of a connection are answered in order and may
-//! be pipelined. Commands that read and then write a key (SETNX, INCR, APPEND, SET NX/XX,
+//! A few worker threads each poll their share of the connections (see [`net`]); requests of a
+//! connection are answered in order and may be pipelined. Commands that read and then write a key (SETNX, INCR, APPEND, SET NX/XX,
 //! GETDEL, and every write that keeps the hot-key cache coherent) hold that key's stripe lock,
 //! so they are atomic with respect to each other; plain reads take no lock.
 //!
@@ -17,11 +17,11 @@
 mod commands;
 mod glob;
 mod hotcache;
+mod net;
 pub mod resp;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 use strata::{Db, Options};
 
 use crate::hotcache::HotCache;
-use crate::resp::{Limits, Parsed, Reply};
 
 /// When writes become durable, in Redis's `appendfsync` words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +76,8 @@ pub struct Config {
     pub idle_timeout: Option<Duration>,
     /// Bytes of the hot-key cache (0 turns it off).
     pub cache_bytes: usize,
+    /// Worker threads serving connections (0: one per CPU).
+    pub threads: usize,
     /// Engine options (the directory's database is opened with them).
     pub engine: Options,
 }
@@ -92,19 +93,13 @@ impl Default for Config {
             max_request_bytes: 512 * 1024 * 1024,
             idle_timeout: None,
             cache_bytes: 64 * 1024 * 1024,
+            threads: 0,
             engine: Options::default(),
         }
     }
 }
 
-/// Buffered replies are written out once they pass this size, so a client that pipelines
-/// without reading holds at most this much of the server's memory.
-const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
 const STRIPES: usize = 1024;
-/// Most pipelined SETs of one connection written as one batch.
-const MAX_GROUPED_SETS: usize = 256;
-/// How often connection threads look up from a blocking read to check for shutdown.
-const POLL: Duration = Duration::from_millis(200);
 
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -157,7 +152,7 @@ pub struct Server {
     addr: SocketAddr,
     accept: Option<JoinHandle<()>>,
     syncer: Option<JoinHandle<()>>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    workers: Arc<Vec<net::WorkerHandle>>,
 }
 
 impl Server {
@@ -180,13 +175,22 @@ impl Server {
             port: addr.port(),
             config,
         });
-        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let threads = match shared.config.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let workers: Vec<net::WorkerHandle> = (0..threads)
+            .map(|i| net::WorkerHandle::spawn(shared.clone(), i))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+        let workers = Arc::new(workers);
         let accept = {
             let shared = shared.clone();
-            let connections = connections.clone();
+            let workers = workers.clone();
+            let poll = mio::Poll::new().map_err(|e| e.to_string())?;
             std::thread::Builder::new()
                 .name("strata-accept".into())
-                .spawn(move || accept_loop(listener, shared, connections))
+                .spawn(move || net::accept_loop(listener, shared, workers, poll))
                 .map_err(|e| e.to_string())?
         };
         let syncer = if shared.config.sync == SyncMode::EverySec {
@@ -215,7 +219,7 @@ impl Server {
             addr,
             accept: Some(accept),
             syncer,
-            connections,
+            workers,
         })
     }
 
@@ -247,10 +251,14 @@ impl Server {
         if let Some(t) = self.syncer.take() {
             let _ = t.join();
         }
-        let handles: Vec<_> =
-            std::mem::take(&mut *self.connections.lock().unwrap_or_else(|e| e.into_inner()));
-        for h in handles {
-            let _ = h.join();
+        for w in self.workers.iter() {
+            w.wake();
+        }
+        // The acceptor is joined, so this is the last handle to the workers.
+        if let Some(workers) = Arc::get_mut(&mut self.workers) {
+            for w in workers.iter_mut() {
+                w.join();
+            }
         }
         self.shared.db.flush().map_err(|e| e.to_string())?;
         self.shared.db.sync_wal().map_err(|e| e.to_string())?;
@@ -258,150 +266,8 @@ impl Server {
     }
 }
 
-fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
-) {
-    while !shared.shutdown.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                shared
-                    .counters
-                    .connections_received
-                    .fetch_add(1, Ordering::Relaxed);
-                let _ = stream.set_nonblocking(false);
-                let _ = stream.set_nodelay(true);
-                if shared.counters.connected.load(Ordering::SeqCst) >= shared.config.max_clients {
-                    shared.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                    let mut s = stream;
-                    let _ = s.write_all(b"-ERR max number of clients reached\r\n");
-                    continue;
-                }
-                shared.counters.connected.fetch_add(1, Ordering::SeqCst);
-                let s = shared.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("strata-conn".into())
-                    .spawn(move || {
-                        serve_connection(stream, &s);
-                        s.counters.connected.fetch_sub(1, Ordering::SeqCst);
-                    });
-                let mut list = connections.lock().unwrap_or_else(|e| e.into_inner());
-                list.retain(|h| !h.is_finished());
-                match spawned {
-                    Ok(h) => list.push(h),
-                    Err(_) => {
-                        shared.counters.connected.fetch_sub(1, Ordering::SeqCst);
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-}
-
 /// What a command asks of the connection.
 pub(crate) enum After {
     Continue,
     Close,
-}
-
-fn serve_connection(mut stream: TcpStream, shared: &Shared) {
-    let _ = stream.set_read_timeout(Some(POLL));
-    let limits = Limits {
-        max_bulk_bytes: shared.config.max_request_bytes,
-        ..Limits::default()
-    };
-    let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
-    let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut last_activity = Instant::now();
-    let mut conn = commands::Connection::default();
-    let mut pending_sets: Vec<Vec<Vec<u8>>> = Vec::new();
-    loop {
-        // Answer every complete command in the buffer.
-        let mut consumed = 0;
-        loop {
-            match resp::parse(input.get(consumed..).unwrap_or_default(), &limits) {
-                Ok(Parsed::Command(args, n)) => {
-                    consumed += n;
-                    if args.is_empty() {
-                        continue;
-                    }
-                    shared.counters.commands.fetch_add(1, Ordering::Relaxed);
-                    // Pipelined plain SETs are gathered and written as one batch.
-                    if commands::is_plain_set(&args) && pending_sets.len() < MAX_GROUPED_SETS {
-                        pending_sets.push(args);
-                        continue;
-                    }
-                    commands::set_many(shared, &mut pending_sets, &mut Reply(&mut output));
-                    if commands::is_plain_set(&args) {
-                        pending_sets.push(args);
-                        continue;
-                    }
-                    let after =
-                        commands::execute(shared, &mut conn, &args, &mut Reply(&mut output));
-                    if matches!(after, After::Close) {
-                        let _ = stream.write_all(&output);
-                        return;
-                    }
-                    if output.len() >= OUTPUT_FLUSH_BYTES {
-                        if stream.write_all(&output).is_err() {
-                            return;
-                        }
-                        output.clear();
-                    }
-                }
-                Ok(Parsed::Incomplete) => {
-                    commands::set_many(shared, &mut pending_sets, &mut Reply(&mut output));
-                    break;
-                }
-                Err(e) => {
-                    // The well-formed commands before the damage are answered first.
-                    commands::set_many(shared, &mut pending_sets, &mut Reply(&mut output));
-                    shared
-                        .counters
-                        .protocol_errors
-                        .fetch_add(1, Ordering::Relaxed);
-                    Reply(&mut output).error(&format!("ERR Protocol error: {}", e.0));
-                    let _ = stream.write_all(&output);
-                    return;
-                }
-            }
-        }
-        input.drain(..consumed);
-        if !output.is_empty() {
-            if stream.write_all(&output).is_err() {
-                return;
-            }
-            output.clear();
-        }
-        if shared.shutdown.load(Ordering::SeqCst) {
-            return;
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => {
-                input.extend_from_slice(chunk.get(..n).unwrap_or_default());
-                last_activity = Instant::now();
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                if let Some(t) = shared.config.idle_timeout
-                    && last_activity.elapsed() >= t
-                {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
 }

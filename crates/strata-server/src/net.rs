@@ -1,0 +1,599 @@
+//! The event loop: an acceptor thread hands new connections round-robin to a few workers, and
+//! each worker polls its own connections (epoll through mio) and answers them in rounds.
+//!
+//! A round reads what every ready connection has sent, runs the complete commands in order,
+//! and sends the replies. Plain SETs are not written one by one: the SETs of every connection
+//! in the round join one batch, written (and under `--sync always` fsynced) once, the way
+//! Redis writes its append-only file once per event-loop turn. A connection's commands stay
+//! in order: before any other command of a connection runs, the batch holding its earlier
+//! SETs is written. A SET is acknowledged only after its batch is written; a reader on another
+//! connection may see the value just before the SET is answered, which linearizability allows.
+//!
+//! Backpressure: a connection whose unsent replies pass [`OUTPUT_LIMIT`] is not read from
+//! until they drain, so a client that pipelines without reading costs bounded memory and does
+//! not hold up the others. No connection gets more than [`READ_PER_ROUND`] bytes of reading
+//! per round, so a busy one cannot starve the rest.
+
+use std::io::{ErrorKind, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::commands::{self, Connection};
+use crate::resp::{self, Limits, Parsed, Reply};
+use crate::{After, Shared};
+
+/// Stop running a connection's commands while this many reply bytes wait to be sent to it.
+pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
+/// Most bytes read from one connection in one round.
+const READ_PER_ROUND: usize = 256 * 1024;
+/// A SET batch is written once it holds this many SETs or bytes.
+const MAX_BATCH_SETS: usize = 1024;
+const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// How often an idle worker looks up to check for shutdown and idle connections.
+const TICK: Duration = Duration::from_millis(100);
+/// How long shutdown waits for a connection to take the replies it is owed.
+const SHUTDOWN_SEND: Duration = Duration::from_secs(2);
+
+const WAKE: Token = Token(usize::MAX);
+const LISTEN: Token = Token(usize::MAX - 1);
+
+/// A worker as the acceptor sees it: where to send new connections and how to wake it.
+pub(crate) struct WorkerHandle {
+    sender: Sender<std::net::TcpStream>,
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    pub(crate) fn spawn(shared: Arc<Shared>, index: usize) -> std::io::Result<WorkerHandle> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("strata-worker-{index}"))
+            .spawn(move || Worker::new(shared, poll, receiver).run())?;
+        Ok(WorkerHandle {
+            sender,
+            waker,
+            thread: Some(thread),
+        })
+    }
+
+    /// Wakes the worker so that it sees the shutdown flag now rather than at its next tick.
+    pub(crate) fn wake(&self) {
+        let _ = self.waker.wake();
+    }
+
+    pub(crate) fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Accepts connections until shutdown and deals them to the workers in turn.
+pub(crate) fn accept_loop(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    workers: Arc<Vec<WorkerHandle>>,
+    mut poll: Poll,
+) {
+    let mut listener = TcpListener::from_std(listener);
+    if poll
+        .registry()
+        .register(&mut listener, LISTEN, Interest::READABLE)
+        .is_err()
+    {
+        return;
+    }
+    let mut events = Events::with_capacity(64);
+    let mut next = 0usize;
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        if let Err(e) = poll.poll(&mut events, Some(TICK))
+            && e.kind() != ErrorKind::Interrupted
+        {
+            std::thread::sleep(TICK);
+        }
+        loop {
+            let stream = match listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // Out of descriptors and the like: wait for the next readiness or tick.
+                Err(_) => break,
+            };
+            let counters = &shared.counters;
+            counters
+                .connections_received
+                .fetch_add(1, Ordering::Relaxed);
+            let _ = stream.set_nodelay(true);
+            if counters.connected.load(Ordering::SeqCst) >= shared.config.max_clients {
+                counters.rejected.fetch_add(1, Ordering::Relaxed);
+                // A best-effort note to the refused client; the socket is fresh and empty.
+                let mut s = stream;
+                let _ = s.write(b"-ERR max number of clients reached\r\n");
+                continue;
+            }
+            let Some(worker) = workers.get(next % workers.len().max(1)) else {
+                return;
+            };
+            next = next.wrapping_add(1);
+            // Convert back to a std stream to cross the channel; the worker registers it.
+            let std_stream = into_std(stream);
+            counters.connected.fetch_add(1, Ordering::SeqCst);
+            if worker.sender.send(std_stream).is_err() {
+                counters.connected.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            worker.wake();
+        }
+    }
+}
+
+fn into_std(stream: TcpStream) -> std::net::TcpStream {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor comes from a TcpStream we own and give up here, so the new
+    // std stream is its only owner.
+    unsafe { std::net::TcpStream::from_raw_fd(stream.into_raw_fd()) }
+}
+
+/// One connection and what the worker knows of it.
+struct Client {
+    stream: TcpStream,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    /// Bytes at the front of `output` already sent.
+    sent: usize,
+    state: Connection,
+    /// The socket may hold bytes not yet read (cleared when a read would block).
+    readable: bool,
+    /// Send what is owed, then close (QUIT, a protocol error, the peer's end of input).
+    closing: bool,
+    /// SETs of this connection waiting in the worker's batch.
+    in_batch: usize,
+    /// Registered for writability because replies are waiting on a full socket.
+    want_write: bool,
+    /// In the next round's list already.
+    queued: bool,
+    last_activity: Instant,
+}
+
+impl Client {
+    fn unsent(&self) -> usize {
+        self.output.len() - self.sent
+    }
+}
+
+/// What running a connection's input came to.
+enum Advance {
+    /// Nothing more to do until the socket says so.
+    Idle,
+    /// More to do, but its share of this round is spent (or its replies are backed up).
+    Later,
+    /// The next command must wait until the SET batch is written.
+    NeedFlush,
+}
+
+/// The SETs of a round, with the connections they came from.
+#[derive(Default)]
+struct SetBatch {
+    sets: Vec<(usize, Vec<Vec<u8>>)>,
+    bytes: usize,
+}
+
+impl SetBatch {
+    fn full(&self) -> bool {
+        self.sets.len() >= MAX_BATCH_SETS || self.bytes >= MAX_BATCH_BYTES
+    }
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    poll: Poll,
+    incoming: Receiver<std::net::TcpStream>,
+    clients: Vec<Option<Client>>,
+    free: Vec<usize>,
+    batch: SetBatch,
+    limits: Limits,
+    scratch: Vec<u8>,
+}
+
+impl Worker {
+    fn new(shared: Arc<Shared>, poll: Poll, incoming: Receiver<std::net::TcpStream>) -> Self {
+        let limits = Limits {
+            max_bulk_bytes: shared.config.max_request_bytes,
+            ..Limits::default()
+        };
+        Worker {
+            shared,
+            poll,
+            incoming,
+            clients: Vec::new(),
+            free: Vec::new(),
+            batch: SetBatch::default(),
+            limits,
+            scratch: vec![0; 64 * 1024],
+        }
+    }
+
+    fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut ready: Vec<usize> = Vec::new();
+        let mut last_tick = Instant::now();
+        loop {
+            let timeout = if ready.is_empty() {
+                TICK
+            } else {
+                Duration::ZERO
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
+                && e.kind() != ErrorKind::Interrupted
+            {
+                std::thread::sleep(TICK);
+            }
+            for event in events.iter() {
+                match event.token() {
+                    WAKE => self.take_new_connections(&mut ready),
+                    Token(idx) => {
+                        if let Some(Some(c)) = self.clients.get_mut(idx) {
+                            if event.is_readable() || event.is_read_closed() || event.is_error() {
+                                c.readable = true;
+                            }
+                            if !c.queued {
+                                c.queued = true;
+                                ready.push(idx);
+                            }
+                        }
+                    }
+                }
+            }
+            if self.shared.shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+            let round = std::mem::take(&mut ready);
+            self.run_round(&round, &mut ready);
+            if last_tick.elapsed() >= TICK {
+                last_tick = Instant::now();
+                self.close_idle();
+            }
+        }
+        self.shut_down();
+    }
+
+    fn take_new_connections(&mut self, ready: &mut Vec<usize>) {
+        loop {
+            let stream = match self.incoming.try_recv() {
+                Ok(s) => s,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
+            };
+            if stream.set_nonblocking(true).is_err() {
+                self.shared
+                    .counters
+                    .connected
+                    .fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            let mut stream = TcpStream::from_std(stream);
+            let idx = self.free.pop().unwrap_or(self.clients.len());
+            if self
+                .poll
+                .registry()
+                .register(&mut stream, Token(idx), Interest::READABLE)
+                .is_err()
+            {
+                self.free.push(idx);
+                self.shared
+                    .counters
+                    .connected
+                    .fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            let client = Client {
+                stream,
+                input: Vec::new(),
+                output: Vec::new(),
+                sent: 0,
+                state: Connection::default(),
+                // Bytes may have arrived before registration; look once.
+                readable: true,
+                closing: false,
+                in_batch: 0,
+                want_write: false,
+                queued: true,
+                last_activity: Instant::now(),
+            };
+            if idx == self.clients.len() {
+                self.clients.push(Some(client));
+            } else {
+                self.clients[idx] = Some(client);
+            }
+            ready.push(idx);
+        }
+    }
+
+    /// Runs the ready connections, writes the round's SETs, sends the replies; connections
+    /// with work left are put in `next`.
+    fn run_round(&mut self, round: &[usize], next: &mut Vec<usize>) {
+        let mut again = Vec::new();
+        for &idx in round {
+            if let Some(Some(c)) = self.clients.get_mut(idx) {
+                c.queued = false;
+            }
+            loop {
+                match self.advance(idx) {
+                    Advance::NeedFlush => self.flush_batch(),
+                    Advance::Later => {
+                        again.push(idx);
+                        break;
+                    }
+                    Advance::Idle => break,
+                }
+            }
+        }
+        self.flush_batch();
+        for &idx in round {
+            self.send(idx);
+        }
+        for idx in again {
+            if let Some(Some(c)) = self.clients.get_mut(idx)
+                && !c.queued
+                && c.unsent() < OUTPUT_LIMIT
+            {
+                c.queued = true;
+                next.push(idx);
+            }
+        }
+    }
+
+    /// Runs the complete commands in a connection's input, reading more while its share of
+    /// the round lasts.
+    fn advance(&mut self, idx: usize) -> Advance {
+        let Some(Some(c)) = self.clients.get_mut(idx) else {
+            return Advance::Idle;
+        };
+        let shared = &*self.shared;
+        let mut read_this_round = 0;
+        loop {
+            let mut pos = 0;
+            let mut commands_run = 0u64;
+            let stopped = loop {
+                if c.closing {
+                    break Some(Advance::Idle);
+                }
+                if c.unsent() >= OUTPUT_LIMIT {
+                    break Some(Advance::Later);
+                }
+                let rest = c.input.get(pos..).unwrap_or_default();
+                match resp::parse(rest, &self.limits) {
+                    Ok(Parsed::Command(args, n)) => {
+                        if args.is_empty() {
+                            pos += n;
+                            continue;
+                        }
+                        if commands::is_plain_set(&args) {
+                            if self.batch.full() {
+                                break Some(Advance::NeedFlush);
+                            }
+                            pos += n;
+                            commands_run += 1;
+                            c.in_batch += 1;
+                            self.batch.bytes += n;
+                            self.batch.sets.push((idx, args));
+                            continue;
+                        }
+                        if c.in_batch > 0 {
+                            break Some(Advance::NeedFlush);
+                        }
+                        pos += n;
+                        commands_run += 1;
+                        let after = commands::execute(
+                            shared,
+                            &mut c.state,
+                            &args,
+                            &mut Reply(&mut c.output),
+                        );
+                        if matches!(after, After::Close) {
+                            c.closing = true;
+                        }
+                    }
+                    Ok(Parsed::Incomplete) => break None,
+                    Err(e) => {
+                        // The well-formed commands before the damage are answered first.
+                        if c.in_batch > 0 {
+                            break Some(Advance::NeedFlush);
+                        }
+                        shared
+                            .counters
+                            .protocol_errors
+                            .fetch_add(1, Ordering::Relaxed);
+                        Reply(&mut c.output).error(&format!("ERR Protocol error: {}", e.0));
+                        c.closing = true;
+                    }
+                }
+            };
+            c.input.drain(..pos);
+            if commands_run > 0 {
+                shared
+                    .counters
+                    .commands
+                    .fetch_add(commands_run, Ordering::Relaxed);
+            }
+            if let Some(outcome) = stopped {
+                return outcome;
+            }
+            if !c.readable {
+                return Advance::Idle;
+            }
+            if read_this_round >= READ_PER_ROUND {
+                return Advance::Later;
+            }
+            match c.stream.read(&mut self.scratch) {
+                Ok(0) => {
+                    // The peer is done sending: answer what it sent, then close.
+                    c.readable = false;
+                    c.closing = true;
+                    return Advance::Idle;
+                }
+                Ok(n) => {
+                    read_this_round += n;
+                    c.input
+                        .extend_from_slice(self.scratch.get(..n).unwrap_or_default());
+                    c.last_activity = Instant::now();
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.readable = false;
+                    return Advance::Idle;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    c.readable = false;
+                    c.closing = true;
+                    c.output.clear();
+                    c.sent = 0;
+                    return Advance::Idle;
+                }
+            }
+        }
+    }
+
+    /// Writes the batched SETs and appends each one's reply to its connection.
+    fn flush_batch(&mut self) {
+        if self.batch.sets.is_empty() {
+            return;
+        }
+        let sets = std::mem::take(&mut self.batch.sets);
+        self.batch.bytes = 0;
+        let result = commands::write_sets(&self.shared, sets.iter().map(|(_, a)| a.as_slice()));
+        for (idx, _) in &sets {
+            if let Some(Some(c)) = self.clients.get_mut(*idx) {
+                c.in_batch = c.in_batch.saturating_sub(1);
+                let mut reply = Reply(&mut c.output);
+                match &result {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(&format!("ERR {e}")),
+                }
+            }
+        }
+        // Keep the allocation for the next round.
+        let mut sets = sets;
+        sets.clear();
+        self.batch.sets = sets;
+    }
+
+    /// Sends what the socket takes; registers for writability when it takes less than all.
+    /// Closes the connection when it is finished or broken.
+    fn send(&mut self, idx: usize) {
+        let Some(Some(c)) = self.clients.get_mut(idx) else {
+            return;
+        };
+        let mut broken = false;
+        while c.unsent() > 0 {
+            match c.stream.write(c.output.get(c.sent..).unwrap_or_default()) {
+                Ok(0) => {
+                    broken = true;
+                    break;
+                }
+                Ok(n) => c.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        if c.unsent() == 0 {
+            c.output.clear();
+            c.sent = 0;
+            if c.output.capacity() > 4 * OUTPUT_LIMIT {
+                c.output.shrink_to(OUTPUT_LIMIT);
+            }
+        }
+        if broken || (c.closing && c.unsent() == 0 && c.in_batch == 0) {
+            self.close(idx);
+            return;
+        }
+        let want_write = c.unsent() > 0;
+        if want_write != c.want_write {
+            let interest = if want_write {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            if self
+                .poll
+                .registry()
+                .reregister(&mut c.stream, Token(idx), interest)
+                .is_err()
+            {
+                self.close(idx);
+                return;
+            }
+            c.want_write = want_write;
+        }
+    }
+
+    fn close(&mut self, idx: usize) {
+        if let Some(slot) = self.clients.get_mut(idx)
+            && let Some(mut c) = slot.take()
+        {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.free.push(idx);
+            self.shared
+                .counters
+                .connected
+                .fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn close_idle(&mut self) {
+        let Some(limit) = self.shared.config.idle_timeout else {
+            return;
+        };
+        for idx in 0..self.clients.len() {
+            if let Some(Some(c)) = self.clients.get(idx)
+                && c.in_batch == 0
+                && c.last_activity.elapsed() >= limit
+            {
+                self.close(idx);
+            }
+        }
+    }
+
+    /// Answers the complete commands already received, sends the replies (waiting a little
+    /// for slow readers), and closes every connection.
+    fn shut_down(&mut self) {
+        for idx in 0..self.clients.len() {
+            if let Some(Some(c)) = self.clients.get_mut(idx) {
+                c.readable = false;
+            }
+            while let Advance::NeedFlush = self.advance(idx) {
+                self.flush_batch();
+            }
+        }
+        self.flush_batch();
+        let deadline = Instant::now() + SHUTDOWN_SEND;
+        for idx in 0..self.clients.len() {
+            if let Some(Some(c)) = self.clients.get_mut(idx) {
+                while c.unsent() > 0 && Instant::now() < deadline {
+                    match c.stream.write(c.output.get(c.sent..).unwrap_or_default()) {
+                        Ok(0) => break,
+                        Ok(n) => c.sent += n,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.close(idx);
+        }
+    }
+}
