@@ -1,11 +1,12 @@
 //! The seed server's workload: clients drive a Redis-protocol server with GET/SET mixes over
 //! keys drawn from a Zipf distribution, closed-loop or at a target arrival rate, and report
 //! throughput with average, median, p95 and p99 latency.
+//!
+//! Each load thread drives its connections from one event loop, one request outstanding per
+//! connection, so that the client is not the bottleneck: a thread per connection spends more
+//! on switching between threads than the server spends on the requests.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -36,6 +37,9 @@ pub struct Args {
     /// ...goes to this share of the keys.
     #[arg(long, default_value_t = 0.1)]
     pub hot_keys: f64,
+    /// Load threads, each driving its share of the connections from one event loop.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// Seconds to run.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
@@ -99,155 +103,327 @@ impl Zipf {
     }
 }
 
-/// One connection speaking RESP.
+/// A request in RESP form.
+fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The length of the complete reply (status, error, integer or bulk) at the start of `buf`,
+/// `None` while it is incomplete; an error reply or a malformed one is an error.
+fn reply_len(buf: &[u8]) -> Result<Option<usize>, String> {
+    let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    let line = String::from_utf8_lossy(buf.get(..eol).unwrap_or_default());
+    match line.as_bytes().first() {
+        Some(b'-') => Err(format!("server error: {line}")),
+        Some(b'+' | b':') => Ok(Some(eol + 2)),
+        Some(b'$') => {
+            let n: i64 = line
+                .get(1..)
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("bad reply {line:?}"))?;
+            let total = eol + 2 + if n >= 0 { n as usize + 2 } else { 0 };
+            Ok((buf.len() >= total).then_some(total))
+        }
+        _ => Err(format!("unexpected reply {line:?}")),
+    }
+}
+
+/// One connection of a load thread, with at most one request outstanding.
 struct Conn {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    line: String,
-    scratch: Vec<u8>,
+    stream: mio::net::TcpStream,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    sent: usize,
+    /// When the outstanding request was (or should have been) sent; `None`: none outstanding.
+    intended: Option<Instant>,
+    /// Open loop: when the next request is due.
+    next_due: Instant,
+    rng: Rng,
+    want_write: bool,
+    /// The outstanding request is a GET.
+    outstanding_get: bool,
 }
 
-impl Conn {
-    fn connect(addr: &str) -> Result<Conn, String> {
-        let s = TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-        Ok(Conn {
-            reader: BufReader::with_capacity(64 * 1024, s.try_clone().map_err(|e| e.to_string())?),
-            writer: s,
-            line: String::new(),
-            scratch: Vec::new(),
-        })
-    }
-
-    fn send(&mut self, args: &[&[u8]]) -> Result<(), String> {
-        let mut req = Vec::with_capacity(64 + args.iter().map(|a| a.len()).sum::<usize>());
-        req.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for a in args {
-            req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            req.extend_from_slice(a);
-            req.extend_from_slice(b"\r\n");
-        }
-        self.writer.write_all(&req).map_err(|e| e.to_string())
-    }
-
-    /// Reads one reply (status, error, integer or bulk); an error reply is an error.
-    fn reply(&mut self) -> Result<(), String> {
-        self.line.clear();
-        if self
-            .reader
-            .read_line(&mut self.line)
-            .map_err(|e| e.to_string())?
-            == 0
-        {
-            return Err("server closed the connection".into());
-        }
-        let line = self.line.trim_end();
-        match line.as_bytes().first() {
-            Some(b'-') => Err(format!("server error: {line}")),
-            Some(b'$') => {
-                let n: i64 = line[1..]
-                    .parse()
-                    .map_err(|_| format!("bad reply {line:?}"))?;
-                if n >= 0 {
-                    self.scratch.resize(n as usize + 2, 0);
-                    self.reader
-                        .read_exact(&mut self.scratch)
-                        .map_err(|e| e.to_string())?;
-                }
-                Ok(())
-            }
-            Some(b'+' | b':') => Ok(()),
-            _ => Err(format!("unexpected reply {line:?}")),
-        }
-    }
-}
-
+/// What one load thread measured.
 struct ClientResult {
     hist: Histogram<u64>,
     gets: u64,
     sets: u64,
 }
 
-fn client(
+/// A load thread: drives its connections from one event loop until `until`.
+struct Load<'a> {
+    args: &'a Args,
+    zipf: &'a Zipf,
+    value: Vec<u8>,
+    /// Open loop: time between two requests of one connection.
+    interval: Option<Duration>,
+    result: ClientResult,
+}
+
+impl Load<'_> {
+    /// Queues the connection's next request and sends what the socket takes.
+    fn send_next(&mut self, c: &mut Conn, intended: Instant) -> Result<(), String> {
+        let key = format!("key:{:08}", self.zipf.sample(&mut c.rng));
+        let is_get = (c.rng.next_u64() % 10_000) as f64 / 10_000.0 < self.args.get_ratio;
+        if is_get {
+            encode(&mut c.output, &[b"GET", key.as_bytes()]);
+            self.result.gets += 1;
+        } else {
+            encode(&mut c.output, &[b"SET", key.as_bytes(), &self.value]);
+            self.result.sets += 1;
+        }
+        c.intended = Some(intended);
+        c.outstanding_get = is_get;
+        if let Some(i) = self.interval {
+            c.next_due = intended + i;
+        }
+        flush(c)
+    }
+
+    /// Reads the replies that arrived, records their latency, and sends the next requests.
+    fn receive(&mut self, c: &mut Conn, buf: &mut [u8]) -> Result<(), String> {
+        loop {
+            match c.stream.read(buf) {
+                Ok(0) => return Err("server closed the connection".into()),
+                Ok(n) => c.input.extend_from_slice(buf.get(..n).unwrap_or_default()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        while let Some(n) = reply_len(&c.input)? {
+            c.input.drain(..n);
+            let Some(t) = c.intended.take() else {
+                return Err("a reply to no request".into());
+            };
+            let _ = self
+                .result
+                .hist
+                .record(t.elapsed().as_nanos().max(1) as u64);
+            // Closed loop: the next request goes now. Open loop: when due (now if late).
+            if self.interval.is_none() || c.next_due <= Instant::now() {
+                let intended = if self.interval.is_some() {
+                    c.next_due
+                } else {
+                    Instant::now()
+                };
+                self.send_next(c, intended)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn flush(c: &mut Conn) -> Result<(), String> {
+    while c.sent < c.output.len() {
+        match c.stream.write(c.output.get(c.sent..).unwrap_or_default()) {
+            Ok(0) => return Err("server closed the connection".into()),
+            Ok(n) => c.sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    if c.sent == c.output.len() {
+        c.output.clear();
+        c.sent = 0;
+    }
+    Ok(())
+}
+
+/// Connects `count` connections (numbered from `first`) and runs them until `until`.
+fn load_thread(
     args: &Args,
     zipf: &Zipf,
-    id: usize,
+    first: usize,
+    count: usize,
     start: Instant,
-    stop: &AtomicBool,
+    until: Instant,
 ) -> Result<ClientResult, String> {
-    let mut conn = Conn::connect(&args.addr)?;
-    let mut rng = Rng::new(args.seed + id as u64 * 7_777);
-    let value: Vec<u8> = (0..args.value_size)
-        .map(|i| b'a' + (i % 26) as u8)
-        .collect();
-    let mut hist =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
-    let (mut gets, mut sets) = (0u64, 0u64);
-    // Open loop: each client sends at rate/clients, latency counted from the intended send
-    // time, so a stalled server is not hidden (no coordinated omission).
+    use mio::{Events, Interest, Poll, Token};
+    let mut poll = Poll::new().map_err(|e| e.to_string())?;
     let interval = args
         .rate
         .map(|r| Duration::from_secs_f64(args.clients as f64 / r));
-    let mut next_send = start
-        + interval.map_or(Duration::ZERO, |i| {
-            i.mul_f64(id as f64 / args.clients as f64)
+    let mut conns = Vec::with_capacity(count);
+    for i in 0..count {
+        let id = first + i;
+        let std_stream =
+            std::net::TcpStream::connect(&args.addr).map_err(|e| format!("{}: {e}", args.addr))?;
+        std_stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        std_stream
+            .set_nonblocking(true)
+            .map_err(|e| e.to_string())?;
+        let mut stream = mio::net::TcpStream::from_std(std_stream);
+        poll.registry()
+            .register(&mut stream, Token(i), Interest::READABLE)
+            .map_err(|e| e.to_string())?;
+        // Open loop: connections start spread over one interval.
+        let offset = interval.map_or(Duration::ZERO, |iv| {
+            iv.mul_f64(id as f64 / args.clients as f64)
         });
-    while !stop.load(Ordering::Relaxed) {
-        let intended = match interval {
-            Some(i) => {
-                let now = Instant::now();
-                if next_send > now {
-                    std::thread::sleep(next_send - now);
-                }
-                let t = next_send;
-                next_send += i;
-                t
-            }
-            None => Instant::now(),
-        };
-        let key = format!("key:{:08}", zipf.sample(&mut rng));
-        let is_get = (rng.next_u64() % 10_000) as f64 / 10_000.0 < args.get_ratio;
-        if is_get {
-            conn.send(&[b"GET", key.as_bytes()])?;
-            gets += 1;
-        } else {
-            conn.send(&[b"SET", key.as_bytes(), &value])?;
-            sets += 1;
-        }
-        conn.reply()?;
-        let _ = hist.record(intended.elapsed().as_nanos().max(1) as u64);
+        conns.push(Conn {
+            stream,
+            input: Vec::new(),
+            output: Vec::new(),
+            sent: 0,
+            intended: None,
+            next_due: start + offset,
+            rng: Rng::new(args.seed + id as u64 * 7_777),
+            want_write: false,
+            outstanding_get: false,
+        });
     }
-    Ok(ClientResult { hist, gets, sets })
+    let mut load = Load {
+        args,
+        zipf,
+        value: (0..args.value_size)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect(),
+        interval,
+        result: ClientResult {
+            hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?,
+            gets: 0,
+            sets: 0,
+        },
+    };
+    let mut events = Events::with_capacity(1024);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        // Idle connections whose request is due send it.
+        let mut wake = until;
+        for c in conns.iter_mut() {
+            if c.intended.is_none() {
+                if c.next_due <= now {
+                    let intended = if load.interval.is_some() {
+                        c.next_due
+                    } else {
+                        now
+                    };
+                    load.send_next(c, intended)?;
+                } else {
+                    wake = wake.min(c.next_due);
+                }
+            }
+        }
+        for (i, c) in conns.iter_mut().enumerate() {
+            let want_write = !c.output.is_empty();
+            if want_write != c.want_write {
+                let interest = if want_write {
+                    Interest::READABLE | Interest::WRITABLE
+                } else {
+                    Interest::READABLE
+                };
+                poll.registry()
+                    .reregister(&mut c.stream, Token(i), interest)
+                    .map_err(|e| e.to_string())?;
+                c.want_write = want_write;
+            }
+        }
+        let timeout = wake.saturating_duration_since(Instant::now());
+        match poll.poll(&mut events, Some(timeout.min(Duration::from_millis(10)))) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+        for event in events.iter() {
+            let Some(c) = conns.get_mut(event.token().0) else {
+                continue;
+            };
+            if event.is_writable() {
+                flush(c)?;
+            }
+            if event.is_readable() || event.is_read_closed() || event.is_error() {
+                load.receive(c, &mut buf)?;
+            }
+        }
+    }
+    // Requests still unanswered at the end are not counted.
+    for c in &conns {
+        match c.intended.map(|_| c.outstanding_get) {
+            Some(true) => load.result.gets -= 1,
+            Some(false) => load.result.sets -= 1,
+            None => {}
+        }
+    }
+    Ok(load.result)
 }
 
-pub fn run(args: &Args) -> Result<(), String> {
-    let s = Zipf::calibrate(args.keys, args.hot_keys, args.hot_requests);
-    let zipf = Arc::new(Zipf::new(args.keys, s));
-    // Load every key once so GETs find values.
-    let mut conn = Conn::connect(&args.addr)?;
-    let value: Vec<u8> = vec![b'x'; args.value_size];
+/// Writes every key once, pipelined, so that GETs find values.
+fn preload(args: &Args) -> Result<(), String> {
+    let mut s =
+        std::net::TcpStream::connect(&args.addr).map_err(|e| format!("{}: {e}", args.addr))?;
+    let value = vec![b'x'; args.value_size];
+    let mut req = Vec::new();
     for k in 0..args.keys {
-        conn.send(&[b"SET", format!("key:{k:08}").as_bytes(), &value])?;
+        encode(
+            &mut req,
+            &[b"SET", format!("key:{k:08}").as_bytes(), &value],
+        );
     }
-    for _ in 0..args.keys {
-        conn.reply()?;
+    s.write_all(&req).map_err(|e| e.to_string())?;
+    let (mut input, mut buf, mut replies) = (Vec::new(), vec![0u8; 64 * 1024], 0);
+    while replies < args.keys {
+        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("server closed the connection".into());
+        }
+        input.extend_from_slice(buf.get(..n).unwrap_or_default());
+        while let Some(len) = reply_len(&input)? {
+            input.drain(..len);
+            replies += 1;
+        }
     }
-    let stop = Arc::new(AtomicBool::new(false));
+    Ok(())
+}
+
+/// What a run measured.
+pub struct Report {
+    /// The calibrated Zipf exponent.
+    pub exponent: f64,
+    pub elapsed: f64,
+    /// Requests answered.
+    pub gets: u64,
+    pub sets: u64,
+    /// Latency in nanoseconds.
+    pub hist: Histogram<u64>,
+}
+
+/// Preloads the keys, runs the workload and gathers the load threads' measurements.
+pub fn measure(args: &Args) -> Result<Report, String> {
+    let s = Zipf::calibrate(args.keys, args.hot_keys, args.hot_requests);
+    let zipf = Zipf::new(args.keys, s);
+    preload(args)?;
+    let threads = args.threads.clamp(1, args.clients.max(1));
     let start = Instant::now();
+    let until = start + Duration::from_secs_f64(args.duration);
     let results: Vec<Result<ClientResult, String>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..args.clients)
-            .map(|id| {
-                let (zipf, stop) = (zipf.clone(), stop.clone());
-                sc.spawn(move || client(args, &zipf, id, start, &stop))
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                // Connections dealt as evenly as they go.
+                let first = args.clients * t / threads;
+                let count = args.clients * (t + 1) / threads - first;
+                let zipf = &zipf;
+                sc.spawn(move || load_thread(args, zipf, first, count, start, until))
             })
             .collect();
-        std::thread::sleep(Duration::from_secs_f64(args.duration));
-        stop.store(true, Ordering::Relaxed);
         handles
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err("client thread panicked".into()))
+                    .unwrap_or_else(|_| Err("load thread panicked".into()))
             })
             .collect()
     });
@@ -261,6 +437,24 @@ pub fn run(args: &Args) -> Result<(), String> {
         gets += r.gets;
         sets += r.sets;
     }
+    Ok(Report {
+        exponent: s,
+        elapsed,
+        gets,
+        sets,
+        hist,
+    })
+}
+
+/// Runs the workload and prints its report.
+pub fn run(args: &Args) -> Result<(), String> {
+    let Report {
+        exponent: s,
+        elapsed,
+        gets,
+        sets,
+        hist,
+    } = measure(args)?;
     let total = gets + sets;
     let ms = |ns: u64| ns as f64 / 1e6;
     if args.json {
@@ -311,5 +505,57 @@ mod tests {
         let mut rng = Rng::new(1);
         let hot = (0..100_000).filter(|_| z.sample(&mut rng) < 100).count();
         assert!((hot as f64 / 100_000.0 - 0.9).abs() < 0.01, "{hot}");
+    }
+
+    #[test]
+    fn replies_are_framed_and_errors_reported() {
+        assert_eq!(reply_len(b"+OK\r\n+O"), Ok(Some(5)));
+        assert_eq!(reply_len(b":12\r\n"), Ok(Some(5)));
+        assert_eq!(reply_len(b"$3\r\nabc\r\n"), Ok(Some(9)));
+        assert_eq!(reply_len(b"$3\r\nab"), Ok(None));
+        assert_eq!(reply_len(b"$-1\r\n"), Ok(Some(5)));
+        assert_eq!(reply_len(b"+OK"), Ok(None));
+        assert!(reply_len(b"-ERR no\r\n").is_err());
+        assert!(reply_len(b"*1\r\n").is_err());
+    }
+
+    #[test]
+    fn drives_a_server_closed_and_open_loop() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = strata_server::Server::start(strata_server::Config {
+            dir: dir.path().into(),
+            port: 0,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut args = Args {
+            addr: server.local_addr().to_string(),
+            clients: 5,
+            keys: 100,
+            value_size: 64,
+            get_ratio: 0.5,
+            hot_requests: 0.9,
+            hot_keys: 0.1,
+            threads: 2,
+            duration: 0.5,
+            rate: None,
+            seed: 3,
+            json: false,
+        };
+        let closed = measure(&args).unwrap();
+        assert!(
+            closed.gets > 100 && closed.sets > 100,
+            "{} {}",
+            closed.gets,
+            closed.sets
+        );
+        assert_eq!(closed.hist.len(), closed.gets + closed.sets);
+        // Open loop at 1,000 requests/s: about 500 in half a second.
+        args.rate = Some(1000.0);
+        let open = measure(&args).unwrap();
+        let n = open.gets + open.sets;
+        assert!((350..=650).contains(&n), "{n} requests");
+        assert_eq!(open.hist.len(), n);
+        server.shutdown().unwrap();
     }
 }

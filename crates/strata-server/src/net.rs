@@ -445,6 +445,11 @@ impl Worker {
                     c.input
                         .extend_from_slice(self.scratch.get(..n).unwrap_or_default());
                     c.last_activity = Instant::now();
+                    // A short read emptied the socket; bytes that come later raise a new
+                    // readiness edge, so asking again now would only hear WouldBlock.
+                    if n < self.scratch.len() {
+                        c.readable = false;
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     c.readable = false;

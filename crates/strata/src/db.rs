@@ -227,7 +227,7 @@ impl Db {
         wals.sort();
         let mut last_seq = versions.last_sequence;
         let mut edit = VersionEdit::default();
-        let mut mem = Arc::new(MemTable::new(FileNumber(0)));
+        let mut mem = Arc::new(MemTable::new(FileNumber(0), options.write_buffer_size));
         let mut next_seq: Option<u64> = None;
         'replay: for (i, number) in wals.iter().enumerate() {
             let path = dir.join(wal_file_name(*number));
@@ -291,7 +291,7 @@ impl Db {
                 if mem.approximate_size() >= options.write_buffer_size {
                     edit.added
                         .push(write_level0(&store, &table_options, &mut versions, &mem)?);
-                    mem = Arc::new(MemTable::new(FileNumber(0)));
+                    mem = Arc::new(MemTable::new(FileNumber(0), options.write_buffer_size));
                 }
             }
             if salvaged > 0 {
@@ -315,7 +315,7 @@ impl Db {
         edit.last_sequence = Some(last_seq);
         versions.log_and_apply(edit)?;
 
-        let mem = Arc::new(MemTable::new(wal_number));
+        let mem = Arc::new(MemTable::new(wal_number, options.write_buffer_size));
         let version = versions.current();
         let sv = Arc::new(SuperVersion {
             mem: mem.clone(),
@@ -962,7 +962,10 @@ impl DbInner {
                 }
                 *cur = Some(wal);
             }
-            let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+            let old = std::mem::replace(
+                &mut st.mem,
+                Arc::new(MemTable::new(number, self.opts.write_buffer_size)),
+            );
             st.imm.push_back(old);
             st.wal_number = number;
             self.install_super_version(&st);

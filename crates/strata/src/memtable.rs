@@ -10,6 +10,10 @@
 //! one cache line or two rather than a node and a separate key; and the whole memtable is
 //! freed chunk by chunk rather than node by node.
 //!
+//! Point lookups do not walk the list: every node is also pushed onto the chain of a hash
+//! bucket chosen by its user key, newest first, so a lookup reads a bucket and a node or two
+//! instead of a dozen nodes scattered over the whole table. Iterators use the list.
+//!
 //! Nodes are handled as raw pointers into the arena throughout (never `&Node`), so that
 //! reading the tower and the bytes after the header stays within the allocation's provenance.
 
@@ -22,7 +26,7 @@ use std::time::Instant;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{
-    FileNumber, SeqNo, ValueKind, compare_internal, lookup_key, pack_trailer, parse_internal_key,
+    FileNumber, SeqNo, ValueKind, compare_internal, pack_trailer, parse_internal_key,
 };
 
 const MAX_HEIGHT: usize = 12;
@@ -116,9 +120,32 @@ struct Node {
     key_len: usize,
     value_len: usize,
     height: usize,
+    /// The next older node in this node's hash bucket.
+    hash_next: Link,
 }
 
 type Link = AtomicPtr<Node>;
+
+/// Hash buckets per byte of write buffer: about one bucket per entry of 128 bytes.
+const BYTES_PER_BUCKET: usize = 128;
+
+/// A hash of a user key for the bucket index (not for anything adversarial: a chain only
+/// grows with the entries of one memtable).
+fn hash_user_key(key: &[u8]) -> u64 {
+    const M: u64 = 0x2127_599b_f432_5c37;
+    let mut h = 0x9e37_79b9_7f4a_7c15 ^ (key.len() as u64).wrapping_mul(M);
+    let mut words = key.chunks_exact(8);
+    for w in &mut words {
+        h = (h ^ u64::from_le_bytes(<[u8; 8]>::try_from(w).unwrap_or_default())).wrapping_mul(M);
+        h ^= h >> 29;
+    }
+    let mut last = [0u8; 8];
+    for (d, b) in last.iter_mut().zip(words.remainder()) {
+        *d = *b;
+    }
+    h = (h ^ u64::from_le_bytes(last)).wrapping_mul(M);
+    h ^ (h >> 32)
+}
 
 impl Node {
     fn bytes(height: usize, key_len: usize, value_len: usize) -> usize {
@@ -138,6 +165,7 @@ impl Node {
                 key_len,
                 value_len: value.len(),
                 height,
+                hash_next: AtomicPtr::new(ptr::null_mut()),
             });
             let mut dst = Node::data(node);
             for part in key {
@@ -196,6 +224,8 @@ pub(crate) enum Lookup {
 pub(crate) struct MemTable {
     arena: Arena,
     head: *mut Node,
+    /// Chains of nodes by user key, newest first; the length is a power of two.
+    buckets: Box<[Link]>,
     max_height: AtomicUsize,
     /// Bytes of the nodes: headers, towers, keys and values.
     size: AtomicUsize,
@@ -213,12 +243,20 @@ unsafe impl Send for MemTable {}
 unsafe impl Sync for MemTable {}
 
 impl MemTable {
-    pub(crate) fn new(wal: FileNumber) -> Self {
+    /// An empty memtable for writes logged in `wal`, with hash buckets sized for about
+    /// `capacity_bytes` of entries.
+    pub(crate) fn new(wal: FileNumber, capacity_bytes: usize) -> Self {
         let arena = Arena::new();
         let head = Node::create(&arena, MAX_HEIGHT, &[], &[]);
+        let buckets = (capacity_bytes / BYTES_PER_BUCKET)
+            .next_power_of_two()
+            .max(64);
         MemTable {
             arena,
             head,
+            buckets: (0..buckets)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
             max_height: AtomicUsize::new(1),
             size: AtomicUsize::new(0),
             entries: AtomicU64::new(0),
@@ -271,13 +309,32 @@ impl MemTable {
         h
     }
 
-    /// Adds an entry. Requires: no entry with the same (key, seq) exists; every write has its
-    /// own sequence number, so this holds for the engine's callers.
+    fn bucket(&self, user_key: &[u8]) -> &Link {
+        let i = hash_user_key(user_key) as usize & (self.buckets.len() - 1);
+        &self.buckets[i]
+    }
+
+    /// Adds an entry. Requires: no entry with the same (key, seq) exists, and the versions
+    /// of one user key are added in sequence order (so that hash chains run newest first).
+    /// The engine assigns sequence numbers and inserts a group's writes in one thread, in
+    /// order, so both hold for its callers; different keys may be added from many threads.
     pub(crate) fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
         let trailer = pack_trailer(seq, kind).to_le_bytes();
         let height = self.random_height();
         let node = Node::create(&self.arena, height, &[key, &trailer], value);
         self.insert(node, height);
+        let bucket = self.bucket(key);
+        let mut head = bucket.load(Ordering::Acquire);
+        loop {
+            // SAFETY: `node` is published in the list but its `hash_next` is ours alone until
+            // the CAS below publishes it in the bucket.
+            unsafe { (*node).hash_next.store(head, Ordering::Relaxed) };
+            // Release: a reader that finds the node through the bucket sees its contents.
+            match bucket.compare_exchange_weak(head, node, Ordering::Release, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => head = now,
+            }
+        }
         self.size.fetch_add(
             Node::bytes(height, key.len() + trailer.len(), value.len()),
             Ordering::Relaxed,
@@ -399,10 +456,33 @@ impl MemTable {
         node
     }
 
-    /// The newest version of `key` visible at `seq`.
+    /// The newest version of `key` visible at `seq`, found through the key's hash chain.
     pub(crate) fn get(&self, key: &[u8], seq: SeqNo) -> Lookup {
-        let target = lookup_key(key, seq);
-        let node = self.find_ge(&target);
+        let mut node = self.bucket(key).load(Ordering::Acquire);
+        while !node.is_null() {
+            // SAFETY: a node published in the bucket, kept alive by `&self`.
+            let found_key = unsafe { Node::key(node) };
+            // The chain runs newest first, so the first visible version of the key is the one.
+            if let Some(p) = parse_internal_key(found_key)
+                && p.user_key == key
+                && p.seq <= seq
+            {
+                return match p.kind {
+                    // SAFETY: as above.
+                    ValueKind::Value => Lookup::Found(unsafe { Node::value(node) }.to_vec()),
+                    ValueKind::Delete => Lookup::Deleted,
+                };
+            }
+            // SAFETY: as above; Acquire pairs with the Release that published the next node.
+            node = unsafe { (*node).hash_next.load(Ordering::Acquire) };
+        }
+        Lookup::Absent
+    }
+
+    /// [`MemTable::get`] by walking the list instead of the hash chain (tests compare them).
+    #[cfg(test)]
+    fn get_by_list(&self, key: &[u8], seq: SeqNo) -> Lookup {
+        let node = self.find_ge(&crate::key::lookup_key(key, seq));
         if node.is_null() {
             return Lookup::Absent;
         }
@@ -487,10 +567,11 @@ fn current_user_key(it: &MemTableIter) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::lookup_key;
 
     #[test]
     fn get_sees_the_newest_visible_version() {
-        let m = MemTable::new(FileNumber(1));
+        let m = MemTable::new(FileNumber(1), 4096);
         m.add(SeqNo(1), ValueKind::Value, b"k", b"v1");
         m.add(SeqNo(2), ValueKind::Value, b"k", b"v2");
         m.add(SeqNo(3), ValueKind::Delete, b"k", b"");
@@ -502,8 +583,45 @@ mod tests {
     }
 
     #[test]
+    fn hash_lookups_agree_with_the_list_at_every_snapshot() {
+        // A tiny table: few buckets, long chains mixing keys and versions.
+        let m = MemTable::new(FileNumber(1), 64);
+        let mut seq = 0;
+        for round in 0..5u64 {
+            for k in 0..200u64 {
+                if (k + round) % 3 == 0 {
+                    continue;
+                }
+                seq += 1;
+                let key = format!("k{k}");
+                let kind = if (k * round) % 7 == 3 {
+                    ValueKind::Delete
+                } else {
+                    ValueKind::Value
+                };
+                m.add(
+                    SeqNo(seq),
+                    kind,
+                    key.as_bytes(),
+                    format!("{round}").as_bytes(),
+                );
+            }
+        }
+        for at in (0..=seq + 1).step_by(37) {
+            for k in 0..210u64 {
+                let key = format!("k{k}");
+                assert_eq!(
+                    m.get(key.as_bytes(), SeqNo(at)),
+                    m.get_by_list(key.as_bytes(), SeqNo(at)),
+                    "key {key} at {at}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn large_and_small_entries_share_the_arena() {
-        let m = MemTable::new(FileNumber(1));
+        let m = MemTable::new(FileNumber(1), 4096);
         let big = vec![7u8; CHUNK_BYTES];
         for i in 0..3000u64 {
             let key = format!("{i:06}");
@@ -525,7 +643,7 @@ mod tests {
 
     #[test]
     fn iterates_in_order_both_ways() {
-        let m = Arc::new(MemTable::new(FileNumber(1)));
+        let m = Arc::new(MemTable::new(FileNumber(1), 4096));
         for (i, k) in [5u8, 1, 9, 3, 7].iter().enumerate() {
             m.add(SeqNo(i as u64 + 1), ValueKind::Value, &[*k], b"");
         }
@@ -550,7 +668,7 @@ mod tests {
 
     #[test]
     fn concurrent_inserts_and_reads_lose_nothing() {
-        let m = Arc::new(MemTable::new(FileNumber(1)));
+        let m = Arc::new(MemTable::new(FileNumber(1), 4096));
         let threads: Vec<_> = (0..4u64)
             .map(|t| {
                 let m = m.clone();
