@@ -58,7 +58,7 @@ fn read_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     shared.db.get(key).map_err(|e| e.to_string())
 }
 
-/// Applies a batch and updates the cache. Requires: the caller holds the stripe locks of
+/// Applies a batch and drops its keys from the cache. Requires: the caller holds the stripe locks of
 /// every key in `changes`.
 fn apply(shared: &Shared, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), String> {
     let mut batch = WriteBatch::new();
@@ -72,13 +72,10 @@ fn apply(shared: &Shared, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), Stri
         .db
         .write(batch, write_opts(shared))
         .map_err(|e| e.to_string());
-    for (k, v) in changes {
-        match (&result, v) {
-            (Ok(()), Some(v)) => shared.cache.put(k, Some(v.to_vec())),
-            (Ok(()), None) => shared.cache.put(k, None),
-            // The write's outcome is unknown: forget the key rather than guess.
-            (Err(_), _) => shared.cache.remove(k),
-        }
+    // A written key leaves the cache (the next read fills it): cheaper than copying every
+    // written value in, and right whatever the write's outcome.
+    for (k, _) in changes {
+        shared.cache.remove(k);
     }
     result
 }
@@ -126,7 +123,17 @@ pub(crate) fn execute(
     let Some((name, rest)) = args.split_first() else {
         return After::Continue;
     };
-    let cmd = upper(name);
+    // Command names are short: upper-cased on the stack, without an allocation.
+    let mut buf = [0u8; 32];
+    let cmd: std::borrow::Cow<'_, str> = match (buf.get_mut(..name.len()), name.is_ascii()) {
+        (Some(dst), true) => {
+            dst.copy_from_slice(name);
+            dst.make_ascii_uppercase();
+            std::str::from_utf8(dst).unwrap_or_default().into()
+        }
+        _ => upper(name).into(),
+    };
+    let cmd = &*cmd;
     // FLUSHALL runs alone: it waits for every other command and holds new ones back.
     let result = if cmd == "FLUSHALL" || cmd == "FLUSHDB" {
         let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());

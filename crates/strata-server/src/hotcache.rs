@@ -21,10 +21,37 @@ struct Slot {
     referenced: bool,
 }
 
+/// A fast hash for the shard maps, eight bytes at a time (keys come from clients, but a
+/// collision costs only time within one shard's table).
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl std::hash::Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.write_u64(u64::from_le_bytes(
+                <[u8; 8]>::try_from(w).unwrap_or_default(),
+            ));
+        }
+        let mut last = [0u8; 8];
+        for (d, b) in last.iter_mut().zip(words.remainder()) {
+            *d = *b;
+        }
+        self.write_u64(u64::from_le_bytes(last) ^ bytes.len() as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
 #[derive(Default)]
 struct Shard {
     /// Key to its index in `slots`.
-    map: HashMap<Box<[u8]>, usize>,
+    map: HashMap<Box<[u8]>, usize, std::hash::BuildHasherDefault<WordHasher>>,
     /// `None`: a free slot, listed in `free`.
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
@@ -87,11 +114,10 @@ impl HotCache {
     }
 
     fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for &b in key {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.shards[(h as usize) % SHARDS]
+        let mut h = WordHasher(0xcbf2_9ce4_8422_2325);
+        std::hash::Hasher::write(&mut h, key);
+        // The high bits: the maps inside use the low ones.
+        self.shards[(std::hash::Hasher::finish(&h) >> 58) as usize % SHARDS]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
