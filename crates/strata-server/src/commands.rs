@@ -137,10 +137,10 @@ pub(crate) fn execute(
     // FLUSHALL runs alone: it waits for every other command and holds new ones back.
     let result = if cmd == "FLUSHALL" || cmd == "FLUSHDB" {
         let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
-        run(shared, conn, &cmd, rest, out)
+        run(shared, conn, cmd, rest, out)
     } else {
         let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-        run(shared, conn, &cmd, rest, out)
+        run(shared, conn, cmd, rest, out)
     };
     match result {
         Ok(after) => after,
