@@ -1,10 +1,11 @@
 //! A server that speaks the Redis protocol (RESP2) over a Strata database, so that redis-cli,
 //! redis-benchmark and every Redis client library work with it unchanged.
 //!
-//! A few worker threads each poll their share of the connections (see [`net`]); requests of a
-//! connection are answered in order and may be pipelined. Commands that read and then write a key (SETNX, INCR, APPEND, SET NX/XX,
-//! GETDEL, and every write that keeps the hot-key cache coherent) hold that key's stripe lock,
-//! so they are atomic with respect to each other; plain reads take no lock.
+//! A few worker threads each poll their share of the connections (the `net` module); requests
+//! of a connection are answered in order and may be pipelined. Commands that read and then
+//! write a key (SETNX, INCR, APPEND, SET NX/XX, GETDEL, and every write, which must keep the
+//! hot-key cache coherent) hold that key's stripe lock, so they are atomic with respect to
+//! each other; reads that hit the hot-key cache take no stripe lock.
 //!
 //! ```no_run
 //! let config = strata_server::Config { dir: "./data".into(), ..Default::default() };

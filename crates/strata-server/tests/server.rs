@@ -519,3 +519,84 @@ fn pipelined_sets_are_grouped_in_order() {
     );
     server.shutdown().unwrap();
 }
+
+#[test]
+fn the_hot_key_cache_never_serves_a_stale_value() {
+    // A cache too small for the keys, so that entries are evicted and refilled all the time,
+    // and two workers, so that writers and readers run at once.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| {
+        c.cache_bytes = 16 * 1024;
+        c.threads = 2;
+    });
+    const KEYS: usize = 64;
+    const WRITES: u64 = 400;
+    // The highest value acknowledged for each key: a read that starts after an
+    // acknowledgement must see that value or a newer one.
+    let acked: Arc<Vec<std::sync::atomic::AtomicU64>> =
+        Arc::new((0..KEYS).map(|_| Default::default()).collect());
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (acked, mut c) = (acked.clone(), client(&server));
+            std::thread::spawn(move || {
+                for i in 1..=WRITES {
+                    // Each writer owns half of the keys; odd rounds pipeline four SETs.
+                    let keys: Vec<usize> = (0..4)
+                        .map(|j| (w + 2 * ((i as usize * 4 + j) % (KEYS / 2))))
+                        .collect();
+                    if i % 2 == 1 {
+                        let mut p = redis::pipe();
+                        for k in &keys {
+                            p.set(format!("k{k}"), i).ignore();
+                        }
+                        p.query::<()>(&mut c).unwrap();
+                    } else {
+                        for k in &keys {
+                            c.set::<_, _, ()>(format!("k{k}"), i).unwrap();
+                        }
+                    }
+                    for k in keys {
+                        acked[k].fetch_max(i, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (acked, done, mut c) = (acked.clone(), done.clone(), client(&server));
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                let mut k = r;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    k = (k * 7 + 3) % KEYS;
+                    let floor = acked[k].load(std::sync::atomic::Ordering::SeqCst);
+                    let got: Option<u64> = c.get(format!("k{k}")).unwrap();
+                    assert!(
+                        got.unwrap_or(0) >= floor,
+                        "k{k}: read {got:?} after {floor} was acknowledged"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(reads > 100, "{reads} reads");
+    let mut c = client(&server);
+    for k in 0..KEYS {
+        let got: u64 = c.get(format!("k{k}")).unwrap();
+        assert_eq!(
+            got,
+            acked[k].load(std::sync::atomic::Ordering::SeqCst),
+            "k{k}"
+        );
+    }
+    server.shutdown().unwrap();
+}
