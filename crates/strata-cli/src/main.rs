@@ -161,7 +161,7 @@ enum Command {
         /// Bytes of the hot-key cache in front of the engine (0: off).
         #[arg(long, default_value_t = 64 * 1024 * 1024)]
         cache_bytes: usize,
-        /// Worker threads serving connections (0: one per CPU).
+        /// Worker threads serving connections (0: half the CPUs, at least one).
         #[arg(long, default_value_t = 0)]
         threads: usize,
         /// The engine's memtable size in bytes.

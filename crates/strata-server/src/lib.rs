@@ -77,7 +77,7 @@ pub struct Config {
     pub idle_timeout: Option<Duration>,
     /// Bytes of the hot-key cache (0 turns it off).
     pub cache_bytes: usize,
-    /// Worker threads serving connections (0: one per CPU).
+    /// Worker threads serving connections (0: half the CPUs, at least one).
     pub threads: usize,
     /// Engine options (the directory's database is opened with them).
     pub engine: Options,
@@ -177,7 +177,8 @@ impl Server {
             config,
         });
         let threads = match shared.config.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // Half the CPUs: the rest is left to the engine's flush and compaction threads.
+            0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
             n => n,
         };
         let workers: Vec<net::WorkerHandle> = (0..threads)
