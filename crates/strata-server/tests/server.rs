@@ -543,7 +543,7 @@ fn the_hot_key_cache_never_serves_a_stale_value() {
                 for i in 1..=WRITES {
                     // Each writer owns half of the keys; odd rounds pipeline four SETs.
                     let keys: Vec<usize> = (0..4)
-                        .map(|j| (w + 2 * ((i as usize * 4 + j) % (KEYS / 2))))
+                        .map(|j| w + 2 * ((i as usize * 4 + j) % (KEYS / 2)))
                         .collect();
                     if i % 2 == 1 {
                         let mut p = redis::pipe();
