@@ -311,6 +311,11 @@ impl Db {
         // A fresh WAL for new writes; older ones are obsolete once the edit is logged.
         let wal_number = versions.new_file_number();
         let wal = create_wal(&store, wal_number)?;
+        if !exists {
+            // The new MANIFEST's first record then names a WAL too, so no MANIFEST ever says
+            // "no WAL", and one cut short after that record is caught like any other.
+            versions.log_number = wal_number;
+        }
         edit.log_number = Some(wal_number);
         edit.last_sequence = Some(last_seq);
         versions.log_and_apply(edit)?;
@@ -605,6 +610,15 @@ fn check_manifest_against_directory(
                 format!("the MANIFEST names {name}, which is missing"),
             ));
         }
+    }
+    // Only a MANIFEST written by an older Strata, which began with an empty database's state,
+    // names no WAL. Cut short there, it has lost the edits that named the tables now present.
+    if versions.log_number.0 == 0 && names.iter().any(|n| n.ends_with(".sst")) {
+        return Err(Error::corruption(
+            &manifest,
+            0,
+            "the MANIFEST names no WAL, yet tables are present: edits after its first were lost",
+        ));
     }
     let wal = wal_file_name(versions.log_number);
     if versions.log_number.0 != 0 && !present.contains(wal.as_str()) {
