@@ -1,5 +1,6 @@
-//! The block cache (the buffer pool): decoded data, index and filter blocks, bounded in bytes,
-//! split into shards that each evict with the CLOCK algorithm.
+//! The block cache (the buffer pool): decoded data blocks and lower index blocks, bounded in
+//! bytes, split into shards that each evict with the CLOCK algorithm. (Filters and root index
+//! blocks are held by their open tables instead.)
 //!
 //! A lookup takes its shard's lock for reading only and marks the entry referenced with an
 //! atomic; an insert takes the write lock and sweeps the clock hand, giving each referenced
@@ -10,24 +11,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::sstable::block::Block;
-use crate::sstable::filter::BloomFilter;
 
 const SHARDS: usize = 16;
 
-/// A cached item.
-#[derive(Clone)]
-pub(crate) enum CacheValue {
-    Block(Arc<Block>),
-    Filter(Arc<BloomFilter>),
-}
+/// A cached block.
+pub(crate) type CacheValue = Arc<Block>;
 
-impl CacheValue {
-    fn charge(&self) -> usize {
-        64 + match self {
-            CacheValue::Block(b) => b.size(),
-            CacheValue::Filter(f) => f.size(),
-        }
-    }
+/// The bytes a block is charged: its contents and the slot's bookkeeping.
+fn charge(block: &Block) -> usize {
+    64 + block.size()
 }
 
 /// (file number, block offset).
@@ -145,7 +137,7 @@ impl BlockCache {
     }
 
     pub(crate) fn insert(&self, key: CacheKey, value: CacheValue) {
-        let charge = value.charge();
+        let charge = charge(&value);
         if charge > self.shard_capacity {
             return;
         }
@@ -241,7 +233,7 @@ mod tests {
         let mut data = vec![0u8; bytes];
         data.extend_from_slice(&0u32.to_le_bytes());
         data.extend_from_slice(&1u32.to_le_bytes());
-        CacheValue::Block(Arc::new(Block::new(data).unwrap()))
+        Arc::new(Block::new(data).unwrap())
     }
 
     #[test]

@@ -97,10 +97,6 @@ impl BloomFilter {
         Ok(BloomFilter { data, bits, k })
     }
 
-    pub(crate) fn size(&self) -> usize {
-        self.data.len() + 1
-    }
-
     /// False only when the key is certainly absent from the file.
     pub(crate) fn may_contain(&self, user_key: &[u8]) -> bool {
         let h = hash64(user_key);

@@ -1,16 +1,19 @@
 //! Reads an SST file: point lookups through filter, index and one data block, and
-//! bidirectional iteration. Blocks come from the block cache when they are there.
+//! bidirectional iteration. The filter and the root index block are read once and held by
+//! the open table, as LevelDB and RocksDB (by default) hold them: in the block cache, a stream
+//! of data blocks would evict them, and every lookup would read them again whole. Data blocks,
+//! and lower index levels, come from the block cache when they are there.
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::block::{Block, BlockIter};
 use super::filter::BloomFilter;
 use super::format::{
     BLOCK_TRAILER_BYTES, BlockHandle, FOOTER_BYTES, Footer, FooterError, unwrap_block,
 };
-use crate::cache::{BlockCache, CacheValue};
+use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
@@ -23,6 +26,9 @@ pub(crate) struct Table {
     number: FileNumber,
     footer: Footer,
     cache: Arc<BlockCache>,
+    /// Read on first use, then held while the table is open.
+    filter: OnceLock<BloomFilter>,
+    index_root: OnceLock<Arc<Block>>,
 }
 
 /// A found entry.
@@ -79,6 +85,8 @@ impl Table {
             number,
             footer,
             cache,
+            filter: OnceLock::new(),
+            index_root: OnceLock::new(),
         })
     }
 
@@ -103,28 +111,35 @@ impl Table {
 
     pub(crate) fn read_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         let key = (self.number.0, handle.offset);
-        if let Some(CacheValue::Block(b)) = self.cache.get(&key) {
+        if let Some(b) = self.cache.get(&key) {
             return Ok(b);
         }
         let raw = self.read_raw(handle)?;
         let block = Arc::new(Block::new(raw).map_err(|e| e.at(&self.path, handle.offset))?);
         if fill_cache {
-            self.cache.insert(key, CacheValue::Block(block.clone()));
+            self.cache.insert(key, block.clone());
         }
         Ok(block)
     }
 
-    fn filter(&self) -> Result<Arc<BloomFilter>> {
-        let key = (self.number.0, self.footer.filter.offset);
-        if let Some(CacheValue::Filter(f)) = self.cache.get(&key) {
+    fn filter(&self) -> Result<&BloomFilter> {
+        if let Some(f) = self.filter.get() {
             return Ok(f);
         }
         let raw = self.read_raw(self.footer.filter)?;
-        let filter = Arc::new(
-            BloomFilter::new(raw).map_err(|e| e.at(&self.path, self.footer.filter.offset))?,
-        );
-        self.cache.insert(key, CacheValue::Filter(filter.clone()));
-        Ok(filter)
+        let filter =
+            BloomFilter::new(raw).map_err(|e| e.at(&self.path, self.footer.filter.offset))?;
+        // Two readers may race to load it; both loaded the same bytes.
+        Ok(self.filter.get_or_init(|| filter))
+    }
+
+    /// The root block of the index.
+    fn index_root(&self) -> Result<Arc<Block>> {
+        if let Some(b) = self.index_root.get() {
+            return Ok(b.clone());
+        }
+        let block = self.read_block(self.footer.index, false)?;
+        Ok(self.index_root.get_or_init(|| block).clone())
     }
 
     fn with_path(&self, e: Error, offset: u64) -> Error {
@@ -137,8 +152,12 @@ impl Table {
     /// Descends the index to the handle of the data block that may hold `target`.
     fn find_data_block(&self, target: &[u8], fill_cache: bool) -> Result<Option<BlockHandle>> {
         let mut handle = self.footer.index;
-        for _ in 0..self.footer.index_depth {
-            let block = self.read_block(handle, fill_cache)?;
+        for depth in 0..self.footer.index_depth {
+            let block = if depth == 0 {
+                self.index_root()?
+            } else {
+                self.read_block(handle, fill_cache)?
+            };
             let mut it = block.iter(compare_internal);
             it.seek(target)
                 .map_err(|e| self.with_path(e, handle.offset))?;
@@ -322,7 +341,7 @@ impl TableIter {
 
     fn root(&self) -> Result<(BlockIter, u64)> {
         let h = self.table.footer.index;
-        let block = self.table.read_block(h, self.fill_cache)?;
+        let block = self.table.index_root()?;
         Ok((block.iter(compare_internal), h.offset))
     }
 
