@@ -46,7 +46,7 @@ fn read(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     let v = shared.db.get(key).map_err(|e| e.to_string())?;
-    shared.cache.put(key, v.clone());
+    shared.cache.fill(key, v.clone());
     Ok(v)
 }
 

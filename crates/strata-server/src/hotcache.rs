@@ -1,77 +1,157 @@
-//! The hot-key cache in front of the engine (the seed server's LRU cache): recently read or
-//! written keys with their values, or the knowledge that they are absent.
+//! The hot-key cache in front of the engine (the seed server's LRU cache): keys that are read
+//! again and again, with their values or the knowledge that they are absent.
 //!
 //! Eviction approximates LRU with CLOCK: every entry has a referenced bit, set when it is
 //! read; a hand sweeps the shard's slots, clearing set bits and evicting the first entry
-//! whose bit is already clear. An eviction is O(1) amortized. Coherence is the caller's duty:
-//! every write of a key updates or drops its entry while holding that key's stripe lock, and
-//! a read that misses fills the cache under the same lock, so the cache never returns a stale
-//! value.
+//! whose bit is already clear. An eviction is O(1) amortized.
+//!
+//! Admission follows TinyLFU's doorkeeper: a read that misses fills the cache only when the
+//! key already missed once in the current window, which a one-bit-per-hash sketch remembers.
+//! Under uniform traffic over more keys than fit, almost nothing is admitted, so misses cost
+//! a lookup and not an insert and an eviction each; a key that is hot misses twice and then
+//! stays.
+//!
+//! Coherence is the caller's duty: every write of a key drops its entry while holding that
+//! key's stripe lock, and a read that misses fills the cache under the same lock, so the
+//! cache never returns a stale value.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hashbrown::HashTable;
+
 const SHARDS: usize = 16;
 const ENTRY_OVERHEAD_BYTES: usize = 64;
+/// Doorkeeper bits per entry the shard's budget could hold (of 64-byte values).
+const DOORKEEPER_BITS_PER_ENTRY: usize = 8;
 
 struct Slot {
+    hash: u64,
     key: Box<[u8]>,
     value: Option<Vec<u8>>,
     referenced: bool,
 }
 
-/// A fast hash for the shard maps, eight bytes at a time (keys come from clients, but a
-/// collision costs only time within one shard's table).
-#[derive(Default)]
-struct WordHasher(u64);
+/// A hash of the key, eight bytes at a time. Keys come from clients, but a collision costs
+/// only time within one shard's table.
+fn hash(key: &[u8]) -> u64 {
+    let step = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut words = key.chunks_exact(8);
+    for w in &mut words {
+        h = step(
+            h,
+            u64::from_le_bytes(<[u8; 8]>::try_from(w).unwrap_or_default()),
+        );
+    }
+    let mut last = [0u8; 8];
+    for (d, b) in last.iter_mut().zip(words.remainder()) {
+        *d = *b;
+    }
+    h = step(h, u64::from_le_bytes(last) ^ key.len() as u64);
+    h ^ (h >> 29)
+}
 
-impl std::hash::Hasher for WordHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            self.write_u64(u64::from_le_bytes(
-                <[u8; 8]>::try_from(w).unwrap_or_default(),
-            ));
+/// The keys that missed once in the current window, as one bit per hash.
+struct Doorkeeper {
+    bits: Vec<u64>,
+    /// Keys recorded since the last reset; the window ends at `window`.
+    recorded: usize,
+    window: usize,
+}
+
+impl Doorkeeper {
+    fn new(window: usize) -> Self {
+        let words = (window * DOORKEEPER_BITS_PER_ENTRY).div_ceil(64).max(1);
+        Doorkeeper {
+            bits: vec![0; words.next_power_of_two()],
+            recorded: 0,
+            window: window.max(1),
         }
-        let mut last = [0u8; 8];
-        for (d, b) in last.iter_mut().zip(words.remainder()) {
-            *d = *b;
+    }
+
+    /// Records `hash`; true when it was already there.
+    fn check_and_record(&mut self, hash: u64) -> bool {
+        // Remixed: the table uses the hash's low and top bits, the shard choice bits 40-43.
+        let mixed = (hash ^ (hash >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let bit = (mixed >> 32) as usize & (self.bits.len() * 64 - 1);
+        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        let Some(w) = self.bits.get_mut(word) else {
+            return false;
+        };
+        if *w & mask != 0 {
+            return true;
         }
-        self.write_u64(u64::from_le_bytes(last) ^ bytes.len() as u64);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
+        *w |= mask;
+        self.recorded += 1;
+        if self.recorded >= self.window {
+            self.bits.fill(0);
+            self.recorded = 0;
+        }
+        false
     }
 }
 
-#[derive(Default)]
 struct Shard {
-    /// Key to its index in `slots`.
-    map: HashMap<Box<[u8]>, usize, std::hash::BuildHasherDefault<WordHasher>>,
+    /// Indexes into `slots`, found by the slot's hash and key.
+    table: HashTable<u32>,
     /// `None`: a free slot, listed in `free`.
     slots: Vec<Option<Slot>>,
-    free: Vec<usize>,
+    free: Vec<u32>,
     hand: usize,
     bytes: usize,
+    doorkeeper: Doorkeeper,
 }
 
 impl Shard {
-    fn remove(&mut self, key: &[u8]) {
-        if let Some(i) = self.map.remove(key)
-            && let Some(slot) = self.slots.get_mut(i).and_then(Option::take)
-        {
+    fn new(capacity_bytes: usize) -> Self {
+        Shard {
+            table: HashTable::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            hand: 0,
+            bytes: 0,
+            doorkeeper: Doorkeeper::new(capacity_bytes / (ENTRY_OVERHEAD_BYTES + 64)),
+        }
+    }
+
+    fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let slots = &self.slots;
+        self.table
+            .find(hash, |&i| {
+                slots
+                    .get(i as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|s| *s.key == *key)
+            })
+            .copied()
+    }
+
+    /// Frees slot `i`, which the table no longer names.
+    fn free_slot(&mut self, i: u32) {
+        if let Some(slot) = self.slots.get_mut(i as usize).and_then(Option::take) {
             self.bytes -= charge(&slot.key, &slot.value);
             self.free.push(i);
         }
     }
 
+    fn remove(&mut self, hash: u64, key: &[u8]) {
+        let slots = &self.slots;
+        let found = self.table.find_entry(hash, |&i| {
+            slots
+                .get(i as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| *s.key == *key)
+        });
+        if let Ok(entry) = found {
+            let (i, _) = entry.remove();
+            self.free_slot(i);
+        }
+    }
+
     /// Evicts one entry chosen by the clock hand; false when the shard is empty.
     fn evict_one(&mut self) -> bool {
-        if self.map.is_empty() {
+        if self.table.is_empty() {
             return false;
         }
         // Two sweeps at most: the first clears every referenced bit.
@@ -81,14 +161,41 @@ impl Shard {
             match self.slots.get_mut(i) {
                 Some(Some(slot)) if slot.referenced => slot.referenced = false,
                 Some(Some(slot)) => {
-                    let key = slot.key.clone();
-                    self.remove(&key);
+                    let hash = slot.hash;
+                    let i = i as u32;
+                    if let Ok(entry) = self.table.find_entry(hash, |&j| j == i) {
+                        entry.remove();
+                    }
+                    self.free_slot(i);
                     return true;
                 }
                 _ => {}
             }
         }
         false
+    }
+
+    fn insert(&mut self, slot: Slot) {
+        let hash = slot.hash;
+        let i = match self.free.pop() {
+            Some(i) => {
+                if let Some(s) = self.slots.get_mut(i as usize) {
+                    *s = Some(slot);
+                }
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slots = &self.slots;
+        self.table.insert_unique(hash, i, |&j| {
+            slots
+                .get(j as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, |s| s.hash)
+        });
     }
 }
 
@@ -105,19 +212,21 @@ fn charge(key: &[u8], value: &Option<Vec<u8>>) -> usize {
 
 impl HotCache {
     pub fn new(capacity_bytes: usize) -> Self {
+        let shard_capacity = capacity_bytes / SHARDS;
         HotCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            shard_capacity: capacity_bytes / SHARDS,
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(Shard::new(shard_capacity)))
+                .collect(),
+            shard_capacity,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 
-    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
-        let mut h = WordHasher(0xcbf2_9ce4_8422_2325);
-        std::hash::Hasher::write(&mut h, key);
-        // The high bits: the maps inside use the low ones.
-        self.shards[(std::hash::Hasher::finish(&h) >> 58) as usize % SHARDS]
+    fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard> {
+        // Not the low bits (a table's bucket) nor the top seven (its tag, which filters the
+        // candidates a lookup compares): keys in one shard must differ in those.
+        self.shards[(hash >> 40) as usize % SHARDS]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
@@ -127,17 +236,13 @@ impl HotCache {
         if self.shard_capacity == 0 {
             return None;
         }
-        let mut guard = self.shard(key);
-        let shard = &mut *guard;
-        let found = shard
-            .map
-            .get(key)
-            .and_then(|&i| shard.slots.get_mut(i))
-            .and_then(Option::as_mut)
-            .map(|slot| {
-                slot.referenced = true;
-                slot.value.clone()
-            });
+        let hash = hash(key);
+        let mut shard = self.shard(hash);
+        let found = shard.find(hash, key).and_then(|i| {
+            let slot = shard.slots.get_mut(i as usize)?.as_mut()?;
+            slot.referenced = true;
+            Some(slot.value.clone())
+        });
         match found {
             Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
             None => self.misses.fetch_add(1, Ordering::Relaxed),
@@ -145,44 +250,42 @@ impl HotCache {
         found
     }
 
-    /// Records the current value of `key` (`None`: absent). Requires: the caller holds the
-    /// key's stripe lock and has just read or written this value in the engine.
-    pub fn put(&self, key: &[u8], value: Option<Vec<u8>>) {
+    /// Offers the value of `key` just read from the engine after a miss (`None`: absent); it
+    /// is kept if the key missed before in the doorkeeper's window. Requires: the caller holds
+    /// the key's stripe lock.
+    pub fn fill(&self, key: &[u8], value: Option<Vec<u8>>) {
         let c = charge(key, &value);
         if c > self.shard_capacity {
-            self.remove(key);
             return;
         }
-        let mut shard = self.shard(key);
-        shard.remove(key);
+        let hash = hash(key);
+        let mut shard = self.shard(hash);
+        if !shard.doorkeeper.check_and_record(hash) {
+            return;
+        }
+        shard.remove(hash, key);
         while shard.bytes + c > self.shard_capacity && shard.evict_one() {}
         shard.bytes += c;
-        let slot = Slot {
+        shard.insert(Slot {
+            hash,
             key: key.into(),
             value,
             referenced: false,
-        };
-        let i = match shard.free.pop() {
-            Some(i) => {
-                shard.slots[i] = Some(slot);
-                i
-            }
-            None => {
-                shard.slots.push(Some(slot));
-                shard.slots.len() - 1
-            }
-        };
-        shard.map.insert(key.into(), i);
+        });
     }
 
     pub fn remove(&self, key: &[u8]) {
-        self.shard(key).remove(key);
+        if self.shard_capacity == 0 {
+            return;
+        }
+        let hash = hash(key);
+        self.shard(hash).remove(hash, key);
     }
 
     pub fn clear(&self) {
         for s in &self.shards {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            *s = Shard::default();
+            *s = Shard::new(self.shard_capacity);
         }
     }
 
@@ -206,16 +309,22 @@ impl HotCache {
 mod tests {
     use super::*;
 
+    /// Fills twice: the first miss only passes the doorkeeper.
+    fn fill(c: &HotCache, key: &[u8], value: Option<Vec<u8>>) {
+        c.fill(key, value.clone());
+        c.fill(key, value);
+    }
+
     #[test]
     fn caches_values_and_absence_within_budget() {
         let c = HotCache::new(16 * 1024);
-        c.put(b"a", Some(b"1".to_vec()));
-        c.put(b"b", None);
+        fill(&c, b"a", Some(b"1".to_vec()));
+        fill(&c, b"b", None);
         assert_eq!(c.get(b"a"), Some(Some(b"1".to_vec())));
         assert_eq!(c.get(b"b"), Some(None));
         assert_eq!(c.get(b"c"), None);
         for i in 0..10_000u32 {
-            c.put(&i.to_be_bytes(), Some(vec![0; 100]));
+            fill(&c, &i.to_be_bytes(), Some(vec![0; 100]));
         }
         assert!(c.bytes() <= 16 * 1024);
         c.remove(b"a");
@@ -224,14 +333,31 @@ mod tests {
     }
 
     #[test]
+    fn a_key_seen_once_is_not_admitted() {
+        let c = HotCache::new(1 << 20);
+        c.fill(b"once", Some(b"v".to_vec()));
+        assert_eq!(c.get(b"once"), None);
+        c.fill(b"once", Some(b"v".to_vec()));
+        assert_eq!(c.get(b"once"), Some(Some(b"v".to_vec())));
+        // Of a stream of keys that never repeat, only the doorkeeper's false positives get in.
+        for i in 0..100_000u32 {
+            c.fill(&i.to_be_bytes(), Some(vec![0; 100]));
+        }
+        let admitted = (99_000..100_000u32)
+            .filter(|i| c.get(&i.to_be_bytes()).is_some())
+            .count();
+        assert!(admitted < 200, "{admitted} of the last 1000 admitted");
+    }
+
+    #[test]
     fn clock_keeps_entries_that_are_read() {
         // One shard's worth of budget per key group; the read key survives the churn.
         let c = HotCache::new(SHARDS * 4 * (ENTRY_OVERHEAD_BYTES + 8));
         let hot = 7u32.to_be_bytes();
-        c.put(&hot, Some(vec![1; 4]));
+        fill(&c, &hot, Some(vec![1; 4]));
         for i in 1000..20_000u32 {
             assert!(c.get(&hot).is_some(), "evicted after {i}");
-            c.put(&i.to_be_bytes(), Some(vec![0; 4]));
+            fill(&c, &i.to_be_bytes(), Some(vec![0; 4]));
         }
         assert!(c.bytes() <= SHARDS * 4 * (ENTRY_OVERHEAD_BYTES + 8));
     }

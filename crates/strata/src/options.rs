@@ -41,8 +41,8 @@ pub struct Options {
     /// How SST indexes are stored and searched (flat, binary-searched).
     pub index_kind: IndexKind,
     /// Bytes of the block cache for data blocks and lower index levels (8 MiB). Each open
-    /// table holds its Bloom filter and root index block besides, about 1.3 bytes per key
-    /// with 10 Bloom bits per key and 4 KiB blocks.
+    /// table holds its Bloom filter and root index block besides: about 2.3 bytes per key
+    /// with 16-byte keys, 100-byte values, 10 Bloom bits per key and 4 KiB blocks.
     pub block_cache_bytes: usize,
     /// Size ratio `T` between adjacent levels (10).
     pub size_ratio: u64,
