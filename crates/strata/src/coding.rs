@@ -93,7 +93,20 @@ impl<'a> Reader<'a> {
         Ok(v)
     }
 
+    #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
+        // One byte, the common case for lengths.
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Result<u64, DecodeError> {
         let mut result = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.u8()?;
@@ -108,10 +121,18 @@ impl<'a> Reader<'a> {
         Err(DecodeError("varint too long"))
     }
 
+    #[inline]
     pub(crate) fn varint_usize(&mut self) -> Result<usize, DecodeError> {
         usize::try_from(self.varint()?).map_err(|_| DecodeError("length overflows usize"))
     }
 
+    /// The next `n` bytes, if there are that many, without moving past them.
+    #[inline]
+    pub(crate) fn peek(&self, n: usize) -> Option<&'a [u8]> {
+        self.buf.get(self.pos..self.pos.checked_add(n)?)
+    }
+
+    #[inline]
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self
             .pos

@@ -159,6 +159,19 @@ pub(crate) struct BlockIter {
     value: (usize, usize),
 }
 
+/// An entry's shared, unshared and value lengths, read whole in one step when each fits in
+/// one byte (as in every entry with keys and values under 128 bytes).
+#[inline]
+fn entry_header(r: &mut Reader<'_>) -> Result<(usize, usize, usize), DecodeError> {
+    if let Some(&[a, b, c]) = r.peek(3)
+        && (a | b | c) < 0x80
+    {
+        r.bytes(3)?;
+        return Ok((usize::from(a), usize::from(b), usize::from(c)));
+    }
+    Ok((r.varint_usize()?, r.varint_usize()?, r.varint_usize()?))
+}
+
 fn corrupt(e: DecodeError) -> Error {
     Error::corruption("", 0, e.0)
 }
@@ -183,9 +196,7 @@ impl BlockIter {
             .get(..limit)
             .ok_or(DecodeError("bad block"))?;
         let mut r = Reader::new(entries.get(start..).unwrap_or_default());
-        let shared = r.varint_usize()?;
-        let unshared = r.varint_usize()?;
-        let vlen = r.varint_usize()?;
+        let (shared, unshared, vlen) = entry_header(&mut r)?;
         if shared > self.key.len() {
             return Err(DecodeError("shared prefix longer than previous key"));
         }
@@ -221,9 +232,7 @@ impl BlockIter {
                 .get(off..self.block.restarts_offset)
                 .unwrap_or_default(),
         );
-        let shared = r.varint_usize()?;
-        let unshared = r.varint_usize()?;
-        r.varint_usize()?;
+        let (shared, unshared, _) = entry_header(&mut r)?;
         if shared != 0 {
             return Err(DecodeError("restart entry shares a prefix"));
         }
