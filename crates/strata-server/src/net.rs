@@ -168,6 +168,33 @@ impl Client {
     fn unsent(&self) -> usize {
         self.output.len() - self.sent
     }
+
+    /// Writes unsent replies until they are all sent or the socket is full.
+    fn write_out(&mut self) -> Written {
+        while self.unsent() > 0 {
+            match self
+                .stream
+                .write(self.output.get(self.sent..).unwrap_or_default())
+            {
+                Ok(0) => return Written::Broken,
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Written::Blocked,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Written::Broken,
+            }
+        }
+        Written::All
+    }
+}
+
+/// How far [`Client::write_out`] got.
+#[derive(PartialEq, Eq)]
+enum Written {
+    All,
+    /// The socket's buffer is full; the rest waits for it to drain.
+    Blocked,
+    /// The peer is gone.
+    Broken,
 }
 
 /// What running a connection's input came to.
@@ -497,22 +524,7 @@ impl Worker {
         let Some(Some(c)) = self.clients.get_mut(idx) else {
             return;
         };
-        let mut broken = false;
-        while c.unsent() > 0 {
-            match c.stream.write(c.output.get(c.sent..).unwrap_or_default()) {
-                Ok(0) => {
-                    broken = true;
-                    break;
-                }
-                Ok(n) => c.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => {
-                    broken = true;
-                    break;
-                }
-            }
-        }
+        let broken = c.write_out() == Written::Broken;
         if c.unsent() == 0 {
             c.output.clear();
             c.sent = 0;
@@ -586,16 +598,8 @@ impl Worker {
         let deadline = Instant::now() + SHUTDOWN_SEND;
         for idx in 0..self.clients.len() {
             if let Some(Some(c)) = self.clients.get_mut(idx) {
-                while c.unsent() > 0 && Instant::now() < deadline {
-                    match c.stream.write(c.output.get(c.sent..).unwrap_or_default()) {
-                        Ok(0) => break,
-                        Ok(n) => c.sent += n,
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
+                while c.write_out() == Written::Blocked && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
                 }
             }
             self.close(idx);
