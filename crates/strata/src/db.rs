@@ -635,7 +635,10 @@ fn check_manifest_against_directory(
 
 fn create_wal(store: &TableStore, number: FileNumber) -> Result<LogWriter> {
     let path = store.dir.join(wal_file_name(number));
-    let file = store.fs.create(&path).map_err(io_err("create", &path))?;
+    let file = store
+        .fs
+        .create_log(&path)
+        .map_err(io_err("create", &path))?;
     let mut w = LogWriter::new(file, path);
     w.add_record(&header_record(LogKind::Wal))?;
     w.flush()?;
@@ -852,7 +855,11 @@ impl DbInner {
                 g.done.store(true, Ordering::Release);
             }
         }
-        self.writer_cv.notify_all();
+        // Only writers in the queue wait for this: followers just completed and the next
+        // leader. A lone writer with nobody behind it skips the wake-up, a system call.
+        if group.len() > 1 || !st.queue.is_empty() {
+            self.writer_cv.notify_all();
+        }
         result
     }
 
@@ -1383,15 +1390,19 @@ impl DbInner {
                 deletions: f.deletions,
             })
             .collect();
-        let wal_bytes = std::iter::once(&st.mem)
-            .chain(st.imm.iter())
-            .filter_map(|m| {
-                self.store
-                    .fs
-                    .file_size(&self.dir.join(wal_file_name(m.wal_number())))
-                    .ok()
-            })
-            .sum();
+        // The active WAL by what was appended (its file may be reserved ahead); the older
+        // ones are closed and cut to their length.
+        let active_wal = lock(&self.wal).as_ref().map_or(0, LogWriter::bytes_written);
+        let wal_bytes = active_wal
+            + st.imm
+                .iter()
+                .filter_map(|m| {
+                    self.store
+                        .fs
+                        .file_size(&self.dir.join(wal_file_name(m.wal_number())))
+                        .ok()
+                })
+                .sum::<u64>();
         let c = &self.counters;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Stats {

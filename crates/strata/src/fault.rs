@@ -235,6 +235,23 @@ impl FaultFs {
     }
 }
 
+impl FaultFs {
+    /// A file made by `create` on the inner file system, behind the create gate and with
+    /// faults injected into its writes.
+    fn wrap_created(
+        &self,
+        path: &Path,
+        create: impl FnOnce(&dyn FileSystem) -> io::Result<Box<dyn WritableFile>>,
+    ) -> io::Result<Box<dyn WritableFile>> {
+        self.wait_at_gate(path);
+        self.gate(FaultOp::Create)?;
+        Ok(Box::new(FaultWritable {
+            inner: create(self.inner.as_ref())?,
+            fs: self.clone(),
+        }))
+    }
+}
+
 struct FaultWritable {
     inner: Box<dyn WritableFile>,
     fs: FaultFs,
@@ -278,12 +295,10 @@ impl RandomAccessFile for FaultReader {
 
 impl FileSystem for FaultFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.wait_at_gate(path);
-        self.gate(FaultOp::Create)?;
-        Ok(Box::new(FaultWritable {
-            inner: self.inner.create(path)?,
-            fs: self.clone(),
-        }))
+        self.wrap_created(path, |fs| fs.create(path))
+    }
+    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.wrap_created(path, |fs| fs.create_log(path))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         Ok(Arc::new(FaultReader {

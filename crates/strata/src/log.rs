@@ -9,11 +9,14 @@
 //! Reading tells a torn tail apart from damage. The last record is torn, and silently
 //! dropped, when the file ends inside it and no intact record follows (a damaged length
 //! field also makes a record seem to run past the end, but then the records after it are
-//! still there to be found), or when everything from its start to the end of the file is
-//! zero (a file system may extend a file with zeros after a power loss). A crash
-//! leaves a record cut short, never a whole one with wrong bytes, so a complete record whose
-//! checksum fails is corruption, reported with the file and offset, even at the very end:
-//! dropping it could silently lose a write that was synced.
+//! still there to be found), or when it fails its checks and everything from some point
+//! inside it to the end of the file is zero. Zeros end a file in two ways: a file system may
+//! extend a file with zeros after a power loss, and a WAL written through a memory mapping
+//! is reserved ahead in zeroed chunks, so a process killed while copying a record leaves the
+//! rest of that record zero. Otherwise a crash leaves a record cut short, never a whole one
+//! with wrong bytes, so a complete record whose checksum fails is corruption, reported with
+//! the file and offset, even at the very end: dropping it could silently lose a write that
+//! was synced.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -118,14 +121,19 @@ pub(crate) fn read_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<L
         torn_tail_bytes: 0,
         salvaged_bytes: 0,
     };
+    // Where the run of zeros that ends the file begins.
+    let zeros_from = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     let mut off = 0usize;
     while off < data.len() {
         let rest = data.get(off..).unwrap_or_default();
-        match next_record(rest) {
+        match next_record(rest, zeros_from.saturating_sub(off)) {
             Next::Record(payload) => {
                 out.records.push((off as u64, payload.to_vec()));
                 off += HEADER_BYTES + payload.len();
             }
+            // Zeros from a record boundary on are not a record: the file's reserve, or the
+            // zeros a file system added after a power loss.
+            Next::Torn if off >= zeros_from => break,
             Next::Torn => {
                 out.torn_tail_bytes = rest.len() as u64;
                 break;
@@ -152,8 +160,9 @@ enum Next<'a> {
     Damaged(&'static str),
 }
 
-fn next_record(rest: &[u8]) -> Next<'_> {
-    if rest.iter().all(|&b| b == 0) {
+/// The record at the start of `rest`, where everything from `zeros_from` on is zero.
+fn next_record(rest: &[u8], zeros_from: usize) -> Next<'_> {
+    if zeros_from == 0 {
         return Next::Torn;
     }
     let crc = u32_at(rest, 0).ok();
@@ -161,7 +170,12 @@ fn next_record(rest: &[u8]) -> Next<'_> {
     if let (Some(len), Ok(check)) = (len, u32_at(rest, 8))
         && masked_crc(&[&len.to_le_bytes()]) != check
     {
-        return Next::Damaged("log record length is damaged");
+        return if zeros_from < HEADER_BYTES {
+            // The header was being written when the writer died.
+            Next::Torn
+        } else {
+            Next::Damaged("log record length is damaged")
+        };
     }
     let payload = len.and_then(|len| rest.get(HEADER_BYTES..HEADER_BYTES + len as usize));
     let (Some(crc), Some(len), Some(payload)) = (crc, len, payload) else {
@@ -173,7 +187,13 @@ fn next_record(rest: &[u8]) -> Next<'_> {
         };
     };
     if masked_crc(&[&len.to_le_bytes(), payload]) != crc {
-        return Next::Damaged("log record checksum mismatch");
+        return if zeros_from < HEADER_BYTES + payload.len() {
+            // Zero from inside this record to the end of the file: it was being copied into
+            // a reserved, zeroed region when the writer died.
+            Next::Torn
+        } else {
+            Next::Damaged("log record checksum mismatch")
+        };
     }
     Next::Record(payload)
 }
@@ -259,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn damaged_last_record_is_corruption_and_zero_tail_is_torn() {
+    fn damaged_last_record_is_corruption_and_a_zero_tail_ends_the_log() {
         let mut data = write_log(&[b"alpha", b"beta"]);
         let n = data.len();
         data[n - 1] ^= 0xff;
@@ -276,7 +296,47 @@ mod tests {
         zeroed.extend_from_slice(&[0u8; 100]);
         let c = read_log(Path::new("log"), &zeroed, RecoveryMode::Strict).unwrap();
         assert_eq!(c.records.len(), 1);
-        assert_eq!(c.torn_tail_bytes, 100);
+        assert_eq!(
+            c.torn_tail_bytes, 0,
+            "zeros at a record boundary are not a record"
+        );
+    }
+
+    #[test]
+    fn a_record_cut_short_inside_a_zeroed_reserve_is_torn_anywhere() {
+        // A log reserved ahead in zeros: a writer killed while copying the last record leaves
+        // any prefix of it, then zeros.
+        let whole = write_log(&[b"alpha", b"the last record, cut anywhere"]);
+        let last_start = HEADER_BYTES + 5;
+        for cut in last_start + 1..whole.len() {
+            let mut data = whole[..cut].to_vec();
+            data.resize(whole.len() + 64, 0);
+            let c = read_log(Path::new("log"), &data, RecoveryMode::Strict)
+                .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            assert_eq!(c.records.len(), 1, "cut at {cut}");
+            // Unless the part written happened to be all zeros, it is a torn record.
+            let written_zero = whole[last_start..cut].iter().all(|&b| b == 0);
+            let torn = if written_zero {
+                0
+            } else {
+                data.len() - last_start
+            };
+            assert_eq!(c.torn_tail_bytes, torn as u64, "cut at {cut}");
+        }
+        // A payload ending in zero bytes is still a whole record.
+        let mut data = write_log(&[b"alpha", b"ends in zeros\0\0\0"]);
+        data.resize(data.len() + 64, 0);
+        let c = read_log(Path::new("log"), &data, RecoveryMode::Strict).unwrap();
+        assert_eq!(c.records.len(), 2);
+        // Damage followed by anything other than zeros is still damage.
+        let mut data = write_log(&[b"alpha", b"beta", b"gamma"]);
+        data[HEADER_BYTES + 5 + HEADER_BYTES] ^= 0x01;
+        data.resize(data.len() + 64, 0);
+        assert!(
+            read_log(Path::new("log"), &data, RecoveryMode::Strict)
+                .err()
+                .is_some_and(|e| e.is_corruption())
+        );
     }
 }
 
