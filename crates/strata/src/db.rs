@@ -141,7 +141,7 @@ impl std::fmt::Debug for Db {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Poisoning only means another thread panicked while holding the lock; the engine's
     // own consistency is tracked by `bg_error`, so carry on.
     m.lock().unwrap_or_else(|e| e.into_inner())
