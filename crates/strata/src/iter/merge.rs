@@ -1,5 +1,10 @@
 //! Merges several sorted cursors into one. Children are ordered newest source first; the
 //! merge works in both directions, re-seeking the other children when the direction changes.
+//!
+//! The valid children form a binary heap, smallest key on top going forward and largest in
+//! reverse. A step moves the top child and sifts it down, which takes two comparisons when it
+//! stays on top, as it does through long runs of keys from one level; scanning every child for
+//! the smallest took one comparison per child per step.
 
 use std::cmp::Ordering;
 
@@ -15,97 +20,123 @@ enum Direction {
 
 pub(crate) struct MergingIterator {
     children: Vec<BoxedIter>,
-    current: Option<usize>,
+    /// Indexes of the valid children, a heap ordered by [`MergingIterator::above`].
+    heap: Vec<usize>,
     direction: Direction,
 }
 
 impl MergingIterator {
     pub(crate) fn new(children: Vec<BoxedIter>) -> Self {
+        let heap = Vec::with_capacity(children.len());
         MergingIterator {
             children,
-            current: None,
+            heap,
             direction: Direction::Forward,
         }
     }
 
-    fn find_smallest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate() {
-            if !c.valid() {
-                continue;
-            }
-            best = match best {
-                Some(b) if compare_internal(c.key(), self.children[b].key()) != Ordering::Less => {
-                    Some(b)
-                }
-                _ => Some(i),
-            };
+    /// True when child `a` belongs above child `b`: its key comes first in the direction of
+    /// travel. Equal keys (never expected) go to the newer source going forward.
+    fn above(&self, a: usize, b: usize) -> bool {
+        let o = compare_internal(self.children[a].key(), self.children[b].key()).then(a.cmp(&b));
+        match self.direction {
+            Direction::Forward => o == Ordering::Less,
+            Direction::Reverse => o == Ordering::Greater,
         }
-        self.current = best;
     }
 
-    fn find_largest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate().rev() {
-            if !c.valid() {
-                continue;
+    fn sift_down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut top = i;
+            if l < self.heap.len() && self.above(self.heap[l], self.heap[top]) {
+                top = l;
             }
-            best = match best {
-                Some(b)
-                    if compare_internal(c.key(), self.children[b].key()) != Ordering::Greater =>
-                {
-                    Some(b)
-                }
-                _ => Some(i),
-            };
+            if r < self.heap.len() && self.above(self.heap[r], self.heap[top]) {
+                top = r;
+            }
+            if top == i {
+                return;
+            }
+            self.heap.swap(i, top);
+            i = top;
         }
-        self.current = best;
+    }
+
+    /// Rebuilds the heap from the children's positions.
+    fn rebuild(&mut self, direction: Direction) {
+        self.direction = direction;
+        self.heap.clear();
+        self.heap
+            .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
+        for i in (0..self.heap.len() / 2).rev() {
+            self.sift_down(i);
+        }
+    }
+
+    /// After the top child moved: back into place, or out of the heap when exhausted.
+    fn settle_top(&mut self) {
+        let Some(&top) = self.heap.first() else {
+            return;
+        };
+        if !self.children[top].valid() {
+            self.heap.swap_remove(0);
+        }
+        self.sift_down(0);
+    }
+
+    /// Positions every child with `position`, then rebuilds the heap for `direction`.
+    fn position_all(
+        &mut self,
+        direction: Direction,
+        mut position: impl FnMut(&mut BoxedIter) -> Result<()>,
+    ) -> Result<()> {
+        self.heap.clear();
+        for c in &mut self.children {
+            position(c)?;
+        }
+        self.rebuild(direction);
+        Ok(())
     }
 
     fn cur(&self) -> &BoxedIter {
         debug_assert!(self.valid());
-        &self.children[self.current.unwrap_or_default()]
+        &self.children[self.heap.first().copied().unwrap_or_default()]
+    }
+
+    /// Moves the top child by `step`, leaving the cursor invalid if it fails.
+    fn step_top(&mut self, step: fn(&mut BoxedIter) -> Result<()>) -> Result<()> {
+        let top = self.heap[0];
+        if let Err(e) = step(&mut self.children[top]) {
+            self.heap.clear();
+            return Err(e);
+        }
+        self.settle_top();
+        Ok(())
     }
 }
 
 impl InternalIterator for MergingIterator {
     fn valid(&self) -> bool {
-        self.current.is_some()
+        !self.heap.is_empty()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        self.current = None;
-        for c in &mut self.children {
-            c.seek_to_first()?;
-        }
-        self.direction = Direction::Forward;
-        self.find_smallest();
-        Ok(())
+        self.position_all(Direction::Forward, |c| c.seek_to_first())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.current = None;
-        for c in &mut self.children {
-            c.seek_to_last()?;
-        }
-        self.direction = Direction::Reverse;
-        self.find_largest();
-        Ok(())
+        self.position_all(Direction::Reverse, |c| c.seek_to_last())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.current = None;
-        for c in &mut self.children {
-            c.seek(target)?;
-        }
-        self.direction = Direction::Forward;
-        self.find_smallest();
-        Ok(())
+        self.position_all(Direction::Forward, |c| c.seek(target))
     }
     fn next(&mut self) -> Result<()> {
-        let Some(cur) = self.current else {
+        let Some(&cur) = self.heap.first() else {
             return Ok(());
         };
         if self.direction != Direction::Forward {
             // Every other child must move to the first entry after the current key.
             let key = self.children[cur].key().to_vec();
+            self.heap.clear();
             for (i, c) in self.children.iter_mut().enumerate() {
                 if i == cur {
                     continue;
@@ -115,20 +146,19 @@ impl InternalIterator for MergingIterator {
                     c.next()?;
                 }
             }
-            self.direction = Direction::Forward;
+            // The current child's key is below every other child's: it is on top again.
+            self.rebuild(Direction::Forward);
         }
-        self.current = None;
-        self.children[cur].next()?;
-        self.find_smallest();
-        Ok(())
+        self.step_top(|c| c.next())
     }
     fn prev(&mut self) -> Result<()> {
-        let Some(cur) = self.current else {
+        let Some(&cur) = self.heap.first() else {
             return Ok(());
         };
         if self.direction != Direction::Reverse {
             // Every other child must move to the last entry before the current key.
             let key = self.children[cur].key().to_vec();
+            self.heap.clear();
             for (i, c) in self.children.iter_mut().enumerate() {
                 if i == cur {
                     continue;
@@ -140,12 +170,9 @@ impl InternalIterator for MergingIterator {
                     c.seek_to_last()?;
                 }
             }
-            self.direction = Direction::Reverse;
+            self.rebuild(Direction::Reverse);
         }
-        self.current = None;
-        self.children[cur].prev()?;
-        self.find_largest();
-        Ok(())
+        self.step_top(|c| c.prev())
     }
     fn key(&self) -> &[u8] {
         self.cur().key()
