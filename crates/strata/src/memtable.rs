@@ -1,7 +1,8 @@
 //! The memtable: recent writes, sorted, in memory.
 //!
-//! It is a lock-free skiplist keyed by internal key. Writers insert with compare-and-swap at
-//! each level, so several threads may insert at once; readers walk the list without any lock.
+//! It is a skiplist keyed by internal key, with a back link at level 0. Writers add nodes
+//! from many threads at once; one thread at a time links them into the list (see below), with
+//! release stores that readers, who take no lock, acquire.
 //! Nodes are never removed, only freed with the whole memtable, so a reader that holds an
 //! `Arc<MemTable>` can follow any pointer it loaded.
 //!
@@ -129,6 +130,9 @@ struct Node {
     height: usize,
     /// The next older node in this node's hash bucket.
     hash_next: Link,
+    /// The node before this one at level 0 (head for the first), so that a cursor steps back
+    /// in one load instead of a search from the top.
+    prev: Link,
 }
 
 type Link = AtomicPtr<Node>;
@@ -173,6 +177,7 @@ impl Node {
                 value_len: value.len(),
                 height,
                 hash_next: AtomicPtr::new(ptr::null_mut()),
+                prev: AtomicPtr::new(ptr::null_mut()),
             });
             let mut dst = Node::data(node);
             for part in key {
@@ -428,7 +433,12 @@ impl MemTable {
         for level in 0..height {
             loop {
                 // SAFETY: `node` is ours until published by the CAS below; level < height.
-                unsafe { Node::link(node, level).store(succs[level], Ordering::Relaxed) };
+                unsafe {
+                    Node::link(node, level).store(succs[level], Ordering::Relaxed);
+                    if level == 0 {
+                        (*node).prev.store(preds[0], Ordering::Relaxed);
+                    }
+                }
                 // SAFETY: preds are live nodes of this list (or head) at least this tall.
                 let pred = unsafe { Node::link(preds[level], level) };
                 // Release: publishes the node's contents and its lower-level links.
@@ -438,7 +448,14 @@ impl MemTable {
                     Ordering::Release,
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => break,
+                    Ok(_) => {
+                        if level == 0 && !succs[0].is_null() {
+                            // Release: a cursor that steps back to `node` sees its contents.
+                            // SAFETY: a published node of this list.
+                            unsafe { (*succs[0]).prev.store(node, Ordering::Release) };
+                        }
+                        break;
+                    }
                     Err(_) => {
                         let (p, s) = self.find_splice_at(key, preds[level], level, ptr::null_mut());
                         preds[level] = p;
@@ -503,17 +520,6 @@ impl MemTable {
             next = n;
         }
         next
-    }
-
-    /// The last node before `key`, or head.
-    fn find_lt(&self, key: &[u8]) -> *mut Node {
-        let mut pred = self.head;
-        let top = self.max_height.load(Ordering::Relaxed);
-        let mut next = ptr::null_mut();
-        for level in (0..top).rev() {
-            (pred, next) = self.find_splice_at(key, pred, level, next);
-        }
-        pred
     }
 
     fn find_last(&self) -> *mut Node {
@@ -616,13 +622,26 @@ impl InternalIterator for MemTableIter {
         debug_assert!(self.valid());
         // SAFETY: valid() means a published node kept alive by `self.table`.
         self.node = unsafe { Node::next(self.node, 0) };
+        if !self.node.is_null() {
+            // Nodes lie in the arena in the order they were added, not in key order, so each
+            // step of a scan is a cache miss. Fetch the node after this one while the caller
+            // works on this one.
+            // SAFETY: as above.
+            prefetch(unsafe { Node::next(self.node, 0) });
+        }
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
         debug_assert!(self.valid());
-        // SAFETY: as in `next`; the key's bytes live as long as the table.
-        let key = unsafe { Node::key(self.node) };
-        self.node = self.table.find_lt(key);
+        // A node listed after this cursor was made may be missing from the back links for a
+        // moment, but such a node was added after the cursor's read began, so the user-level
+        // iterator would hide it anyway (see `MemTable::iter`).
+        // SAFETY: as in `next`; Acquire pairs with the Release that set the link.
+        self.node = unsafe { (*self.node).prev.load(Ordering::Acquire) };
+        if self.node != self.table.head {
+            // SAFETY: as above.
+            prefetch(unsafe { (*self.node).prev.load(Ordering::Acquire) });
+        }
         Ok(())
     }
     fn key(&self) -> &[u8] {
@@ -635,6 +654,18 @@ impl InternalIterator for MemTableIter {
         // SAFETY: as in `next`.
         unsafe { Node::value(self.node) }
     }
+}
+
+/// Asks the processor to bring `node`'s first cache line in, without waiting for it.
+#[inline]
+fn prefetch(node: *mut Node) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(node.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = node;
 }
 
 /// The user key of the entry a memtable cursor is on (test helper).

@@ -142,6 +142,9 @@ impl Block {
             restart_index: 0,
             key: Vec::new(),
             value: (0, 0),
+            back: Vec::new(),
+            back_keys: Vec::new(),
+            back_pos: None,
         }
     }
 }
@@ -157,6 +160,23 @@ pub(crate) struct BlockIter {
     restart_index: usize,
     key: Vec<u8>,
     value: (usize, usize),
+    /// The entries of the restart interval that the cursor last stepped back into, decoded
+    /// once, so that each further step back is a copy instead of a scan from the restart
+    /// point. Their keys lie end to end in `back_keys`.
+    back: Vec<Decoded>,
+    back_keys: Vec<u8>,
+    /// The current entry's index in `back`, while the cursor is on one of them.
+    back_pos: Option<usize>,
+}
+
+/// An entry as decoded into [`BlockIter::back`].
+#[derive(Clone, Copy)]
+struct Decoded {
+    offset: usize,
+    next_offset: usize,
+    value: (usize, usize),
+    /// Where the entry's key ends in `back_keys`; it starts where the previous one ends.
+    key_end: usize,
 }
 
 /// An entry's shared, unshared and value lengths, read whole in one step when each fits in
@@ -178,6 +198,7 @@ fn corrupt(e: DecodeError) -> Error {
 
 impl BlockIter {
     fn invalidate(&mut self) {
+        self.back_pos = None;
         self.offset = self.block.restarts_offset;
         self.next_offset = self.block.restarts_offset;
     }
@@ -217,6 +238,7 @@ impl BlockIter {
     }
 
     fn seek_to_restart(&mut self, index: usize) -> Result<(), DecodeError> {
+        self.back_pos = None;
         self.key.clear();
         self.restart_index = index;
         self.next_offset = self.block.restart(index)?;
@@ -260,6 +282,9 @@ impl BlockIter {
     }
 
     fn prev_inner(&mut self) -> Result<(), DecodeError> {
+        if let Some(i) = self.back_pos.and_then(|i| i.checked_sub(1)) {
+            return self.load_back(i);
+        }
         let original = self.offset;
         while self.block.restart(self.restart_index)? >= original {
             if self.restart_index == 0 {
@@ -268,8 +293,41 @@ impl BlockIter {
             }
             self.restart_index -= 1;
         }
+        // Decode the interval up to the original entry, keeping every entry.
         self.seek_to_restart(self.restart_index)?;
-        while self.parse_next()? && self.next_offset < original {}
+        self.back.clear();
+        self.back_keys.clear();
+        while self.parse_next()? {
+            self.back_keys.extend_from_slice(&self.key);
+            self.back.push(Decoded {
+                offset: self.offset,
+                next_offset: self.next_offset,
+                value: self.value,
+                key_end: self.back_keys.len(),
+            });
+            if self.next_offset >= original {
+                break;
+            }
+        }
+        self.back_pos = self.back.len().checked_sub(1);
+        Ok(())
+    }
+
+    /// Moves onto entry `i` of `back`.
+    fn load_back(&mut self, i: usize) -> Result<(), DecodeError> {
+        let bad = || DecodeError("bad block");
+        let d = *self.back.get(i).ok_or_else(bad)?;
+        let start = match i.checked_sub(1) {
+            Some(p) => self.back.get(p).ok_or_else(bad)?.key_end,
+            None => 0,
+        };
+        self.key.clear();
+        self.key
+            .extend_from_slice(self.back_keys.get(start..d.key_end).ok_or_else(bad)?);
+        self.offset = d.offset;
+        self.next_offset = d.next_offset;
+        self.value = d.value;
+        self.back_pos = Some(i);
         Ok(())
     }
 
@@ -307,6 +365,7 @@ impl InternalIterator for BlockIter {
     }
     fn next(&mut self) -> Result<()> {
         debug_assert!(self.valid());
+        self.back_pos = None;
         let r = self.parse_next().map(|_| ());
         self.wrap(r)
     }
@@ -374,6 +433,48 @@ mod tests {
             assert!(!it.valid());
             it.seek(b"").unwrap();
             assert_eq!(it.key(), b"key00000");
+        }
+    }
+
+    #[test]
+    fn random_walks_back_and_forth_match_the_entries() {
+        for interval in [1, 3, 16] {
+            let block = build(100, interval);
+            let mut it = block.iter(bytewise);
+            let mut x = 12_345u64 + interval as u64;
+            let mut at: Option<usize> = None;
+            for _ in 0..3_000 {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let roll = (x >> 33) % 10;
+                match (at, roll) {
+                    (_, 0) => {
+                        let i = ((x >> 40) % 100) as usize;
+                        it.seek(format!("key{:05}", i * 2).as_bytes()).unwrap();
+                        at = Some(i);
+                    }
+                    (None, _) => {
+                        it.seek_to_last().unwrap();
+                        at = Some(99);
+                    }
+                    // Mostly backwards, with steps forward mixed in.
+                    (Some(i), 1..=3) => {
+                        it.next().unwrap();
+                        at = (i + 1 < 100).then_some(i + 1);
+                    }
+                    (Some(i), _) => {
+                        it.prev().unwrap();
+                        at = i.checked_sub(1);
+                    }
+                }
+                match at {
+                    Some(i) => {
+                        assert!(it.valid());
+                        assert_eq!(it.key(), format!("key{:05}", i * 2).as_bytes());
+                        assert_eq!(it.value(), format!("v{i}").as_bytes());
+                    }
+                    None => assert!(!it.valid()),
+                }
+            }
         }
     }
 
