@@ -497,6 +497,12 @@ impl MemTable {
         loop {
             // SAFETY: `pred` is head or a published node at least `level + 1` tall.
             let next = unsafe { Node::next(pred, level) };
+            if level > 0 {
+                // The search goes on either at `next` or one level down from `pred`; fetch
+                // the node down there while `next` arrives, so that the two misses overlap.
+                // SAFETY: as above.
+                prefetch(unsafe { Node::next(pred, level - 1) });
+            }
             // SAFETY: non-null next pointers are published nodes.
             if !next.is_null()
                 && next != known_ge

@@ -215,7 +215,7 @@ pub(crate) fn compress_block(raw: &[u8], compression: Compression) -> (Vec<u8>, 
 const MAX_BLOCK_BYTES: usize = 256 * 1024 * 1024;
 
 /// Checks a block's trailer and returns its uncompressed contents.
-pub(crate) fn unwrap_block(stored_with_trailer: &[u8]) -> Result<Vec<u8>, DecodeError> {
+pub(crate) fn unwrap_block(mut stored_with_trailer: Vec<u8>) -> Result<Vec<u8>, DecodeError> {
     let n = stored_with_trailer
         .len()
         .checked_sub(BLOCK_TRAILER_BYTES)
@@ -229,7 +229,11 @@ pub(crate) fn unwrap_block(stored_with_trailer: &[u8]) -> Result<Vec<u8>, Decode
         return Err(DecodeError("block checksum mismatch"));
     }
     match Compression::from_u8(kind_byte) {
-        Some(Compression::None) => Ok(body.to_vec()),
+        Some(Compression::None) => {
+            // The block is the bytes read, less the trailer: no copy.
+            stored_with_trailer.truncate(n);
+            Ok(stored_with_trailer)
+        }
         Some(Compression::Lz4) => {
             let declared = u32_at(body, 0)? as usize;
             if declared > MAX_BLOCK_BYTES {
@@ -283,9 +287,9 @@ mod tests {
             let (stored, kind) = compress_block(&raw, c);
             let mut with = stored.clone();
             with.extend_from_slice(&block_trailer(&stored, kind));
-            assert_eq!(unwrap_block(&with).unwrap(), raw);
+            assert_eq!(unwrap_block(with.clone()).unwrap(), raw);
             with[0] ^= 1;
-            assert!(unwrap_block(&with).is_err());
+            assert!(unwrap_block(with.clone()).is_err());
         }
     }
 }

@@ -106,7 +106,7 @@ impl Table {
                 ),
                 _ => Error::io("read", &self.path, e),
             })?;
-        unwrap_block(&stored).map_err(|e| e.at(&self.path, handle.offset))
+        unwrap_block(stored).map_err(|e| e.at(&self.path, handle.offset))
     }
 
     pub(crate) fn read_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
