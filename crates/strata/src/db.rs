@@ -37,6 +37,10 @@ use crate::version::{TableStore, Version, io_err, table_file_name, wal_file_name
 /// Batches grouped into one WAL record stop growing past this size.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
+/// How long a synced group's leader waits for the writers of the last group to queue up: a
+/// fraction of an fdatasync (about 140 us on the disks Strata was measured on).
+const SYNC_GATHER: Duration = Duration::from_micros(100);
+
 /// What readers see: the memtables and the level structure, installed together.
 pub(crate) struct SuperVersion {
     pub mem: Arc<MemTable>,
@@ -73,6 +77,10 @@ struct State {
     /// Sequence numbers handed out to write groups (visible or not yet).
     last_allocated: SeqNo,
     wal_number: FileNumber,
+    /// Writers in the last synced group, and whether its successor's leader is waiting for
+    /// that many to queue up (see `DbInner::write`).
+    last_sync_group: usize,
+    gathering: bool,
 }
 
 #[derive(Default)]
@@ -338,6 +346,8 @@ impl Db {
             manual_compaction: false,
             last_allocated: last_seq,
             wal_number,
+            last_sync_group: 0,
+            gathering: false,
         };
         let inner = Arc::new(DbInner {
             targets: LevelTargets {
@@ -773,6 +783,9 @@ impl DbInner {
         });
         let mut st = lock(&self.state);
         st.queue.push_back(w.clone());
+        if st.gathering {
+            self.writer_cv.notify_all();
+        }
         // Acquire: pairs with the Release store by the leader that completed this writer.
         while !w.done.load(Ordering::Acquire)
             && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, &w))
@@ -783,6 +796,9 @@ impl DbInner {
             return lock(&w.result).take().unwrap_or(Ok(()));
         }
         // This writer leads: it writes its own batch and those queued behind it.
+        if w.sync && st.last_sync_group > 1 {
+            st = self.gather_sync_writers(st);
+        }
         let force = matches!(w.kind, WriteKind::SwitchMemtable);
         let (st2, room) = self.make_room_for_write(st, force);
         st = st2;
@@ -821,6 +837,9 @@ impl DbInner {
             bytes += b.approximate_size();
             sync_group |= cand.sync;
             group.push(cand.clone());
+        }
+        if sync_group {
+            st.last_sync_group = group.len();
         }
         let count: u64 = group
             .iter()
@@ -861,6 +880,30 @@ impl DbInner {
             self.writer_cv.notify_all();
         }
         result
+    }
+
+    /// Group commit for synced writes from several threads. When a group completes, its
+    /// writers return and queue their next writes one by one; the first to queue leads at
+    /// once, so groups would alternate between one writer and the rest, and one fdatasync in
+    /// two would serve a single write. A leader whose last synced group had several writers
+    /// therefore waits, at most [`SYNC_GATHER`], for as many to queue behind it. A lone
+    /// synced writer never waits.
+    fn gather_sync_writers<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let deadline = Instant::now() + SYNC_GATHER;
+        st.gathering = true;
+        while st.queue.len() < st.last_sync_group {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            st = self
+                .writer_cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        st.gathering = false;
+        st
     }
 
     /// Logs a group and inserts it into the memtable. Runs as the leader, without `state`.

@@ -46,7 +46,9 @@ pub struct Options {
     pub block_cache_bytes: usize,
     /// Size ratio `T` between adjacent levels (10).
     pub size_ratio: u64,
-    /// Target bytes of level 1; level `n` aims at this times `T^(n-1)` (64 MiB).
+    /// Target bytes of level 1; level `n` aims at this times `T^(n-1)` (256 MiB, as RocksDB's
+    /// `max_bytes_for_level_base`: with level 0 flushed four 64 MiB memtables at a time, a
+    /// smaller level 1 is rewritten into level 2 after nearly every level-0 compaction).
     pub level1_max_bytes: u64,
     /// Size at which compaction starts a new output file (16 MiB).
     pub target_file_size: u64,
@@ -93,7 +95,7 @@ impl Default for Options {
             index_kind: IndexKind::Flat,
             block_cache_bytes: 8 << 20,
             size_ratio: 10,
-            level1_max_bytes: 64 << 20,
+            level1_max_bytes: 256 << 20,
             target_file_size: 16 << 20,
             level0_compaction_trigger: 4,
             level0_slowdown_trigger: 12,
