@@ -68,6 +68,11 @@ pub fn stats_text(s: &Stats) -> String {
     );
     let _ = writeln!(
         out,
+        "pinned by tables  {} (Bloom filters and root index blocks)",
+        human_bytes(s.table_pinned_bytes)
+    );
+    let _ = writeln!(
+        out,
         "written           user {}, WAL {}, flush {}, compaction {}",
         human_bytes(s.user_bytes_written),
         human_bytes(s.wal_bytes_written),

@@ -619,7 +619,7 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
         }
         let _ = write!(
             o,
-            "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stall_micros:{}\r\n",
+            "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\ntable_pinned_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stall_micros:{}\r\n",
             s.memtable_bytes,
             s.immutable_memtables,
             s.sst_bytes,
@@ -628,6 +628,7 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
             s.block_cache_hits,
             s.block_cache_misses,
             s.cache_hit_rate(),
+            s.table_pinned_bytes,
             s.flushes,
             s.compactions,
             s.write_stall_micros

@@ -115,15 +115,19 @@ impl Shard {
         }
     }
 
+    /// A test for the table: does the slot an index names hold `key`?
+    fn holds<'a>(slots: &'a [Option<Slot>], key: &'a [u8]) -> impl Fn(&u32) -> bool + 'a {
+        move |&i| {
+            slots
+                .get(i as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| *s.key == *key)
+        }
+    }
+
     fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
-        let slots = &self.slots;
         self.table
-            .find(hash, |&i| {
-                slots
-                    .get(i as usize)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|s| *s.key == *key)
-            })
+            .find(hash, Self::holds(&self.slots, key))
             .copied()
     }
 
@@ -136,13 +140,7 @@ impl Shard {
     }
 
     fn remove(&mut self, hash: u64, key: &[u8]) {
-        let slots = &self.slots;
-        let found = self.table.find_entry(hash, |&i| {
-            slots
-                .get(i as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|s| *s.key == *key)
-        });
+        let found = self.table.find_entry(hash, Self::holds(&self.slots, key));
         if let Ok(entry) = found {
             let (i, _) = entry.remove();
             self.free_slot(i);

@@ -1458,6 +1458,7 @@ impl DbInner {
             block_cache_misses: self.store.cache.misses(),
             block_cache_bytes: self.store.cache.usage() as u64,
             block_cache_capacity: self.store.cache.capacity() as u64,
+            table_pinned_bytes: v.files().map(|(_, f)| f.pinned_bytes()).sum(),
             user_bytes_written: r(&c.user_bytes),
             wal_bytes_written: r(&c.wal_bytes),
             flush_bytes_written: r(&c.flush_bytes),

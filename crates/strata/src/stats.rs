@@ -52,6 +52,9 @@ pub struct Stats {
     pub block_cache_bytes: u64,
     /// The block cache's budget.
     pub block_cache_capacity: u64,
+    /// Bytes of Bloom filters and root index blocks held by open tables, outside the block
+    /// cache (about 2.3 bytes per entry with 10 filter bits per key and 4 KiB blocks).
+    pub table_pinned_bytes: u64,
     /// Bytes of keys and values written by users since open.
     pub user_bytes_written: u64,
     /// Bytes appended to WAL files since open.

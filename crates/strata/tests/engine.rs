@@ -545,3 +545,20 @@ fn levels_follow_the_size_ratio() {
         );
     }
 }
+
+#[test]
+fn stats_count_the_filters_and_indexes_that_open_tables_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for i in 0..10_000u32 {
+        db.put(format!("k{i:06}").as_bytes(), b"value").unwrap();
+    }
+    db.flush().unwrap();
+    // A lookup opens the table and loads its filter; a miss that passes the filter would
+    // load the index too, so look up a key that is there.
+    assert!(db.get(b"k000042").unwrap().is_some());
+    let pinned = db.stats().table_pinned_bytes;
+    // 10 bits per key for the filter alone is 12,500 bytes.
+    assert!(pinned >= 12_000, "pinned {pinned}");
+    assert!(pinned < 200_000, "pinned {pinned}");
+}

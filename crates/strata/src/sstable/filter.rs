@@ -98,6 +98,10 @@ impl BloomFilter {
     }
 
     /// False only when the key is certainly absent from the file.
+    pub(crate) fn size(&self) -> usize {
+        self.data.len()
+    }
+
     pub(crate) fn may_contain(&self, user_key: &[u8]) -> bool {
         let h = hash64(user_key);
         let (mut pos, delta) = (h & 0xffff_ffff, (h >> 32) | 1);

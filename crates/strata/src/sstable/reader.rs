@@ -122,6 +122,12 @@ impl Table {
         Ok(block)
     }
 
+    /// Bytes of the filter and root index block, once loaded.
+    pub(crate) fn pinned_bytes(&self) -> usize {
+        self.filter.get().map_or(0, BloomFilter::size)
+            + self.index_root.get().map_or(0, |b| b.size())
+    }
+
     fn filter(&self) -> Result<&BloomFilter> {
         if let Some(f) = self.filter.get() {
             return Ok(f);

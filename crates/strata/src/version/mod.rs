@@ -82,6 +82,11 @@ impl FileMeta {
     }
 
     /// The open table, opened on first use.
+    /// Bytes the open table holds outside the block cache (0 while it is not open).
+    pub(crate) fn pinned_bytes(&self) -> u64 {
+        self.table.get().map_or(0, |t| t.pinned_bytes() as u64)
+    }
+
     pub(crate) fn table(&self) -> Result<&Arc<Table>> {
         if let Some(t) = self.table.get() {
             return Ok(t);
