@@ -104,16 +104,58 @@ fn trailer(ikey: &[u8]) -> u64 {
 }
 
 /// The total order of internal keys.
+#[inline]
 pub(crate) fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
-    match user_key(a).cmp(user_key(b)) {
+    match compare_bytes(user_key(a), user_key(b)) {
         Ordering::Equal => trailer(b).cmp(&trailer(a)),
         o => o,
     }
 }
 
+/// Bytewise order (as `a.cmp(b)`), eight bytes at a step. Keys are short, and for them a call
+/// to the C library's `memcmp` cost more than the comparison: it was a tenth of a scan.
+#[inline]
+pub(crate) fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let (mut x, mut y) = (a, b);
+    while let (Some((xc, xr)), Some((yc, yr))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        if xc != yc {
+            return u64::from_be_bytes(*xc).cmp(&u64::from_be_bytes(*yc));
+        }
+        (x, y) = (xr, yr);
+    }
+    x.cmp(y)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compare_bytes_agrees_with_slice_order() {
+        let mut x = 99u64;
+        let mut next = || {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            x >> 33
+        };
+        for _ in 0..20_000 {
+            // Short alphabets and shared prefixes, so that equal chunks and ties are common.
+            let a: Vec<u8> = (0..next() % 20).map(|_| (next() % 3) as u8).collect();
+            let mut b = a.clone();
+            match next() % 3 {
+                0 => b.truncate((next() % 20) as usize),
+                1 => b.push((next() % 3) as u8),
+                _ => {
+                    if let Some(byte) = b.get_mut((next() % 20) as usize) {
+                        *byte = (next() % 3) as u8;
+                    }
+                }
+            }
+            assert_eq!(compare_bytes(&a, &b), a.cmp(&b), "{a:?} {b:?}");
+            assert_eq!(compare_bytes(&b, &a), b.cmp(&a), "{b:?} {a:?}");
+        }
+    }
 
     #[test]
     fn newer_versions_sort_first_within_a_user_key() {

@@ -1,13 +1,13 @@
 //! The user's view of the merged internal stream: one entry per user key, its newest version
 //! visible at the read's sequence number, deletions hidden, within `[lower, upper)`.
 
-use std::cmp::Ordering;
-
 use super::BoxedIter;
 #[allow(unused_imports)]
 use super::InternalIterator as _;
 use crate::error::{Error, Result};
-use crate::key::{SeqNo, ValueKind, internal_key, lookup_key, parse_internal_key, user_key};
+use crate::key::{
+    SeqNo, ValueKind, compare_bytes, internal_key, lookup_key, parse_internal_key, user_key,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -79,11 +79,15 @@ impl DbIter {
     }
 
     fn past_upper(&self, key: &[u8]) -> bool {
-        self.upper.as_deref().is_some_and(|u| key >= u)
+        self.upper
+            .as_deref()
+            .is_some_and(|u| compare_bytes(key, u).is_ge())
     }
 
     fn before_lower(&self, key: &[u8]) -> bool {
-        self.lower.as_deref().is_some_and(|l| key < l)
+        self.lower
+            .as_deref()
+            .is_some_and(|l| compare_bytes(key, l).is_lt())
     }
 
     /// Moves forward to the newest visible, not deleted version of a user key; with
@@ -102,7 +106,7 @@ impl DbIter {
                         skipping = true;
                     }
                     ValueKind::Value => {
-                        if !(skipping && p.user_key <= self.saved_key.as_slice()) {
+                        if !(skipping && compare_bytes(p.user_key, &self.saved_key).is_le()) {
                             self.valid = true;
                             self.saved_key.clear();
                             return Ok(());
@@ -123,7 +127,7 @@ impl DbIter {
         while self.inner.valid() {
             let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
             if p.seq <= self.seq {
-                if kind != ValueKind::Delete && p.user_key.cmp(&self.saved_key) == Ordering::Less {
+                if kind != ValueKind::Delete && compare_bytes(p.user_key, &self.saved_key).is_lt() {
                     break;
                 }
                 if self.before_lower(p.user_key) {
@@ -256,7 +260,7 @@ impl DbIter {
                     self.saved_value.clear();
                     return Ok(());
                 }
-                if user_key(self.inner.key()) < self.saved_key.as_slice() {
+                if compare_bytes(user_key(self.inner.key()), &self.saved_key).is_lt() {
                     break;
                 }
             }
