@@ -244,7 +244,8 @@ mod mapped {
 
     impl MappedLog {
         /// A new, empty log at `path`; `None` when the file system cannot reserve space
-        /// with `fallocate`, and the caller should write the file the ordinary way.
+        /// with `fallocate` or map the file, and the caller should write the file the
+        /// ordinary way (which truncates it again).
         pub(crate) fn create(path: &Path) -> io::Result<Option<MappedLog>> {
             let file = OpenOptions::new()
                 .read(true)
@@ -260,7 +261,15 @@ mod mapped {
             };
             match log.map_chunk(0) {
                 Ok(()) => Ok(Some(log)),
-                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
+                // No fallocate, or no shared mappings, on this file system.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EOPNOTSUPP | libc::ENOSYS | libc::ENODEV)
+                    ) =>
+                {
+                    Ok(None)
+                }
                 Err(e) => Err(e),
             }
         }

@@ -597,8 +597,9 @@ impl MemTable {
     }
 }
 
-/// A cursor over a memtable; it sees entries inserted after it was made, which the user-level
-/// iterator hides by sequence number.
+/// A cursor over a memtable. It sees every entry added before it was made, and may see some
+/// added later (those a later batch linked into the list), which the user-level iterator
+/// hides by sequence number.
 pub(crate) struct MemTableIter {
     table: Arc<MemTable>,
     node: *mut Node,
