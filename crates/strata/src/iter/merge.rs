@@ -148,6 +148,7 @@ impl InternalIterator for MergingIterator {
             }
             // The current child's key is below every other child's: it is on top again.
             self.rebuild(Direction::Forward);
+            debug_assert_eq!(self.heap.first(), Some(&cur));
         }
         self.step_top(|c| c.next())
     }
@@ -169,8 +170,15 @@ impl InternalIterator for MergingIterator {
                 } else {
                     c.seek_to_last()?;
                 }
+                // An entry added to a memtable after the seek may sit between the entry found
+                // and `key`; step past it (it is newer than this cursor's reads, so hidden).
+                // Otherwise it would top the heap, and the current child would not move.
+                while c.valid() && compare_internal(c.key(), &key) != Ordering::Less {
+                    c.prev()?;
+                }
             }
             self.rebuild(Direction::Reverse);
+            debug_assert_eq!(self.heap.first(), Some(&cur));
         }
         self.step_top(|c| c.prev())
     }
@@ -179,5 +187,88 @@ impl InternalIterator for MergingIterator {
     }
     fn value(&self) -> &[u8] {
         self.cur().value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{SeqNo, ValueKind, internal_key};
+
+    /// A sorted list of internal keys; `prev` can first gain an entry just before the
+    /// current one, as a memtable gains entries from a concurrent writer.
+    struct ListIter {
+        keys: Vec<Vec<u8>>,
+        pos: usize,
+        gain_before_prev: Option<Vec<u8>>,
+    }
+
+    impl InternalIterator for ListIter {
+        fn valid(&self) -> bool {
+            self.pos < self.keys.len()
+        }
+        fn seek_to_first(&mut self) -> Result<()> {
+            self.pos = 0;
+            Ok(())
+        }
+        fn seek_to_last(&mut self) -> Result<()> {
+            self.pos = self.keys.len().checked_sub(1).unwrap_or(self.keys.len());
+            Ok(())
+        }
+        fn seek(&mut self, target: &[u8]) -> Result<()> {
+            self.pos = self
+                .keys
+                .partition_point(|k| compare_internal(k, target).is_lt());
+            Ok(())
+        }
+        fn next(&mut self) -> Result<()> {
+            self.pos += 1;
+            Ok(())
+        }
+        fn prev(&mut self) -> Result<()> {
+            if let Some(k) = self.gain_before_prev.take() {
+                // Lands between the previous entry and the current one: the cursor steps
+                // onto it.
+                self.keys.insert(self.pos, k);
+                return Ok(());
+            }
+            self.pos = self.pos.checked_sub(1).unwrap_or(self.keys.len());
+            Ok(())
+        }
+        fn key(&self) -> &[u8] {
+            &self.keys[self.pos]
+        }
+        fn value(&self) -> &[u8] {
+            b""
+        }
+    }
+
+    fn k(user: &str, seq: u64) -> Vec<u8> {
+        internal_key(user.as_bytes(), SeqNo(seq), ValueKind::Value)
+    }
+
+    /// Regression: turning back from a forward position, another child re-sought to the
+    /// current key gained an entry after it (a concurrent write to the memtable). That entry
+    /// topped the heap, the current child did not move, and a reverse scan bounded above
+    /// returned the bound itself (found by the multi-threaded stress test).
+    #[test]
+    fn turning_back_moves_the_current_child_even_when_another_gains_an_entry() {
+        let current = ListIter {
+            keys: vec![k("a", 1), k("k", 1)],
+            pos: 0,
+            gain_before_prev: None,
+        };
+        let growing = ListIter {
+            keys: vec![k("z", 1)],
+            pos: 0,
+            gain_before_prev: Some(k("m", 9)),
+        };
+        let mut it = MergingIterator::new(vec![Box::new(current), Box::new(growing)]);
+        it.seek(&k("k", 1)).unwrap();
+        assert_eq!(it.key(), k("k", 1).as_slice());
+        it.prev().unwrap();
+        assert_eq!(it.key(), k("a", 1).as_slice());
+        it.prev().unwrap();
+        assert!(!it.valid());
     }
 }
