@@ -12,19 +12,21 @@ fn strata(args: &[&str]) -> Output {
 }
 
 fn strata_stdin(args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
+    run_with_input(
+        Command::new(env!("CARGO_BIN_EXE_strata")).args(args),
+        input.as_bytes(),
+    )
+}
+
+/// Runs `cmd` with `input` on its standard input and collects its output.
+fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -295,23 +297,14 @@ fn interactive_shell_starts_and_leaves_on_ctrl_d() {
     }
     let (t, db) = db_dir();
     let cmd = format!("{} shell {db}", env!("CARGO_BIN_EXE_strata"));
-    let mut child = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .env("HOME", t.path())
-        .env("TERM", "dumb")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Typed lines, then Ctrl-D on an empty line.
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"put k v\r\nget k\r\n\x04")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("HOME", t.path())
+            .env("TERM", "dumb"),
+        b"put k v\r\nget k\r\n\x04",
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", stderr(&out));
     assert!(text.contains("strata shell"), "{text}");
