@@ -29,6 +29,7 @@ use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
+use crate::sstable::mapped::MappedPages;
 use crate::stats::{FileInfo, LevelStats, Stats};
 use crate::version::edit::{NewFile, VersionEdit};
 use crate::version::set::VersionSet;
@@ -190,6 +191,7 @@ impl Db {
             fs: fs.clone(),
             dir: dir.clone(),
             cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
+            mapped: Arc::new(MappedPages::new(options.table_map_bytes)),
         });
         let exists = fs.exists(&dir.join("CURRENT"));
         if exists && options.error_if_exists {

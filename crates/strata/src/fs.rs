@@ -27,6 +27,104 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>>;
     /// The file's length in bytes.
     fn size(&self) -> io::Result<u64>;
+    /// The whole file mapped into memory for reading, where the file system can map files.
+    /// Only files that never change while open may be mapped (SSTs are written once).
+    fn map(&self) -> Option<Arc<FileMap>> {
+        None
+    }
+}
+
+/// A read-only shared mapping of a whole file, unmapped when dropped.
+///
+/// Reading a block through the mapping skips the system call, the page-cache lookup and the
+/// copy that `pread` makes. The pages the process touches count in its resident set until
+/// [`FileMap::release_resident`] drops them again.
+pub struct FileMap {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and lives until drop; shared reads from many threads are
+// as safe as reads of any immutable memory.
+unsafe impl Send for FileMap {}
+// SAFETY: as above.
+unsafe impl Sync for FileMap {}
+
+impl FileMap {
+    /// Maps `file` whole; `None` for an empty file or when the mapping fails.
+    #[cfg(target_os = "linux")]
+    fn new(file: &File) -> Option<FileMap> {
+        use std::os::fd::AsRawFd;
+        let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: a new read-only shared mapping of `len` bytes of an open file; it is
+        // unmapped exactly once, in drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then(|| FileMap {
+            ptr: p.cast::<u8>().cast_const(),
+            len,
+        })
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// Drops the process's hold on the mapping's pages: they leave its resident set (the page
+    /// cache keeps them) and come back on the next touch.
+    pub fn release_resident(&self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: advice on a range this value maps. MADV_DONTNEED on a shared file mapping
+        // discards no data: a later read faults the same file bytes back in.
+        unsafe {
+            libc::madvise(self.ptr.cast_mut().cast(), self.len, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+impl Drop for FileMap {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: `ptr` came from mmap with length `len` and is unmapped once.
+        unsafe {
+            libc::munmap(self.ptr.cast_mut().cast(), self.len);
+        }
+    }
+}
+
+/// A range of a [`FileMap`], checked against the mapping once, when made.
+#[derive(Clone)]
+pub(crate) struct MappedBytes {
+    map: Arc<FileMap>,
+    start: usize,
+    len: usize,
+}
+
+impl MappedBytes {
+    /// `len` bytes at `start`; `None` when the range leaves the mapping.
+    pub(crate) fn new(map: Arc<FileMap>, start: usize, len: usize) -> Option<MappedBytes> {
+        let end = start.checked_add(len)?;
+        (end <= map.len).then_some(MappedBytes { map, start, len })
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `start + len <= map.len` was checked in `new`, and the mapping lives as
+        // long as `self.map`.
+        unsafe { std::slice::from_raw_parts(self.map.ptr.add(self.start), self.len) }
+    }
 }
 
 /// An exclusive lock on a database directory; released when dropped.
@@ -128,6 +226,10 @@ impl RandomAccessFile for StdRandomAccess {
     }
     fn size(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
+    }
+    #[cfg(target_os = "linux")]
+    fn map(&self) -> Option<Arc<FileMap>> {
+        FileMap::new(&self.file).map(Arc::new)
     }
 }
 

@@ -44,6 +44,11 @@ pub struct Options {
     /// table holds its Bloom filter and root index block besides: about 2.3 bytes per key
     /// with 16-byte keys, 100-byte values, 10 Bloom bits per key and 4 KiB blocks.
     pub block_cache_bytes: usize,
+    /// Bytes of table files the process may hold resident through memory mappings (32 MiB).
+    /// Reads that fill the block cache take their blocks in place from a mapping of the
+    /// table, without a system call or a copy; past this budget the mapped pages are
+    /// released (the operating system's page cache keeps them). 0 reads with `pread` only.
+    pub table_map_bytes: usize,
     /// Size ratio `T` between adjacent levels (10).
     pub size_ratio: u64,
     /// Target bytes of level 1; level `n` aims at this times `T^(n-1)` (256 MiB, as RocksDB's
@@ -75,6 +80,7 @@ impl std::fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("index_kind", &self.index_kind)
             .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("table_map_bytes", &self.table_map_bytes)
             .field("size_ratio", &self.size_ratio)
             .finish_non_exhaustive()
     }
@@ -94,6 +100,7 @@ impl Default for Options {
             compression: Compression::None,
             index_kind: IndexKind::Flat,
             block_cache_bytes: 8 << 20,
+            table_map_bytes: 32 << 20,
             size_ratio: 10,
             level1_max_bytes: 256 << 20,
             target_file_size: 16 << 20,

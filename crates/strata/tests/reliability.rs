@@ -30,6 +30,8 @@ fn options(fs: Arc<dyn FileSystem>) -> Options {
         size_ratio: 4,
         block_size: 256,
         level0_compaction_trigger: 2,
+        // Four 64 KiB windows: on a real file system, scans release mapped pages often.
+        table_map_bytes: 256 * 1024,
         fs,
         ..Options::default()
     }

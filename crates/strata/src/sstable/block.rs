@@ -11,10 +11,12 @@
 #![deny(clippy::indexing_slicing)]
 
 use std::cmp::Ordering;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::coding::{Reader, put_u32, put_varint, u32_at};
 use crate::error::{DecodeError, Error, Result};
+use crate::fs::MappedBytes;
 use crate::iter::InternalIterator;
 
 pub(crate) type Comparator = fn(&[u8], &[u8]) -> Ordering;
@@ -95,13 +97,36 @@ impl BlockBuilder {
 
 /// A decoded, immutable block.
 pub(crate) struct Block {
-    data: Vec<u8>,
+    data: BlockData,
     restarts_offset: usize,
     num_restarts: usize,
 }
 
+/// Where a block's bytes live: read into memory, or in place in a mapped file.
+pub(crate) enum BlockData {
+    Owned(Vec<u8>),
+    Mapped(MappedBytes),
+}
+
+impl Deref for BlockData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockData::Owned(v) => v,
+            BlockData::Mapped(m) => m.bytes(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for BlockData {
+    fn from(v: Vec<u8>) -> Self {
+        BlockData::Owned(v)
+    }
+}
+
 impl Block {
-    pub(crate) fn new(data: Vec<u8>) -> Result<Block, DecodeError> {
+    pub(crate) fn new(data: impl Into<BlockData>) -> Result<Block, DecodeError> {
+        let data = data.into();
         let n = data
             .len()
             .checked_sub(4)

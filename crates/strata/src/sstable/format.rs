@@ -214,8 +214,8 @@ pub(crate) fn compress_block(raw: &[u8], compression: Compression) -> (Vec<u8>, 
 /// an unbounded allocation.
 const MAX_BLOCK_BYTES: usize = 256 * 1024 * 1024;
 
-/// Checks a block's trailer and returns its uncompressed contents.
-pub(crate) fn unwrap_block(mut stored_with_trailer: Vec<u8>) -> Result<Vec<u8>, DecodeError> {
+/// Checks a stored block's trailer; returns the stored body and how it is compressed.
+pub(crate) fn check_block(stored_with_trailer: &[u8]) -> Result<(&[u8], Compression), DecodeError> {
     let n = stored_with_trailer
         .len()
         .checked_sub(BLOCK_TRAILER_BYTES)
@@ -228,13 +228,15 @@ pub(crate) fn unwrap_block(mut stored_with_trailer: Vec<u8>) -> Result<Vec<u8>, 
     if masked_crc(&[body, &[kind_byte]]) != crc {
         return Err(DecodeError("block checksum mismatch"));
     }
-    match Compression::from_u8(kind_byte) {
-        Some(Compression::None) => {
-            // The block is the bytes read, less the trailer: no copy.
-            stored_with_trailer.truncate(n);
-            Ok(stored_with_trailer)
-        }
-        Some(Compression::Lz4) => {
+    let kind = Compression::from_u8(kind_byte).ok_or(DecodeError("unknown block compression"))?;
+    Ok((body, kind))
+}
+
+/// Uncompresses a checked block body that is stored compressed.
+pub(crate) fn decompress_block(body: &[u8], kind: Compression) -> Result<Vec<u8>, DecodeError> {
+    match kind {
+        Compression::None => Ok(body.to_vec()),
+        Compression::Lz4 => {
             let declared = u32_at(body, 0)? as usize;
             if declared > MAX_BLOCK_BYTES {
                 return Err(DecodeError("lz4 block declares an oversized length"));
@@ -242,9 +244,22 @@ pub(crate) fn unwrap_block(mut stored_with_trailer: Vec<u8>) -> Result<Vec<u8>, 
             lz4_flex::block::decompress_size_prepended(body)
                 .map_err(|_| DecodeError("lz4 block does not decompress"))
         }
-        Some(Compression::Zstd) => zstd::bulk::decompress(body, MAX_BLOCK_BYTES)
+        Compression::Zstd => zstd::bulk::decompress(body, MAX_BLOCK_BYTES)
             .map_err(|_| DecodeError("zstd block does not decompress")),
-        None => Err(DecodeError("unknown block compression")),
+    }
+}
+
+/// Checks a block's trailer and returns its uncompressed contents.
+pub(crate) fn unwrap_block(mut stored_with_trailer: Vec<u8>) -> Result<Vec<u8>, DecodeError> {
+    let (body, kind) = check_block(&stored_with_trailer)?;
+    match kind {
+        Compression::None => {
+            // The block is the bytes read, less the trailer: no copy.
+            let n = body.len();
+            stored_with_trailer.truncate(n);
+            Ok(stored_with_trailer)
+        }
+        _ => decompress_block(body, kind),
     }
 }
 

@@ -4,6 +4,7 @@ pub(crate) mod block;
 pub(crate) mod builder;
 pub(crate) mod filter;
 pub(crate) mod format;
+pub(crate) mod mapped;
 pub(crate) mod reader;
 
 pub use format::{Compression, IndexKind};

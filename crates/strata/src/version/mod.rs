@@ -12,6 +12,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::{FileNumber, Level, NUM_LEVELS, compare_internal, user_key};
+use crate::sstable::mapped::MappedPages;
 use crate::sstable::reader::{Table, TableEntry};
 
 /// Where the tables of one database live, and how they are opened.
@@ -19,6 +20,7 @@ pub(crate) struct TableStore {
     pub fs: Arc<dyn FileSystem>,
     pub dir: PathBuf,
     pub cache: Arc<BlockCache>,
+    pub mapped: Arc<MappedPages>,
 }
 
 impl TableStore {
@@ -97,7 +99,8 @@ impl FileMeta {
             .fs
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
-        let table = Table::open(file, &path, self.number, self.store.cache.clone())?;
+        let table = Table::open(file, &path, self.number, self.store.cache.clone())?
+            .with_mapping(&self.store.mapped);
         // A racing opener may have won; either table is equally good.
         let _ = self.table.set(Arc::new(table));
         self.table

@@ -1,0 +1,190 @@
+//! Reading tables through memory mappings, with a bound on the pages the process holds.
+//!
+//! A block read with `pread` costs a system call, a page-cache lookup, an allocation and a
+//! copy of the block; a profile of random seeks put half their time there. Through a shared
+//! mapping the same block is read in place. The cost is memory: every page a read touches
+//! joins the process's resident set, and Linux maps the cached pages around a faulting one as
+//! well (64 KiB, its default `fault_around_bytes`). Left alone, a long run of random reads
+//! would make the whole database resident.
+//!
+//! So each mapped table keeps one bit per 64 KiB window of its file, set when a read first
+//! touches the window, and all tables share one budget of windows. When the windows set pass
+//! the budget, every mapping drops its resident pages (`MADV_DONTNEED`: the page cache keeps
+//! them, so the next touch is a minor fault, not a disk read) and the bits start over. The
+//! process then never holds more than the budget (plus the windows touched while the drop
+//! runs) of mapped table pages.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::fs::FileMap;
+
+/// The bytes a touch may make resident: the kernel's default fault-around window.
+const WINDOW_BITS: u32 = 16;
+
+/// The shared budget of resident mapped pages of one database's tables.
+pub(crate) struct MappedPages {
+    budget_windows: usize,
+    /// Windows set since the last drop, across all tables.
+    touched: AtomicUsize,
+    tables: Mutex<Vec<Weak<MappedTable>>>,
+}
+
+/// One table's mapping and its touched windows.
+pub(crate) struct MappedTable {
+    map: Arc<FileMap>,
+    windows: Box<[AtomicU64]>,
+    /// Windows set in `windows`.
+    set: AtomicUsize,
+}
+
+impl MappedTable {
+    pub(crate) fn map(&self) -> &Arc<FileMap> {
+        &self.map
+    }
+}
+
+impl MappedPages {
+    /// A budget of `bytes` of resident table pages; 0 turns mapped reads off.
+    pub(crate) fn new(bytes: usize) -> Self {
+        MappedPages {
+            budget_windows: bytes >> WINDOW_BITS,
+            touched: AtomicUsize::new(0),
+            tables: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Takes a table's mapping under the budget; `None` when the budget is too small to map
+    /// anything.
+    pub(crate) fn register(&self, map: Arc<FileMap>) -> Option<Arc<MappedTable>> {
+        if self.budget_windows == 0 {
+            return None;
+        }
+        let windows = (map.bytes().len() >> WINDOW_BITS) + 1;
+        let table = Arc::new(MappedTable {
+            map,
+            windows: (0..windows.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            set: AtomicUsize::new(0),
+        });
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        tables.retain(|t| t.strong_count() > 0);
+        tables.push(Arc::downgrade(&table));
+        Some(table)
+    }
+
+    /// Records a read of `len` bytes at `start` of `table`'s mapping, made just before.
+    pub(crate) fn touch(&self, table: &MappedTable, start: usize, len: usize) {
+        let first = start >> WINDOW_BITS;
+        let last = (start + len.max(1) - 1) >> WINDOW_BITS;
+        let mut new = 0;
+        for w in first..=last {
+            let Some(word) = table.windows.get(w / 64) else {
+                continue;
+            };
+            let bit = 1u64 << (w % 64);
+            // Relaxed: the bits only count pages; a lost race counts a window twice or not
+            // at all, which moves the next drop a little.
+            if word.load(Ordering::Relaxed) & bit == 0
+                && word.fetch_or(bit, Ordering::Relaxed) & bit == 0
+            {
+                new += 1;
+            }
+        }
+        if new > 0 {
+            table.set.fetch_add(new, Ordering::Relaxed);
+            if self.touched.fetch_add(new, Ordering::Relaxed) + new > self.budget_windows {
+                self.release();
+            }
+        }
+    }
+
+    /// Drops the resident pages of whole tables, in turn, until half the budget is left set;
+    /// released tables go to the back of the line.
+    fn release(&self) {
+        // One thread drops; the others go on reading (their touches refault later).
+        let Ok(mut tables) = self.tables.try_lock() else {
+            return;
+        };
+        tables.retain(|t| t.strong_count() > 0);
+        let mut released = 0;
+        for table in tables.iter().filter_map(Weak::upgrade) {
+            if self.touched.load(Ordering::Relaxed) <= self.budget_windows / 2 {
+                break;
+            }
+            for word in table.windows.iter() {
+                word.store(0, Ordering::Relaxed);
+            }
+            let set = table.set.swap(0, Ordering::Relaxed);
+            table.map.release_resident();
+            // Saturating: a racing touch may count a window in `set` before in `touched`.
+            let _ = self
+                .touched
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                    Some(t.saturating_sub(set))
+                });
+            released += 1;
+        }
+        tables.rotate_left(released);
+    }
+
+    /// Windows set since the last drop (for tests).
+    #[cfg(test)]
+    fn touched(&self) -> usize {
+        self.touched.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, StdFs};
+
+    fn mapped_file(dir: &std::path::Path, len: usize) -> Arc<FileMap> {
+        let path = dir.join("t.sst");
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        StdFs
+            .open(&path)
+            .unwrap()
+            .map()
+            .expect("a file on disk maps")
+    }
+
+    #[test]
+    fn counts_each_window_once_and_starts_over_past_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = MappedPages::new(4 << WINDOW_BITS);
+        let table = pages.register(mapped_file(dir.path(), 1 << 20)).unwrap();
+        pages.touch(&table, 0, 100);
+        pages.touch(&table, 50, 100);
+        assert_eq!(pages.touched(), 1);
+        // A read across a window boundary touches both.
+        pages.touch(&table, (1 << WINDOW_BITS) - 10, 20);
+        assert_eq!(pages.touched(), 2);
+        pages.touch(&table, 3 << WINDOW_BITS, 1);
+        pages.touch(&table, 4 << WINDOW_BITS, 1);
+        assert_eq!(pages.touched(), 4);
+        // The fifth window passes the budget: the table is dropped and counting restarts.
+        pages.touch(&table, 5 << WINDOW_BITS, 1);
+        assert_eq!(pages.touched(), 0);
+        pages.touch(&table, 0, 1);
+        assert_eq!(pages.touched(), 1);
+        // The bytes read the same after the drop.
+        assert!(table.map().bytes().iter().all(|&b| b == 7));
+    }
+
+    #[test]
+    fn a_zero_budget_maps_nothing_and_dead_tables_leave_the_list() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            MappedPages::new(0)
+                .register(mapped_file(dir.path(), 4096))
+                .is_none()
+        );
+        let pages = MappedPages::new(1 << 20);
+        drop(pages.register(mapped_file(dir.path(), 4096)));
+        let _kept = pages.register(mapped_file(dir.path(), 4096)).unwrap();
+        assert_eq!(pages.tables.lock().unwrap().len(), 1);
+    }
+}
