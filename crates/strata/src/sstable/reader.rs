@@ -219,8 +219,12 @@ impl Table {
         if let Some(b) = self.index_root.get() {
             return Ok(b.clone());
         }
-        let block = self.read_block(self.footer.index, false)?;
-        Ok(self.index_root.get_or_init(|| block).clone())
+        let at = self.footer.index.offset;
+        let block = Block::new(self.read_raw(self.footer.index)?)
+            .and_then(Block::with_search_heads)
+            .map_err(|e| e.at(&self.path, at))?;
+        // Two readers may race to load it; both built the same block.
+        Ok(self.index_root.get_or_init(|| Arc::new(block)).clone())
     }
 
     fn with_path(&self, e: Error, offset: u64) -> Error {
