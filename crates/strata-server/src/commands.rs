@@ -39,6 +39,9 @@ fn parse_i64(b: &[u8]) -> Option<i64> {
 /// Reads a key through the hot-key cache. On a miss the engine is read and the cache filled
 /// under the key's stripe lock, so that a concurrent write cannot be overtaken by a stale fill.
 fn read(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if !shared.cache.consult() {
+        return shared.db.get(key).map_err(|e| e.to_string());
+    }
     if let Some(v) = shared.cache.get(key) {
         return Ok(v);
     }
@@ -46,13 +49,15 @@ fn read(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     let v = shared.db.get(key).map_err(|e| e.to_string())?;
-    shared.cache.fill(key, v.clone());
+    shared.cache.fill(key, &v);
     Ok(v)
 }
 
 /// Reads a key while the caller holds its stripe lock.
 fn read_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-    if let Some(v) = shared.cache.get(key) {
+    if shared.cache.consult()
+        && let Some(v) = shared.cache.get(key)
+    {
         return Ok(v);
     }
     shared.db.get(key).map_err(|e| e.to_string())
@@ -588,13 +593,14 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
         };
         let _ = write!(
             o,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nprotocol_errors:{}\r\nhot_cache_bytes:{}\r\nhot_cache_hits:{hits}\r\nhot_cache_misses:{misses}\r\nhot_cache_hit_rate:{rate:.4}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nprotocol_errors:{}\r\nhot_cache_bytes:{}\r\nhot_cache_hits:{hits}\r\nhot_cache_misses:{misses}\r\nhot_cache_hit_rate:{rate:.4}\r\nhot_cache_bypassed:{}\r\n\r\n",
             c.connections_received.load(Ordering::Relaxed),
             c.commands.load(Ordering::Relaxed),
             c.keyspace_hits.load(Ordering::Relaxed),
             c.keyspace_misses.load(Ordering::Relaxed),
             c.protocol_errors.load(Ordering::Relaxed),
             shared.cache.bytes(),
+            shared.cache.bypassed(),
         );
     }
     let s = shared.db.stats();

@@ -16,7 +16,7 @@
 //! cache never returns a stale value.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hashbrown::HashTable;
 
@@ -197,11 +197,24 @@ impl Shard {
     }
 }
 
+/// Lookups per window over which the hit rate is judged.
+const WINDOW_LOOKUPS: u64 = 1024;
+/// A window that hits fewer than one lookup in this many turns the cache to sampling.
+const LOW_HIT_RATIO: u64 = 16;
+/// While sampling, one read in this many consults the cache.
+const SAMPLE_EVERY: u64 = 16;
+
 pub struct HotCache {
     shards: Vec<Mutex<Shard>>,
     shard_capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Reads that did not consult the cache.
+    bypassed: AtomicU64,
+    window_lookups: AtomicU64,
+    window_hits: AtomicU64,
+    /// Set while the last window's hit rate was below one in [`LOW_HIT_RATIO`].
+    sampling: AtomicBool,
 }
 
 fn charge(key: &[u8], value: &Option<Vec<u8>>) -> usize {
@@ -218,6 +231,42 @@ impl HotCache {
             shard_capacity,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            bypassed: AtomicU64::new(0),
+            window_lookups: AtomicU64::new(0),
+            window_hits: AtomicU64::new(0),
+            sampling: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a read should consult the cache. Under uniform traffic over more keys than fit
+    /// the cache hits almost never, and a lookup and a doorkeeper check per read cost a tenth
+    /// of a read's time for nothing; so while the hit rate stays under one in
+    /// [`LOW_HIT_RATIO`], only one read in [`SAMPLE_EVERY`] consults it. Those reads keep
+    /// measuring the hit rate and keep offering keys to the doorkeeper, so hot keys still get
+    /// in and turn sampling off. A read that skips the cache reads the engine, which is
+    /// always right.
+    pub fn consult(&self) -> bool {
+        if self.shard_capacity == 0 {
+            return false;
+        }
+        // Relaxed: counters and a hint; a stale flag costs one lookup more or less.
+        if !self.sampling.load(Ordering::Relaxed) {
+            return true;
+        }
+        let n = self.bypassed.fetch_add(1, Ordering::Relaxed);
+        n.is_multiple_of(SAMPLE_EVERY)
+    }
+
+    /// Counts a lookup into the current window and, when it is full, judges its hit rate.
+    fn count_lookup(&self, hit: bool) {
+        if hit {
+            self.window_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.window_lookups.fetch_add(1, Ordering::Relaxed) + 1 >= WINDOW_LOOKUPS {
+            self.window_lookups.store(0, Ordering::Relaxed);
+            let hits = self.window_hits.swap(0, Ordering::Relaxed);
+            self.sampling
+                .store(hits * LOW_HIT_RATIO < WINDOW_LOOKUPS, Ordering::Relaxed);
         }
     }
 
@@ -241,18 +290,20 @@ impl HotCache {
             slot.referenced = true;
             Some(slot.value.clone())
         });
+        drop(shard);
         match found {
             Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
             None => self.misses.fetch_add(1, Ordering::Relaxed),
         };
+        self.count_lookup(found.is_some());
         found
     }
 
     /// Offers the value of `key` just read from the engine after a miss (`None`: absent); it
     /// is kept if the key missed before in the doorkeeper's window. Requires: the caller holds
     /// the key's stripe lock.
-    pub fn fill(&self, key: &[u8], value: Option<Vec<u8>>) {
-        let c = charge(key, &value);
+    pub fn fill(&self, key: &[u8], value: &Option<Vec<u8>>) {
+        let c = charge(key, value);
         if c > self.shard_capacity {
             return;
         }
@@ -267,7 +318,7 @@ impl HotCache {
         shard.insert(Slot {
             hash,
             key: key.into(),
-            value,
+            value: value.clone(),
             referenced: false,
         });
     }
@@ -295,6 +346,11 @@ impl HotCache {
         self.misses.load(Ordering::Relaxed)
     }
 
+    /// Reads that skipped the cache while it was sampling.
+    pub fn bypassed(&self) -> u64 {
+        self.bypassed.load(Ordering::Relaxed)
+    }
+
     pub fn bytes(&self) -> usize {
         self.shards
             .iter()
@@ -309,8 +365,8 @@ mod tests {
 
     /// Fills twice: the first miss only passes the doorkeeper.
     fn fill(c: &HotCache, key: &[u8], value: Option<Vec<u8>>) {
-        c.fill(key, value.clone());
-        c.fill(key, value);
+        c.fill(key, &value);
+        c.fill(key, &value);
     }
 
     #[test]
@@ -333,13 +389,13 @@ mod tests {
     #[test]
     fn a_key_seen_once_is_not_admitted() {
         let c = HotCache::new(1 << 20);
-        c.fill(b"once", Some(b"v".to_vec()));
+        c.fill(b"once", &Some(b"v".to_vec()));
         assert_eq!(c.get(b"once"), None);
-        c.fill(b"once", Some(b"v".to_vec()));
+        c.fill(b"once", &Some(b"v".to_vec()));
         assert_eq!(c.get(b"once"), Some(Some(b"v".to_vec())));
         // Of a stream of keys that never repeat, only the doorkeeper's false positives get in.
         for i in 0..100_000u32 {
-            c.fill(&i.to_be_bytes(), Some(vec![0; 100]));
+            c.fill(&i.to_be_bytes(), &Some(vec![0; 100]));
         }
         let admitted = (99_000..100_000u32)
             .filter(|i| c.get(&i.to_be_bytes()).is_some())
@@ -358,5 +414,37 @@ mod tests {
             fill(&c, &i.to_be_bytes(), Some(vec![0; 4]));
         }
         assert!(c.bytes() <= SHARDS * 4 * (ENTRY_OVERHEAD_BYTES + 8));
+    }
+
+    /// Reads through the cache as the server does: consult, else the engine (here: the key
+    /// itself as its value).
+    fn read(c: &HotCache, key: &[u8]) -> bool {
+        if !c.consult() {
+            return false;
+        }
+        if c.get(key).is_some() {
+            return true;
+        }
+        c.fill(key, &Some(key.to_vec()));
+        false
+    }
+
+    #[test]
+    fn uniform_traffic_turns_to_sampling_and_a_hot_key_turns_it_back() {
+        let c = HotCache::new(1 << 20);
+        for i in 0..20_000u32 {
+            read(&c, &i.to_be_bytes());
+        }
+        assert!(c.sampling.load(Ordering::Relaxed));
+        let consulted = (0..1600u32).filter(|_| c.consult()).count();
+        assert_eq!(consulted, 100, "one read in {SAMPLE_EVERY}");
+        // One key read again and again: sampled reads admit it and then hit, and the next
+        // window judged turns sampling off.
+        let mut hits = 0;
+        for _ in 0..40_000 {
+            hits += usize::from(read(&c, b"hot"));
+        }
+        assert!(!c.sampling.load(Ordering::Relaxed));
+        assert!(hits > 20_000, "{hits} hits");
     }
 }
