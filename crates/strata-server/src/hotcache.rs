@@ -212,7 +212,8 @@ pub struct HotCache {
     /// Reads that did not consult the cache.
     bypassed: AtomicU64,
     window_lookups: AtomicU64,
-    window_hits: AtomicU64,
+    /// `hits` when the current window began.
+    hits_at_window_start: AtomicU64,
     /// Set while the last window's hit rate was below one in [`LOW_HIT_RATIO`].
     sampling: AtomicBool,
 }
@@ -233,7 +234,7 @@ impl HotCache {
             misses: AtomicU64::new(0),
             bypassed: AtomicU64::new(0),
             window_lookups: AtomicU64::new(0),
-            window_hits: AtomicU64::new(0),
+            hits_at_window_start: AtomicU64::new(0),
             sampling: AtomicBool::new(false),
         }
     }
@@ -257,14 +258,14 @@ impl HotCache {
         n.is_multiple_of(SAMPLE_EVERY)
     }
 
-    /// Counts a lookup into the current window and, when it is full, judges its hit rate.
-    fn count_lookup(&self, hit: bool) {
-        if hit {
-            self.window_hits.fetch_add(1, Ordering::Relaxed);
-        }
+    /// Counts a lookup (already counted in `hits` or `misses`) into the current window and,
+    /// when the window is full, judges its hit rate.
+    fn count_lookup(&self) {
         if self.window_lookups.fetch_add(1, Ordering::Relaxed) + 1 >= WINDOW_LOOKUPS {
             self.window_lookups.store(0, Ordering::Relaxed);
-            let hits = self.window_hits.swap(0, Ordering::Relaxed);
+            let now = self.hits.load(Ordering::Relaxed);
+            // Saturating: two threads closing a window at once may swap out of order.
+            let hits = now.saturating_sub(self.hits_at_window_start.swap(now, Ordering::Relaxed));
             self.sampling
                 .store(hits * LOW_HIT_RATIO < WINDOW_LOOKUPS, Ordering::Relaxed);
         }
@@ -295,7 +296,7 @@ impl HotCache {
             Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
             None => self.misses.fetch_add(1, Ordering::Relaxed),
         };
-        self.count_lookup(found.is_some());
+        self.count_lookup();
         found
     }
 

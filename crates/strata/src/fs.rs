@@ -120,6 +120,12 @@ impl MappedBytes {
         (end <= map.len).then_some(MappedBytes { map, start, len })
     }
 
+    /// The first `len` bytes of this range (all of it if `len` is larger).
+    pub(crate) fn truncated(mut self, len: usize) -> MappedBytes {
+        self.len = self.len.min(len);
+        self
+    }
+
     pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: `start + len <= map.len` was checked in `new`, and the mapping lives as
         // long as `self.map`.

@@ -131,20 +131,13 @@ impl Heads {
     fn candidates(&self, user_key: &[u8]) -> std::ops::Range<usize> {
         let n = self.words.len();
         let p = self.prefix.len();
-        match user_key.get(..p).map(|k| k.cmp(&self.prefix[..])) {
-            Some(Ordering::Equal) => {
-                let w = Heads::word(user_key.get(p..).unwrap_or_default());
-                self.words.partition_point(|&h| h < w)..self.words.partition_point(|&h| h <= w)
-            }
-            Some(Ordering::Greater) => n..n,
-            // Shorter than the prefix or below it: below every key.
-            _ => {
-                if user_key > &self.prefix[..] {
-                    n..n
-                } else {
-                    0..0
-                }
-            }
+        if user_key.starts_with(&self.prefix) {
+            let w = Heads::word(user_key.get(p..).unwrap_or_default());
+            self.words.partition_point(|&h| h < w)..self.words.partition_point(|&h| h <= w)
+        } else if user_key > &self.prefix[..] {
+            n..n
+        } else {
+            0..0
         }
     }
 }
@@ -197,14 +190,8 @@ impl Block {
     /// Adds search heads over the restart keys, which must be internal keys (a block of an
     /// index). Worth it for blocks held open and searched often.
     pub(crate) fn with_search_heads(mut self) -> Result<Block, DecodeError> {
-        let user_key = |i| {
-            self.restart_key(i).and_then(|k: &[u8]| {
-                k.len()
-                    .checked_sub(crate::key::TRAILER_BYTES)
-                    .and_then(|n| k.get(..n))
-                    .ok_or(DecodeError("index key shorter than its trailer"))
-            })
-        };
+        // The user key as `compare_internal` sees it, so that heads order as it does.
+        let user_key = |i| self.restart_key(i).map(crate::key::user_key);
         let first = user_key(0)?;
         let last = user_key(self.num_restarts - 1)?;
         let p = first.iter().zip(last).take_while(|(a, b)| a == b).count();
@@ -369,15 +356,10 @@ impl BlockIter {
         // Last restart point whose key is < target (or the first).
         let (mut lo, mut hi) = (0usize, self.block.num_restarts - 1);
         if let Some(heads) = &self.block.heads {
-            let user_key = target
-                .len()
-                .checked_sub(crate::key::TRAILER_BYTES)
-                .and_then(|n| target.get(..n))
-                .unwrap_or(target);
             // Every restart before the candidates is below the target, every one from
             // their end is above; the answer is the last below, within the candidates or
             // just before them.
-            let c = heads.candidates(user_key);
+            let c = heads.candidates(crate::key::user_key(target));
             lo = c.start.saturating_sub(1);
             hi = c.end.saturating_sub(1).max(lo);
         }

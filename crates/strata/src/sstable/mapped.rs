@@ -1,18 +1,19 @@
 //! Reading tables through memory mappings, with a bound on the pages the process holds.
 //!
 //! A block read with `pread` costs a system call, a page-cache lookup, an allocation and a
-//! copy of the block; a profile of random seeks put half their time there. Through a shared
-//! mapping the same block is read in place. The cost is memory: every page a read touches
-//! joins the process's resident set, and Linux maps the cached pages around a faulting one as
-//! well (64 KiB, its default `fault_around_bytes`). Left alone, a long run of random reads
-//! would make the whole database resident.
+//! copy of the block. Through a shared mapping the same block is read in place. The cost is
+//! memory: every page a read touches joins the process's resident set, and Linux maps the
+//! cached pages around a faulting one as well (64 KiB, its default `fault_around_bytes`).
+//! Left alone, a long scan would make the whole database resident. (Only scans read this
+//! way: for a random read, a fault that maps and later unmaps sixteen pages costs more than
+//! `pread`; see `Table::read_block_in`.)
 //!
 //! So each mapped table keeps one bit per 64 KiB window of its file, set when a read first
 //! touches the window, and all tables share one budget of windows. When the windows set pass
-//! the budget, every mapping drops its resident pages (`MADV_DONTNEED`: the page cache keeps
-//! them, so the next touch is a minor fault, not a disk read) and the bits start over. The
-//! process then never holds more than the budget (plus the windows touched while the drop
-//! runs) of mapped table pages.
+//! the budget, whole tables in turn drop their resident pages (`MADV_DONTNEED`: the page
+//! cache keeps them, so the next touch is a minor fault, not a disk read) and clear their
+//! bits, until half the budget is left. The process then never holds more than the budget
+//! (plus the windows touched while a drop runs) of mapped table pages.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};

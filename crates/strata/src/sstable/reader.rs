@@ -106,11 +106,16 @@ impl Table {
         self
     }
 
-    fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
-        let len = usize::try_from(handle.size)
+    /// Bytes a block occupies in the file: its contents and trailer.
+    fn stored_len(&self, handle: BlockHandle) -> Result<usize> {
+        usize::try_from(handle.size)
             .ok()
             .and_then(|s| s.checked_add(BLOCK_TRAILER_BYTES))
-            .ok_or_else(|| Error::corruption(&self.path, handle.offset, "block size overflows"))?;
+            .ok_or_else(|| Error::corruption(&self.path, handle.offset, "block size overflows"))
+    }
+
+    fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+        let len = self.stored_len(handle)?;
         let stored = self
             .file
             .read_at(handle.offset, len)
@@ -140,23 +145,16 @@ impl Table {
             )
         };
         let start = usize::try_from(handle.offset).map_err(|_| past_end())?;
-        let len = usize::try_from(handle.size)
-            .ok()
-            .and_then(|s| s.checked_add(BLOCK_TRAILER_BYTES))
-            .ok_or_else(|| Error::corruption(&self.path, handle.offset, "block size overflows"))?;
+        let len = self.stored_len(handle)?;
         let stored = MappedBytes::new(table.map().clone(), start, len).ok_or_else(past_end)?;
         let (body, kind) =
             check_block(stored.bytes()).map_err(|e| e.at(&self.path, handle.offset))?;
         let data = match kind {
             Compression::None => {
                 let body_len = body.len();
-                MappedBytes::new(table.map().clone(), start, body_len).map(BlockData::Mapped)
+                BlockData::Mapped(stored.truncated(body_len))
             }
-            _ => None,
-        };
-        let data = match data {
-            Some(d) => d,
-            None => BlockData::Owned(
+            _ => BlockData::Owned(
                 decompress_block(body, kind).map_err(|e| e.at(&self.path, handle.offset))?,
             ),
         };
