@@ -5,6 +5,10 @@
 //! target below) reaches 1 is compacted into the next: one file (round-robin over the key
 //! space), or all of L0, with every file of the next level that overlaps it. A single input
 //! with nothing beneath it moves down without being rewritten.
+//!
+//! When no level is over its target, a file that lookups consulted in vain too often (see
+//! `FileMeta::charge_read`) is merged down the same way: once writes stop, the tree's shape
+//! stays as they left it, and every read would go on paying for the extra sorted runs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +22,7 @@ use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
-use crate::version::{FileMeta, TableStore, Version};
+use crate::version::{FileMeta, ReadCompaction, TableStore, Version};
 
 /// The shape of the tree the picker aims for.
 #[derive(Debug, Clone)]
@@ -60,11 +64,21 @@ pub(crate) struct Compaction {
     pub next_inputs: Vec<Arc<FileMeta>>,
     /// The version the inputs were chosen from (kept alive while the job runs).
     pub version: Arc<Version>,
+    /// Asked for by reads (see `FileMeta::charge_read`), not by a level's size.
+    pub for_reads: bool,
 }
 
 impl Compaction {
     pub(crate) fn output_level(&self) -> usize {
         self.output_level
+    }
+
+    /// True when `file` is one of the inputs.
+    pub(crate) fn takes(&self, file: &Arc<FileMeta>) -> bool {
+        self.inputs
+            .iter()
+            .chain(&self.next_inputs)
+            .any(|f| Arc::ptr_eq(f, file))
     }
 
     pub(crate) fn is_trivial_move(&self) -> bool {
@@ -80,12 +94,14 @@ impl Compaction {
     }
 }
 
-/// Picks the most urgent compaction whose levels are not busy, if any level needs one.
+/// Picks the most urgent compaction whose levels are not busy, if any level needs one, or
+/// else the compaction of the file reads asked for (`read`), while it is still in `v`.
 pub(crate) fn pick(
     v: &Arc<Version>,
     targets: &LevelTargets,
     busy: &[bool; NUM_LEVELS],
     pointers: &[Vec<u8>; NUM_LEVELS],
+    read: Option<&ReadCompaction>,
 ) -> Option<Compaction> {
     let scores = targets.scores(v);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
@@ -107,7 +123,25 @@ pub(crate) fn pick(
         };
         return Some(with_next_level(v, level, inputs));
     }
-    None
+    let ReadCompaction { level, file } = read?;
+    let level = *level;
+    let present = v
+        .levels
+        .get(level)
+        .is_some_and(|fs| fs.iter().any(|f| Arc::ptr_eq(f, file)));
+    if !present || level + 1 >= NUM_LEVELS || busy[level] || busy[level + 1] {
+        return None;
+    }
+    // All of level 0 goes down together, as when it is over its trigger.
+    let inputs = if level == 0 {
+        v.levels[0].clone()
+    } else {
+        vec![file.clone()]
+    };
+    Some(Compaction {
+        for_reads: true,
+        ..with_next_level(v, level, inputs)
+    })
 }
 
 /// Builds the compaction of `inputs` (from `level`) with the overlapping files beneath.
@@ -133,6 +167,7 @@ pub(crate) fn with_next_level(
         inputs,
         next_inputs,
         version: v.clone(),
+        for_reads: false,
     }
 }
 

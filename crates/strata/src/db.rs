@@ -33,7 +33,7 @@ use crate::sstable::mapped::MappedPages;
 use crate::stats::{FileInfo, LevelStats, Stats};
 use crate::version::edit::{NewFile, VersionEdit};
 use crate::version::set::VersionSet;
-use crate::version::{TableStore, Version, io_err, table_file_name, wal_file_name};
+use crate::version::{ReadCompaction, TableStore, Version, io_err, table_file_name, wal_file_name};
 
 /// Batches grouped into one WAL record stop growing past this size.
 const MAX_GROUP_BYTES: usize = 1 << 20;
@@ -75,6 +75,9 @@ struct State {
     busy_levels: [bool; NUM_LEVELS],
     /// A manual compaction runs: background compactions pick nothing new meanwhile.
     manual_compaction: bool,
+    /// A file lookups consulted in vain until its allowance ran out, to compact when no
+    /// level needs it more.
+    read_compaction: Option<ReadCompaction>,
     /// Sequence numbers handed out to write groups (visible or not yet).
     last_allocated: SeqNo,
     wal_number: FileNumber,
@@ -93,6 +96,7 @@ struct Counters {
     compaction_bytes_read: AtomicU64,
     flushes: AtomicU64,
     compactions: AtomicU64,
+    read_compactions: AtomicU64,
     trivial_moves: AtomicU64,
     stall_micros: AtomicU64,
     wal_tail_dropped_bytes: AtomicU64,
@@ -346,6 +350,7 @@ impl Db {
             closed: false,
             busy_levels: [false; NUM_LEVELS],
             manual_compaction: false,
+            read_compaction: None,
             last_allocated: last_seq,
             wal_number,
             last_sync_group: 0,
@@ -1056,7 +1061,18 @@ impl DbInner {
             }
         }
         let lookup = lookup_key(key, seq);
-        match sv.version.get(&lookup, key, !options.skip_cache)? {
+        let mut exhausted = None;
+        let found = sv
+            .version
+            .get(&lookup, key, !options.skip_cache, &mut exhausted);
+        if let Some(rc) = exhausted.filter(|_| self.opts.read_triggered_compaction) {
+            let mut st = lock(&self.state);
+            if st.read_compaction.is_none() {
+                st.read_compaction = Some(rc);
+                self.bg_cv.notify_all();
+            }
+        }
+        match found? {
             Some(e) if e.kind == ValueKind::Value => Ok(Some(e.value)),
             _ => Ok(None),
         }
@@ -1216,12 +1232,23 @@ impl DbInner {
                 }
                 if st.bg_error.is_none() && !st.manual_compaction {
                     let v = st.versions.current();
-                    if let Some(c) = compaction::pick(
+                    let read = st.read_compaction.as_ref();
+                    let picked = compaction::pick(
                         &v,
                         &self.targets,
                         &st.busy_levels,
                         &st.versions.compact_pointers,
-                    ) {
+                        read,
+                    );
+                    // The file leaves the tree (this compaction takes it, or another took it
+                    // already) or stays listed until it can.
+                    if let Some(rc) = read
+                        && (picked.as_ref().is_some_and(|c| c.takes(&rc.file))
+                            || !v.levels[rc.level].iter().any(|f| Arc::ptr_eq(f, &rc.file)))
+                    {
+                        st.read_compaction = None;
+                    }
+                    if let Some(c) = picked {
                         break c;
                     }
                 }
@@ -1230,6 +1257,11 @@ impl DbInner {
             st.busy_levels[picked.level] = true;
             st.busy_levels[picked.output_level()] = true;
             drop(st);
+            if picked.for_reads {
+                self.counters
+                    .read_compactions
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             let _ = self.run_compaction(&picked, true);
             let mut st = lock(&self.state);
             st.busy_levels[picked.level] = false;
@@ -1372,6 +1404,7 @@ impl DbInner {
                     inputs,
                     next_inputs: Vec::new(),
                     version: v.clone(),
+                    for_reads: false,
                 }
             };
             self.run_compaction(&c, false)?;
@@ -1468,6 +1501,7 @@ impl DbInner {
             compaction_bytes_read: r(&c.compaction_bytes_read),
             flushes: r(&c.flushes),
             compactions: r(&c.compactions),
+            read_compactions: r(&c.read_compactions),
             trivial_moves: r(&c.trivial_moves),
             write_stall_micros: r(&c.stall_micros),
             wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),

@@ -63,6 +63,12 @@ pub struct Options {
     pub level0_slowdown_trigger: usize,
     /// Level-0 files at which writers wait for compaction (20).
     pub level0_stop_trigger: usize,
+    /// Whether lookups that consult a file in vain may ask for it to be compacted (true).
+    /// Each file allows one such lookup per 16 KiB of its size (at least 100), as LevelDB's
+    /// seek compaction does; past that, while no level is over its target, the file is
+    /// merged into the level below. It brings a tree that writes left with several sorted
+    /// runs down to fewer once reads dominate. Off, the tree changes only for writes.
+    pub read_triggered_compaction: bool,
     /// Compaction threads (1).
     pub max_background_compactions: usize,
     /// What to do with a WAL damaged anywhere but its torn tail.
@@ -107,6 +113,7 @@ impl Default for Options {
             level0_compaction_trigger: 4,
             level0_slowdown_trigger: 12,
             level0_stop_trigger: 20,
+            read_triggered_compaction: true,
             max_background_compactions: 1,
             wal_recovery: RecoveryMode::Strict,
             fs: Arc::new(StdFs),

@@ -69,6 +69,9 @@ pub struct Stats {
     pub flushes: u64,
     /// Compactions that merged files, since open.
     pub compactions: u64,
+    /// Of those compactions and trivial moves, the ones reads asked for: a file that lookups
+    /// consulted in vain too often was merged down while no level was over its target.
+    pub read_compactions: u64,
     /// Files moved down a level without a rewrite, since open.
     pub trivial_moves: u64,
     /// Microseconds writers spent slowed or stopped.

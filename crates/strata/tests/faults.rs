@@ -12,6 +12,7 @@ fn open(fault: &FaultFs) -> strata::Result<Db> {
     o.level0_compaction_trigger = 100;
     o.level0_slowdown_trigger = 100;
     o.level0_stop_trigger = 100;
+    o.read_triggered_compaction = false;
     o.fs = Arc::new(fault.clone());
     Db::open("/db", o)
 }

@@ -14,6 +14,7 @@ fn opts(fs: Arc<dyn FileSystem>) -> Options {
         level0_compaction_trigger: 100,
         level0_slowdown_trigger: 100,
         level0_stop_trigger: 100,
+        read_triggered_compaction: false,
         fs,
         ..Options::default()
     }

@@ -240,6 +240,7 @@ fn corruption_anywhere_is_reported_never_misread() {
         level0_compaction_trigger: 100,
         level0_slowdown_trigger: 100,
         level0_stop_trigger: 100,
+        read_triggered_compaction: false,
         ..options(Arc::new(mem.clone()))
     };
     let db = Db::open("/db", opts.clone()).unwrap();

@@ -4,7 +4,9 @@
 //! The valid children form a binary heap, smallest key on top going forward and largest in
 //! reverse. A step moves the top child and sifts it down, which takes two comparisons when it
 //! stays on top, as it does through long runs of keys from one level; scanning every child for
-//! the smallest took one comparison per child per step.
+//! the smallest took one comparison per child per step. The heap remembers which child of
+//! the top is above the other while neither moves, so a step that leaves the top child on
+//! top takes one comparison.
 
 use std::cmp::Ordering;
 
@@ -23,6 +25,9 @@ pub(crate) struct MergingIterator {
     /// Indexes of the valid children, a heap ordered by [`MergingIterator::above`].
     heap: Vec<usize>,
     direction: Direction,
+    /// Which of heap slots 1 and 2 is above the other, when known; forgotten whenever either
+    /// slot changes.
+    runner_up: Option<usize>,
 }
 
 impl MergingIterator {
@@ -32,6 +37,7 @@ impl MergingIterator {
             children,
             heap,
             direction: Direction::Forward,
+            runner_up: None,
         }
     }
 
@@ -66,6 +72,7 @@ impl MergingIterator {
     /// Rebuilds the heap from the children's positions.
     fn rebuild(&mut self, direction: Direction) {
         self.direction = direction;
+        self.runner_up = None;
         self.heap.clear();
         self.heap
             .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
@@ -81,8 +88,30 @@ impl MergingIterator {
         };
         if !self.children[top].valid() {
             self.heap.swap_remove(0);
+            self.runner_up = None;
         }
-        self.sift_down(0);
+        let second = match self.heap.len() {
+            0 | 1 => return,
+            2 => 1,
+            _ => match self.runner_up {
+                Some(s) => s,
+                None => {
+                    let s = if self.above(self.heap[2], self.heap[1]) {
+                        2
+                    } else {
+                        1
+                    };
+                    self.runner_up = Some(s);
+                    s
+                }
+            },
+        };
+        if self.above(self.heap[0], self.heap[second]) {
+            return;
+        }
+        self.heap.swap(0, second);
+        self.runner_up = None;
+        self.sift_down(second);
     }
 
     /// Positions every child with `position`, then rebuilds the heap for `direction`.
@@ -92,6 +121,7 @@ impl MergingIterator {
         mut position: impl FnMut(&mut BoxedIter) -> Result<()>,
     ) -> Result<()> {
         self.heap.clear();
+        self.runner_up = None;
         for c in &mut self.children {
             position(c)?;
         }

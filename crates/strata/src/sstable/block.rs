@@ -247,6 +247,7 @@ impl Block {
             offset: self.restarts_offset,
             next_offset: self.restarts_offset,
             restart_index: 0,
+            next_restart: 0,
             key: Vec::new(),
             value: (0, 0),
             back: Vec::new(),
@@ -264,7 +265,10 @@ pub(crate) struct BlockIter {
     /// Offset of the current entry; `restarts_offset` when not valid.
     offset: usize,
     next_offset: usize,
+    /// The restart interval of the current entry, and where the next one begins (the end
+    /// of the entries after the last).
     restart_index: usize,
+    next_restart: usize,
     key: Vec<u8>,
     value: (usize, usize),
     /// The entries of the restart interval that the cursor last stepped back into, decoded
@@ -336,12 +340,20 @@ impl BlockIter {
         self.value = (vstart, vlen);
         self.offset = start;
         self.next_offset = vstart + vlen;
-        while self.restart_index + 1 < self.block.num_restarts
-            && self.block.restart(self.restart_index + 1)? <= self.offset
-        {
+        while self.offset >= self.next_restart {
             self.restart_index += 1;
+            self.next_restart = self.restart_end(self.restart_index)?;
         }
         Ok(true)
+    }
+
+    /// Where restart interval `index` ends.
+    fn restart_end(&self, index: usize) -> Result<usize, DecodeError> {
+        if index + 1 < self.block.num_restarts {
+            self.block.restart(index + 1)
+        } else {
+            Ok(self.block.restarts_offset)
+        }
     }
 
     fn seek_to_restart(&mut self, index: usize) -> Result<(), DecodeError> {
@@ -349,6 +361,7 @@ impl BlockIter {
         self.key.clear();
         self.restart_index = index;
         self.next_offset = self.block.restart(index)?;
+        self.next_restart = self.restart_end(index)?;
         Ok(())
     }
 

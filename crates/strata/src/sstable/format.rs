@@ -214,8 +214,13 @@ pub(crate) fn compress_block(raw: &[u8], compression: Compression) -> (Vec<u8>, 
 /// an unbounded allocation.
 const MAX_BLOCK_BYTES: usize = 256 * 1024 * 1024;
 
-/// Checks a stored block's trailer; returns the stored body and how it is compressed.
-pub(crate) fn check_block(stored_with_trailer: &[u8]) -> Result<(&[u8], Compression), DecodeError> {
+/// Reads a stored block's trailer, checking the checksum when `verify` (a block read before
+/// and checked then, still in place, need not be); returns the stored body and how it is
+/// compressed.
+pub(crate) fn check_block(
+    stored_with_trailer: &[u8],
+    verify: bool,
+) -> Result<(&[u8], Compression), DecodeError> {
     let n = stored_with_trailer
         .len()
         .checked_sub(BLOCK_TRAILER_BYTES)
@@ -225,7 +230,7 @@ pub(crate) fn check_block(stored_with_trailer: &[u8]) -> Result<(&[u8], Compress
         .first()
         .ok_or(DecodeError("missing block trailer"))?;
     let crc = u32_at(trailer, 1)?;
-    if masked_crc(&[body, &[kind_byte]]) != crc {
+    if verify && masked_crc(&[body, &[kind_byte]]) != crc {
         return Err(DecodeError("block checksum mismatch"));
     }
     let kind = Compression::from_u8(kind_byte).ok_or(DecodeError("unknown block compression"))?;
@@ -251,7 +256,7 @@ pub(crate) fn decompress_block(body: &[u8], kind: Compression) -> Result<Vec<u8>
 
 /// Checks a block's trailer and returns its uncompressed contents.
 pub(crate) fn unwrap_block(mut stored_with_trailer: Vec<u8>) -> Result<Vec<u8>, DecodeError> {
-    let (body, kind) = check_block(&stored_with_trailer)?;
+    let (body, kind) = check_block(&stored_with_trailer, true)?;
     match kind {
         Compression::None => {
             // The block is the bytes read, less the trailer: no copy.

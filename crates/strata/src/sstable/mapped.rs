@@ -31,17 +31,53 @@ pub(crate) struct MappedPages {
     tables: Mutex<Vec<Weak<MappedTable>>>,
 }
 
-/// One table's mapping and its touched windows.
+/// One table's mapping, its touched windows and the blocks checked since they were touched.
 pub(crate) struct MappedTable {
     map: Arc<FileMap>,
     windows: Box<[AtomicU64]>,
     /// Windows set in `windows`.
     set: AtomicUsize,
+    /// One bit per [`CHECKED_SLOT`] bytes of the file, set when the block starting in that
+    /// slot passed its checksum; cleared with the windows when the table's pages drop.
+    checked: Box<[AtomicU64]>,
+}
+
+/// The granularity of checked-block bits. Only blocks at least this long are marked: two of
+/// them cannot start in the same slot without overlapping, so a bit names one block.
+const CHECKED_SLOT: usize = 4096;
+
+fn bit_words(bits: usize) -> Box<[AtomicU64]> {
+    (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
 }
 
 impl MappedTable {
     pub(crate) fn map(&self) -> &Arc<FileMap> {
         &self.map
+    }
+
+    fn checked_bit(&self, start: usize, len: usize) -> Option<(&AtomicU64, u64)> {
+        let slot = start / CHECKED_SLOT;
+        let word = self
+            .checked
+            .get(slot / 64)
+            .filter(|_| len >= CHECKED_SLOT)?;
+        Some((word, 1 << (slot % 64)))
+    }
+
+    /// True when the block of `len` bytes at `start` passed its checksum since this table's
+    /// pages were last dropped. A scan reads each block of a window in turn, often more than
+    /// once (every scan of a range); checking it again was a tenth of a scan's time. The
+    /// block cache trusts a block it holds the same way.
+    pub(crate) fn is_checked(&self, start: usize, len: usize) -> bool {
+        self.checked_bit(start, len)
+            .is_some_and(|(word, bit)| word.load(Ordering::Relaxed) & bit != 0)
+    }
+
+    /// Records that the block of `len` bytes at `start` passed its checksum.
+    pub(crate) fn mark_checked(&self, start: usize, len: usize) {
+        if let Some((word, bit)) = self.checked_bit(start, len) {
+            word.fetch_or(bit, Ordering::Relaxed);
+        }
     }
 }
 
@@ -61,13 +97,12 @@ impl MappedPages {
         if self.budget_windows == 0 {
             return None;
         }
-        let windows = (map.bytes().len() >> WINDOW_BITS) + 1;
+        let len = map.bytes().len();
         let table = Arc::new(MappedTable {
             map,
-            windows: (0..windows.div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            windows: bit_words((len >> WINDOW_BITS) + 1),
             set: AtomicUsize::new(0),
+            checked: bit_words(len / CHECKED_SLOT + 1),
         });
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         tables.retain(|t| t.strong_count() > 0);
@@ -114,7 +149,7 @@ impl MappedPages {
             if self.touched.load(Ordering::Relaxed) <= self.budget_windows / 2 {
                 break;
             }
-            for word in table.windows.iter() {
+            for word in table.windows.iter().chain(table.checked.iter()) {
                 word.store(0, Ordering::Relaxed);
             }
             let set = table.set.swap(0, Ordering::Relaxed);

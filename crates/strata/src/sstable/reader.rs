@@ -130,7 +130,8 @@ impl Table {
         unwrap_block(stored).map_err(|e| e.at(&self.path, handle.offset))
     }
 
-    /// A block read in place from the mapping; checked, as every block read from the file.
+    /// A block read in place from the mapping; checked, as every block read from the file,
+    /// unless it passed its check since its pages were mapped (see `MappedTable::is_checked`).
     fn read_mapped(
         &self,
         pages: &MappedPages,
@@ -147,8 +148,12 @@ impl Table {
         let start = usize::try_from(handle.offset).map_err(|_| past_end())?;
         let len = self.stored_len(handle)?;
         let stored = MappedBytes::new(table.map().clone(), start, len).ok_or_else(past_end)?;
+        let verify = !table.is_checked(start, len);
         let (body, kind) =
-            check_block(stored.bytes()).map_err(|e| e.at(&self.path, handle.offset))?;
+            check_block(stored.bytes(), verify).map_err(|e| e.at(&self.path, handle.offset))?;
+        if verify {
+            table.mark_checked(start, len);
+        }
         let data = match kind {
             Compression::None => {
                 let body_len = body.len();
@@ -171,6 +176,9 @@ impl Table {
     /// KiB, the next fifteen blocks or so. A random read is cheaper with `pread` unless the
     /// page is mapped already, so it reads that way. Reads that skip the cache (compactions,
     /// checks) read each block once and would only crowd the mapped pages out.
+    ///
+    /// A block read in place does not enter the block cache: the mapping holds it already,
+    /// and a scan's blocks would only evict the blocks point reads come back to.
     fn read_block_in(
         &self,
         handle: BlockHandle,
@@ -181,15 +189,14 @@ impl Table {
         if let Some(b) = self.cache.get(&key) {
             return Ok(b);
         }
-        let block = match &self.mapped {
+        let (data, cache) = match &self.mapped {
             Some((pages, table)) if fill_cache && in_order => {
-                self.read_mapped(pages, table, handle)
+                (self.read_mapped(pages, table, handle)?, false)
             }
-            _ => self.read_raw(handle).map(BlockData::Owned),
-        }
-        .and_then(|data| Block::new(data).map_err(|e| e.at(&self.path, handle.offset)))?;
-        let block = Arc::new(block);
-        if fill_cache {
+            _ => (BlockData::Owned(self.read_raw(handle)?), fill_cache),
+        };
+        let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
+        if cache {
             self.cache.insert(key, block.clone());
         }
         Ok(block)

@@ -5,7 +5,7 @@ pub(crate) mod edit;
 pub(crate) mod set;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::BlockCache;
@@ -53,6 +53,23 @@ pub(crate) struct FileMeta {
     store: Arc<TableStore>,
     table: OnceLock<Arc<Table>>,
     obsolete: AtomicBool,
+    /// Reads that may still consult this file in vain before it is compacted; see
+    /// [`FileMeta::charge_read`].
+    allowed_reads: AtomicI64,
+}
+
+/// Bytes of compaction that one read consulting a file in vain is taken to be worth, as in
+/// LevelDB's seek compaction: a file of `n` bytes may be consulted in vain `n / 16 KiB` times
+/// (at least [`MIN_ALLOWED_READS`]) before it is merged into the level below.
+const READ_COST_BYTES: u64 = 16 * 1024;
+const MIN_ALLOWED_READS: i64 = 100;
+
+/// A file that reads consulted in vain until its allowance ran out: the picker compacts it
+/// when no level is over its size target.
+#[derive(Clone)]
+pub(crate) struct ReadCompaction {
+    pub level: usize,
+    pub file: Arc<FileMeta>,
 }
 
 impl std::fmt::Debug for FileMeta {
@@ -76,7 +93,20 @@ impl FileMeta {
             store,
             table: OnceLock::new(),
             obsolete: AtomicBool::new(false),
+            allowed_reads: AtomicI64::new(
+                i64::try_from(f.size / READ_COST_BYTES)
+                    .unwrap_or(i64::MAX)
+                    .max(MIN_ALLOWED_READS),
+            ),
         }
+    }
+
+    /// Counts a read that consulted this file and had to go on to another. True for the read
+    /// that uses up the allowance: the file now costs readers more than merging it down would.
+    pub(crate) fn charge_read(&self) -> bool {
+        // Once used up, the allowance is only read: no store to a line every reader shares.
+        self.allowed_reads.load(Ordering::Relaxed) > 0
+            && self.allowed_reads.fetch_sub(1, Ordering::Relaxed) == 1
     }
 
     pub(crate) fn path(&self) -> PathBuf {
@@ -134,6 +164,36 @@ impl Drop for FileMeta {
     }
 }
 
+/// The files one lookup consults, for charging the first when there is a second.
+#[derive(Default)]
+struct ReadCharge<'a> {
+    first: Option<(usize, &'a Arc<FileMeta>)>,
+    charged: bool,
+}
+
+impl<'a> ReadCharge<'a> {
+    fn consult(
+        &mut self,
+        level: usize,
+        f: &'a Arc<FileMeta>,
+        exhausted: &mut Option<ReadCompaction>,
+    ) {
+        match self.first {
+            None => self.first = Some((level, f)),
+            Some((level, first)) if !self.charged => {
+                self.charged = true;
+                if first.charge_read() {
+                    *exhausted = Some(ReadCompaction {
+                        level,
+                        file: first.clone(),
+                    });
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
 /// An immutable snapshot of the level structure.
 #[derive(Default, Clone)]
 pub(crate) struct Version {
@@ -156,28 +216,36 @@ impl Version {
     }
 
     /// Looks `user_key` up at the sequence number encoded in `lookup`, newest data first.
+    ///
+    /// A lookup that consults a file in vain and goes on to another charges the first file
+    /// (see [`FileMeta::charge_read`]); `exhausted` receives the file whose allowance this
+    /// lookup used up.
     pub(crate) fn get(
         &self,
         lookup: &[u8],
         key: &[u8],
         fill_cache: bool,
+        exhausted: &mut Option<ReadCompaction>,
     ) -> Result<Option<TableEntry>> {
+        let mut charge = ReadCharge::default();
         for f in &self.levels[0] {
-            if key >= f.smallest_user_key()
-                && key <= f.largest_user_key()
-                && let Some(e) = f.table()?.get(lookup, key, fill_cache)?
-            {
-                return Ok(Some(e));
+            if key >= f.smallest_user_key() && key <= f.largest_user_key() {
+                charge.consult(0, f, exhausted);
+                if let Some(e) = f.table()?.get(lookup, key, fill_cache)? {
+                    return Ok(Some(e));
+                }
             }
         }
-        for files in self.levels.iter().skip(1) {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
             // First file whose largest key is at or after the lookup key.
             let i = files.partition_point(|f| compare_internal(&f.largest, lookup).is_lt());
             if let Some(f) = files.get(i)
                 && key >= f.smallest_user_key()
-                && let Some(e) = f.table()?.get(lookup, key, fill_cache)?
             {
-                return Ok(Some(e));
+                charge.consult(level, f, exhausted);
+                if let Some(e) = f.table()?.get(lookup, key, fill_cache)? {
+                    return Ok(Some(e));
+                }
             }
         }
         Ok(None)
