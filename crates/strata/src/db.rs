@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -1065,12 +1065,8 @@ impl DbInner {
         let found = sv
             .version
             .get(&lookup, key, !options.skip_cache, &mut exhausted);
-        if let Some(rc) = exhausted.filter(|_| self.opts.read_triggered_compaction) {
-            let mut st = lock(&self.state);
-            if st.read_compaction.is_none() {
-                st.read_compaction = Some(rc);
-                self.bg_cv.notify_all();
-            }
+        if let Some(rc) = exhausted {
+            self.ask_read_compaction(rc);
         }
         match found? {
             Some(e) if e.kind == ValueKind::Value => Ok(Some(e.value)),
@@ -1078,7 +1074,19 @@ impl DbInner {
         }
     }
 
-    fn iter(&self, options: &ReadOptions) -> DbIterator {
+    /// Hands a file that reads used up to the compaction thread, unless it has one already.
+    fn ask_read_compaction(&self, rc: ReadCompaction) {
+        if !self.opts.read_triggered_compaction {
+            return;
+        }
+        let mut st = lock(&self.state);
+        if st.read_compaction.is_none() {
+            st.read_compaction = Some(rc);
+            self.bg_cv.notify_all();
+        }
+    }
+
+    fn iter(self: &Arc<Self>, options: &ReadOptions) -> DbIterator {
         let seq = match &options.snapshot {
             Some(s) => s.seq(),
             None => SeqNo(self.visible.load(Ordering::Acquire)),
@@ -1106,7 +1114,8 @@ impl DbInner {
                 options.lower_bound.clone(),
                 options.upper_bound.clone(),
             ),
-            _sv: sv,
+            sampler: ReadSampler::new(Arc::downgrade(self)),
+            sv,
             _snapshot: options.snapshot.clone(),
         }
     }
@@ -1585,8 +1594,63 @@ impl crate::iter::InternalIterator for LazyTable {
 /// ```
 pub struct DbIterator {
     inner: DbIter,
-    _sv: Arc<SuperVersion>,
+    sv: Arc<SuperVersion>,
+    sampler: ReadSampler,
     _snapshot: Option<Snapshot>,
+}
+
+/// Bytes an iterator reads, on average, between two samples of its position.
+const READ_SAMPLE_BYTES: u64 = 1 << 20;
+
+/// Samples the keys an iterator reads for read-triggered compaction, as LevelDB does: about
+/// once per [`READ_SAMPLE_BYTES`] of keys and values (at random, so that no pattern of
+/// reads dodges it), the key is charged to the files that may hold it (see
+/// `Version::charge_sample`). Scans and seeks pay for every sorted run they merge, and a
+/// lookup charges only the runs it consults, so without samples a tree read only by scans
+/// would never be asked to change.
+struct ReadSampler {
+    db: Weak<DbInner>,
+    until: u64,
+    rng: u64,
+}
+
+impl ReadSampler {
+    fn new(db: Weak<DbInner>) -> Self {
+        // Distinct iterators start at distinct points of the sequence (never 0, where
+        // xorshift stays).
+        static SEEDS: AtomicU64 = AtomicU64::new(0);
+        let rng = SEEDS
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
+            | 1;
+        let mut s = ReadSampler { db, until: 0, rng };
+        s.until = s.period();
+        s
+    }
+
+    /// A period drawn uniformly from `[0, 2 * READ_SAMPLE_BYTES)`.
+    fn period(&mut self) -> u64 {
+        // xorshift64
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng % (2 * READ_SAMPLE_BYTES)
+    }
+
+    /// Counts the entry the iterator is on; on a sample, charges its key.
+    fn read(&mut self, version: &Version, key: &[u8], value_len: usize) {
+        let n = (key.len() + value_len) as u64;
+        if n < self.until {
+            self.until -= n;
+            return;
+        }
+        self.until = self.period();
+        if let Some(rc) = version.charge_sample(key)
+            && let Some(db) = self.db.upgrade()
+        {
+            db.ask_read_compaction(rc);
+        }
+    }
 }
 
 impl std::fmt::Debug for DbIterator {
@@ -1604,29 +1668,42 @@ impl DbIterator {
     }
     /// Positions on the first key (at or after the lower bound).
     pub fn seek_to_first(&mut self) -> Result<()> {
-        self.inner.seek_to_first()
+        let r = self.inner.seek_to_first();
+        self.sample(r)
     }
     /// Positions on the last key (before the upper bound).
     pub fn seek_to_last(&mut self) -> Result<()> {
-        self.inner.seek_to_last()
+        let r = self.inner.seek_to_last();
+        self.sample(r)
     }
     /// Positions on the first key at or after `key`.
     pub fn seek(&mut self, key: &[u8]) -> Result<()> {
-        self.inner.seek(key)
+        let r = self.inner.seek(key);
+        self.sample(r)
     }
     /// Positions on the last key at or before `key`.
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
-        self.inner.seek_for_prev(key)
+        let r = self.inner.seek_for_prev(key);
+        self.sample(r)
     }
     /// Moves to the next key. Requires: `valid()`. (A cursor, not an `Iterator`: moving can
     /// fail; [`Db::scan`] gives an `Iterator`.)
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
-        self.inner.next()
+        let r = self.inner.next();
+        self.sample(r)
     }
     /// Moves to the previous key. Requires: `valid()`.
     pub fn prev(&mut self) -> Result<()> {
-        self.inner.prev()
+        let r = self.inner.prev();
+        self.sample(r)
+    }
+    fn sample(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_ok() && self.inner.valid() {
+            let (key, value) = (self.inner.key(), self.inner.value());
+            self.sampler.read(&self.sv.version, key, value.len());
+        }
+        r
     }
     /// The current key. Requires: `valid()`.
     pub fn key(&self) -> &[u8] {

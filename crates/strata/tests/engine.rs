@@ -495,67 +495,93 @@ fn memtable_is_flushed_after_its_max_age() {
     assert_eq!(db.get(b"quiet").unwrap(), Some(b"db".to_vec()));
 }
 
-/// Two overlapping level-0 files, under the level-0 trigger, and lookups that consult the
-/// newer in vain before finding (or missing) the key in the older.
-fn two_overlapping_level0_files(read_triggered_compaction: bool) -> Db {
+/// Two overlapping level-0 files, under the level-0 trigger: even keys in the older, every
+/// fourth key in the newer, values `pad` bytes long. Lookups of odd keys consult the newer in
+/// vain before missing in the older too.
+fn two_overlapping_level0_files(read_triggered_compaction: bool, pad: usize) -> Db {
     let mut o = common::tiny_options(Some(MemFs::new()), 10);
-    o.write_buffer_size = 1 << 20;
+    o.write_buffer_size = 4 << 20;
     o.level0_compaction_trigger = 4;
     o.level0_slowdown_trigger = 8;
     o.level0_stop_trigger = 12;
     o.read_triggered_compaction = read_triggered_compaction;
     let db = Db::open("/db", o).unwrap();
     for i in (0..400).step_by(2) {
-        db.put(format!("k{i:04}").as_bytes(), b"old").unwrap();
+        db.put(format!("k{i:04}").as_bytes(), &expected(i, pad).unwrap())
+            .unwrap();
     }
     db.flush().unwrap();
     for i in (0..400).step_by(4) {
-        db.put(format!("k{i:04}").as_bytes(), b"new").unwrap();
+        db.put(format!("k{i:04}").as_bytes(), &expected(i, pad).unwrap())
+            .unwrap();
     }
     db.flush().unwrap();
     assert_eq!(db.stats().levels[0].files, 2);
     db
 }
 
-fn expected(i: usize) -> Option<Vec<u8>> {
-    match i % 4 {
-        0 => Some(b"new".to_vec()),
-        2 => Some(b"old".to_vec()),
-        _ => None,
+fn expected(i: usize, pad: usize) -> Option<Vec<u8>> {
+    let tag: &[u8] = match i % 4 {
+        0 => b"new",
+        2 => b"old",
+        _ => return None,
+    };
+    Some([tag, &vec![b'.'; pad]].concat())
+}
+
+/// Waits for level 0 to empty; returns the stats then.
+fn level0_merged_down(db: &Db) -> strata::Stats {
+    let start = std::time::Instant::now();
+    while db.stats().levels[0].files > 0 && start.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    db.stats()
 }
 
 #[test]
 fn lookups_that_consult_a_file_in_vain_get_it_compacted() {
-    let db = two_overlapping_level0_files(true);
+    let db = two_overlapping_level0_files(true, 0);
     // Each lookup of an odd key consults both files and charges the newer; a file this small
     // allows 100 such lookups.
     for i in (1..400).step_by(2).cycle().take(150) {
         assert_eq!(db.get(format!("k{i:04}").as_bytes()).unwrap(), None);
     }
-    let start = std::time::Instant::now();
-    while db.stats().levels[0].files > 0 && start.elapsed().as_secs() < 30 {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let s = db.stats();
+    let s = level0_merged_down(&db);
     assert_eq!(s.levels[0].files, 0, "level 0 should have been merged down");
     assert_eq!(s.read_compactions, 1);
     for i in 0..400 {
-        assert_eq!(
-            db.get(format!("k{i:04}").as_bytes()).unwrap(),
-            expected(i),
-            "k{i:04}"
-        );
+        let got = db.get(format!("k{i:04}").as_bytes()).unwrap();
+        assert_eq!(got, expected(i, 0), "k{i:04}");
     }
 
     // Turned off, the same lookups leave the tree as writes left it.
-    let db = two_overlapping_level0_files(false);
+    let db = two_overlapping_level0_files(false, 0);
     for i in (1..400).step_by(2).cycle().take(300) {
         assert_eq!(db.get(format!("k{i:04}").as_bytes()).unwrap(), None);
     }
     std::thread::sleep(std::time::Duration::from_millis(200));
     let s = db.stats();
     assert_eq!((s.levels[0].files, s.read_compactions), (2, 0));
+}
+
+#[test]
+fn scans_over_overlapping_files_get_them_compacted() {
+    let pad = 1000;
+    let db = two_overlapping_level0_files(true, pad);
+    // Every key a scan reads lies in both files, so every sample (about one per MiB read)
+    // charges the newer. A scan reads some 200 KB; 100 samples use the allowance up.
+    let want: Vec<(Vec<u8>, Vec<u8>)> = (0..400)
+        .filter_map(|i| Some((format!("k{i:04}").into_bytes(), expected(i, pad)?)))
+        .collect();
+    let start = std::time::Instant::now();
+    while db.stats().read_compactions == 0 && start.elapsed().as_secs() < 60 {
+        let got: Vec<_> = db.scan(..).unwrap().map(|e| e.unwrap()).collect();
+        assert!(got == want, "a scan read something else");
+    }
+    let s = level0_merged_down(&db);
+    assert_eq!((s.levels[0].files, s.read_compactions), (0, 1));
+    let got: Vec<_> = db.scan(..).unwrap().map(|e| e.unwrap()).collect();
+    assert!(got == want);
 }
 
 #[test]

@@ -251,6 +251,28 @@ impl Version {
         Ok(None)
     }
 
+    /// Charges for a key an iterator read (see `DbIterator`'s sampling): when files of more
+    /// than one sorted run may hold `user_key`, the first is charged, as a lookup of the key
+    /// would charge it. Returns the file whose allowance this used up.
+    pub(crate) fn charge_sample(&self, user_key: &[u8]) -> Option<ReadCompaction> {
+        let mut charge = ReadCharge::default();
+        let mut exhausted = None;
+        for f in &self.levels[0] {
+            if user_key >= f.smallest_user_key() && user_key <= f.largest_user_key() {
+                charge.consult(0, f, &mut exhausted);
+            }
+        }
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            let i = files.partition_point(|f| f.largest_user_key() < user_key);
+            if let Some(f) = files.get(i)
+                && user_key >= f.smallest_user_key()
+            {
+                charge.consult(level, f, &mut exhausted);
+            }
+        }
+        exhausted
+    }
+
     /// Files of `level` whose user-key range meets `[begin, end]` (`None` is unbounded).
     ///
     /// In level 0, where files overlap, the range widens until no file outside the result
