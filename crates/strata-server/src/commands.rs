@@ -625,7 +625,7 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
         }
         let _ = write!(
             o,
-            "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\ntable_pinned_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nwrite_stall_micros:{}\r\n",
+            "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\ntable_pinned_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_compactions:{}\r\nwrite_stall_micros:{}\r\n",
             s.memtable_bytes,
             s.immutable_memtables,
             s.sst_bytes,
@@ -637,6 +637,7 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
             s.table_pinned_bytes,
             s.flushes,
             s.compactions,
+            s.read_compactions,
             s.write_stall_micros
         );
         if let Some(p) = &s.poisoned {
