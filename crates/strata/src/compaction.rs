@@ -6,8 +6,9 @@
 //! space), or all of L0, with every file of the next level that overlaps it. A single input
 //! with nothing beneath it moves down without being rewritten.
 //!
-//! When no level is over its target, a file that lookups consulted in vain too often (see
-//! `FileMeta::charge_read`) is merged down the same way: once writes stop, the tree's shape
+//! When no level is over its target, a file that reads consulted in vain too often (lookups
+//! that went on to another file, and iterator samples; see `FileMeta::charge_read`) is merged
+//! down the same way: once writes stop, the tree's shape
 //! stays as they left it, and every read would go on paying for the extra sorted runs.
 
 use std::sync::Arc;
