@@ -74,14 +74,6 @@ impl Compaction {
         self.output_level
     }
 
-    /// True when `file` is one of the inputs.
-    pub(crate) fn takes(&self, file: &Arc<FileMeta>) -> bool {
-        self.inputs
-            .iter()
-            .chain(&self.next_inputs)
-            .any(|f| Arc::ptr_eq(f, file))
-    }
-
     pub(crate) fn is_trivial_move(&self) -> bool {
         self.inputs.len() == 1 && self.next_inputs.is_empty()
     }
@@ -126,11 +118,7 @@ pub(crate) fn pick(
     }
     let ReadCompaction { level, file } = read?;
     let level = *level;
-    let present = v
-        .levels
-        .get(level)
-        .is_some_and(|fs| fs.iter().any(|f| Arc::ptr_eq(f, file)));
-    if !present || level + 1 >= NUM_LEVELS || busy[level] || busy[level + 1] {
+    if !v.holds(level, file) || level + 1 >= NUM_LEVELS || busy[level] || busy[level + 1] {
         return None;
     }
     // All of level 0 goes down together, as when it is over its trigger.

@@ -75,8 +75,8 @@ struct State {
     busy_levels: [bool; NUM_LEVELS],
     /// A manual compaction runs: background compactions pick nothing new meanwhile.
     manual_compaction: bool,
-    /// A file lookups consulted in vain until its allowance ran out, to compact when no
-    /// level needs it more.
+    /// A file reads consulted in vain until its allowance ran out, to compact when no level
+    /// needs it more.
     read_compaction: Option<ReadCompaction>,
     /// Sequence numbers handed out to write groups (visible or not yet).
     last_allocated: SeqNo,
@@ -1249,11 +1249,11 @@ impl DbInner {
                         &st.versions.compact_pointers,
                         read,
                     );
-                    // The file leaves the tree (this compaction takes it, or another took it
-                    // already) or stays listed until it can.
+                    // Done with the file once this compaction takes it or another took it
+                    // already; until then it stays listed.
                     if let Some(rc) = read
-                        && (picked.as_ref().is_some_and(|c| c.takes(&rc.file))
-                            || !v.levels[rc.level].iter().any(|f| Arc::ptr_eq(f, &rc.file)))
+                        && (picked.as_ref().is_some_and(|c| c.for_reads)
+                            || !v.holds(rc.level, &rc.file))
                     {
                         st.read_compaction = None;
                     }

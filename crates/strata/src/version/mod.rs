@@ -215,6 +215,13 @@ impl Version {
             .flat_map(|(l, fs)| fs.iter().map(move |f| (Level(l), f)))
     }
 
+    /// True when `file` is in `level`.
+    pub(crate) fn holds(&self, level: usize, file: &Arc<FileMeta>) -> bool {
+        self.levels
+            .get(level)
+            .is_some_and(|fs| fs.iter().any(|f| Arc::ptr_eq(f, file)))
+    }
+
     /// Looks `user_key` up at the sequence number encoded in `lookup`, newest data first.
     ///
     /// A lookup that consults a file in vain and goes on to another charges the first file
