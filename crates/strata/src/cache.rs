@@ -44,20 +44,29 @@ impl std::hash::Hasher for KeyHasher {
     }
 }
 
-type KeyMap = HashMap<CacheKey, usize, std::hash::BuildHasherDefault<KeyHasher>>;
+/// Each key's block and slot, in the map itself, so that a lookup reads the table and the
+/// block and nothing between.
+struct Entry {
+    block: CacheValue,
+    slot: u32,
+}
 
+type KeyMap = HashMap<CacheKey, Entry, std::hash::BuildHasherDefault<KeyHasher>>;
+
+/// What the clock hand needs of an entry: the key to evict it by and its charge.
 struct Slot {
     key: CacheKey,
-    value: CacheValue,
     charge: usize,
-    referenced: AtomicBool,
 }
 
 #[derive(Default)]
 struct Shard {
     map: KeyMap,
     slots: Vec<Option<Slot>>,
-    free: Vec<usize>,
+    /// The clock's referenced bits, one per slot, side by side: a hit sets one without
+    /// touching the slot.
+    referenced: Vec<AtomicBool>,
+    free: Vec<u32>,
     hand: usize,
     usage: usize,
 }
@@ -72,22 +81,54 @@ impl Shard {
             }
             let i = self.hand % n;
             self.hand = (i + 1) % n;
-            let Some(slot) = self.slots.get_mut(i) else {
-                continue;
-            };
-            let Some(s) = slot else { continue };
             // Relaxed: the bit is a hint; a lost update only changes which entry goes first.
-            if s.referenced.swap(false, Ordering::Relaxed) {
+            if self
+                .referenced
+                .get(i)
+                .is_some_and(|r| r.swap(false, Ordering::Relaxed))
+            {
                 continue;
             }
-            if let Some(s) = slot.take() {
+            if let Some(s) = self.slots.get_mut(i).and_then(Option::take) {
                 self.map.remove(&s.key);
                 self.usage -= s.charge;
-                self.free.push(i);
+                self.free.push(i as u32);
                 return true;
             }
         }
         false
+    }
+
+    /// Puts a new key in a free slot.
+    fn add(&mut self, key: CacheKey, block: CacheValue, charge: usize) {
+        let slot = Some(Slot { key, charge });
+        let i = match self.free.pop() {
+            Some(i) => {
+                if let Some(s) = self.slots.get_mut(i as usize) {
+                    *s = slot;
+                }
+                if let Some(r) = self.referenced.get(i as usize) {
+                    r.store(false, Ordering::Relaxed);
+                }
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                self.referenced.push(AtomicBool::new(false));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.map.insert(key, Entry { block, slot: i });
+        self.usage += charge;
+    }
+
+    /// Takes a slot's entry out of the map and frees the slot.
+    fn remove_slot(&mut self, i: u32) {
+        if let Some(slot) = self.slots.get_mut(i as usize).and_then(Option::take) {
+            self.map.remove(&slot.key);
+            self.usage -= slot.charge;
+            self.free.push(i);
+        }
     }
 }
 
@@ -117,17 +158,16 @@ impl BlockCache {
         &self.shards[i]
     }
 
-    pub(crate) fn get(&self, key: &CacheKey) -> Option<CacheValue> {
+    /// Runs `f` on the cached block of `key`, if there is one, with the shard locked for
+    /// reading; counts the hit or the miss.
+    fn lookup<R>(&self, key: &CacheKey, f: impl FnOnce(&CacheValue) -> R) -> Option<R> {
         let shard = self.shard(key).read().unwrap_or_else(|e| e.into_inner());
-        let found = shard
-            .map
-            .get(key)
-            .and_then(|&i| shard.slots.get(i))
-            .and_then(Option::as_ref)
-            .map(|s| {
-                s.referenced.store(true, Ordering::Relaxed);
-                s.value.clone()
-            });
+        let found = shard.map.get(key).map(|e| {
+            if let Some(r) = shard.referenced.get(e.slot as usize) {
+                r.store(true, Ordering::Relaxed);
+            }
+            f(&e.block)
+        });
         // Relaxed: statistics counters with no ordering duty.
         match found {
             Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
@@ -136,71 +176,47 @@ impl BlockCache {
         found
     }
 
+    /// Runs `f` on the cached block of `key`, if there is one, without taking a reference
+    /// to it (an atomic write to a line that is rarely in cache): the shard stays locked
+    /// for reading meanwhile, so `f` must be short and must not use the cache. A point
+    /// lookup's search of one block is what it is for.
+    pub(crate) fn with<R>(&self, key: &CacheKey, f: impl FnOnce(&Block) -> R) -> Option<R> {
+        self.lookup(key, |b| f(b))
+    }
+
+    pub(crate) fn get(&self, key: &CacheKey) -> Option<CacheValue> {
+        self.lookup(key, Arc::clone)
+    }
+
     pub(crate) fn insert(&self, key: CacheKey, value: CacheValue) {
         let charge = charge(&value);
         if charge > self.shard_capacity {
             return;
         }
         let mut shard = self.shard(&key).write().unwrap_or_else(|e| e.into_inner());
-        if let Some(&i) = shard.map.get(&key) {
-            if let Some(Some(old)) = shard.slots.get(i) {
-                let old_charge = old.charge;
-                shard.usage -= old_charge;
-            }
-            shard.usage += charge;
-            if let Some(slot) = shard.slots.get_mut(i) {
-                *slot = Some(Slot {
-                    key,
-                    value,
-                    charge,
-                    referenced: AtomicBool::new(false),
-                });
-            }
-        } else {
-            while shard.usage + charge > self.shard_capacity {
-                if !shard.evict_one() {
-                    break;
-                }
-            }
-            let slot = Some(Slot {
-                key,
-                value,
-                charge,
-                referenced: AtomicBool::new(false),
-            });
-            let i = match shard.free.pop() {
-                Some(i) => {
-                    if let Some(s) = shard.slots.get_mut(i) {
-                        *s = slot;
-                    }
-                    i
-                }
-                None => {
-                    shard.slots.push(slot);
-                    shard.slots.len() - 1
-                }
-            };
-            shard.map.insert(key, i);
-            shard.usage += charge;
+        if let Some(slot) = shard.map.get(&key).map(|e| e.slot) {
+            shard.remove_slot(slot);
         }
+        while shard.usage + charge > self.shard_capacity {
+            if !shard.evict_one() {
+                break;
+            }
+        }
+        shard.add(key, value, charge);
     }
 
     /// Drops every entry of a file (after the file is deleted).
     pub(crate) fn erase_file(&self, file: u64) {
         for shard in &self.shards {
             let mut s = shard.write().unwrap_or_else(|e| e.into_inner());
-            let victims: Vec<(CacheKey, usize)> = s
+            let victims: Vec<u32> = s
                 .map
                 .iter()
                 .filter(|(k, _)| k.0 == file)
-                .map(|(k, i)| (*k, *i))
+                .map(|(_, e)| e.slot)
                 .collect();
-            for (k, i) in victims {
-                s.map.remove(&k);
-                if let Some(slot) = s.slots.get_mut(i).and_then(Option::take) {
-                    s.usage -= slot.charge;
-                    s.free.push(i);
-                }
+            for i in victims {
+                s.remove_slot(i);
             }
         }
     }

@@ -48,6 +48,7 @@ mod key;
 mod log;
 mod memtable;
 mod options;
+mod prefetch;
 mod snapshot;
 mod sstable;
 mod stats;

@@ -501,7 +501,7 @@ impl MemTable {
                 // The search goes on either at `next` or one level down from `pred`; fetch
                 // the node down there while `next` arrives, so that the two misses overlap.
                 // SAFETY: as above.
-                prefetch(unsafe { Node::next(pred, level - 1) });
+                crate::prefetch::line(unsafe { Node::next(pred, level - 1) });
             }
             // SAFETY: non-null next pointers are published nodes.
             if !next.is_null()
@@ -634,7 +634,7 @@ impl InternalIterator for MemTableIter {
             // step of a scan is a cache miss. Fetch the node after this one while the caller
             // works on this one.
             // SAFETY: as above.
-            prefetch(unsafe { Node::next(self.node, 0) });
+            crate::prefetch::line(unsafe { Node::next(self.node, 0) });
         }
         Ok(())
     }
@@ -647,7 +647,7 @@ impl InternalIterator for MemTableIter {
         self.node = unsafe { (*self.node).prev.load(Ordering::Acquire) };
         if self.node != self.table.head {
             // SAFETY: as above.
-            prefetch(unsafe { (*self.node).prev.load(Ordering::Acquire) });
+            crate::prefetch::line(unsafe { (*self.node).prev.load(Ordering::Acquire) });
         }
         Ok(())
     }
@@ -661,18 +661,6 @@ impl InternalIterator for MemTableIter {
         // SAFETY: as in `next`.
         unsafe { Node::value(self.node) }
     }
-}
-
-/// Asks the processor to bring `node`'s first cache line in, without waiting for it.
-#[inline]
-fn prefetch(node: *mut Node) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(node.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = node;
 }
 
 /// The user key of the entry a memtable cursor is on (test helper).

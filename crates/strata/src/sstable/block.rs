@@ -21,6 +21,11 @@ use crate::iter::InternalIterator;
 
 pub(crate) type Comparator = fn(&[u8], &[u8]) -> Ordering;
 
+/// A seek prefetches every restart key when there are at most this many to search.
+const PREFETCH_RESTARTS: usize = 8;
+/// A seek prefetches at most this much of the restart interval it scans.
+const PREFETCH_SCAN_BYTES: usize = 2048;
+
 /// Builds one block.
 pub(crate) struct BlockBuilder {
     buf: Vec<u8>,
@@ -95,13 +100,24 @@ impl BlockBuilder {
     }
 }
 
+/// Restart offsets a block keeps beside its header.
+const INLINE_RESTARTS: usize = 4;
+
 /// A decoded, immutable block.
+///
+/// The fields a search reads first fit one cache line (the alignment keeps them from
+/// straddling two), and the first restart offsets are copied there from the end of the
+/// block: a lookup in a data block of a few restart intervals goes from the header straight
+/// to the restart keys instead of waiting for the restart array first.
+#[repr(C, align(64))]
 pub(crate) struct Block {
-    data: BlockData,
     restarts_offset: usize,
     num_restarts: usize,
+    /// The first restart offsets, as stored (checked when used, as the array is).
+    first_restarts: [u32; INLINE_RESTARTS],
+    data: BlockData,
     /// Search heads of the restart keys, in index blocks held open by their tables.
-    heads: Option<Heads>,
+    heads: Option<Box<Heads>>,
 }
 
 /// Eight bytes of the user key of every restart key, past the prefix they all share, as
@@ -179,10 +195,15 @@ impl Block {
         if num_restarts == 0 {
             return Err(DecodeError("block without restart points"));
         }
+        let mut first_restarts = [0; INLINE_RESTARTS];
+        for (i, r) in first_restarts.iter_mut().enumerate().take(num_restarts) {
+            *r = u32_at(&data, restarts_offset + i * 4)?;
+        }
         Ok(Block {
-            data,
             restarts_offset,
             num_restarts,
+            first_restarts,
+            data,
             heads: None,
         })
     }
@@ -205,7 +226,7 @@ impl Block {
             words.push(Heads::word(k.get(p..).unwrap_or_default()));
         }
         if words.is_sorted() {
-            self.heads = Some(Heads { prefix, words });
+            self.heads = Some(Box::new(Heads { prefix, words }));
             Ok(self)
         } else {
             Err(DecodeError("index keys out of order"))
@@ -233,7 +254,10 @@ impl Block {
     }
 
     fn restart(&self, i: usize) -> Result<usize, DecodeError> {
-        let off = u32_at(&self.data, self.restarts_offset + i * 4)? as usize;
+        let off = match self.first_restarts.get(i) {
+            Some(&off) if i < self.num_restarts => off as usize,
+            _ => u32_at(&self.data, self.restarts_offset + i * 4)? as usize,
+        };
         if off > self.restarts_offset {
             return Err(DecodeError("restart point past the entries"));
         }
@@ -241,11 +265,23 @@ impl Block {
     }
 
     pub(crate) fn iter(self: &Arc<Self>, cmp: Comparator) -> BlockIter {
+        BlockIter::new(self.clone(), cmp)
+    }
+
+    /// A cursor that borrows the block, for a search that ends before the borrow does.
+    pub(crate) fn iter_ref(&self, cmp: Comparator) -> BlockIter<&Block> {
+        BlockIter::new(self, cmp)
+    }
+}
+
+impl<B: Deref<Target = Block>> BlockIter<B> {
+    fn new(block: B, cmp: Comparator) -> Self {
+        let end = block.restarts_offset;
         BlockIter {
-            block: self.clone(),
+            block,
             cmp,
-            offset: self.restarts_offset,
-            next_offset: self.restarts_offset,
+            offset: end,
+            next_offset: end,
             restart_index: 0,
             next_restart: 0,
             key: Vec::new(),
@@ -257,10 +293,11 @@ impl Block {
     }
 }
 
-/// A cursor over a block. A damaged entry makes the movement return `Corruption`; the caller
-/// that knows the file fills in its name, so the path here is left empty.
-pub(crate) struct BlockIter {
-    block: Arc<Block>,
+/// A cursor over a block, which it holds (an `Arc`) or borrows. A damaged entry makes the
+/// movement return `Corruption`; the caller that knows the file fills in its name, so the
+/// path here is left empty.
+pub(crate) struct BlockIter<B = Arc<Block>> {
+    block: B,
     cmp: Comparator,
     /// Offset of the current entry; `restarts_offset` when not valid.
     offset: usize,
@@ -307,7 +344,7 @@ fn corrupt(e: DecodeError) -> Error {
     Error::corruption("", 0, e.0)
 }
 
-impl BlockIter {
+impl<B: Deref<Target = Block>> BlockIter<B> {
     fn invalidate(&mut self) {
         self.back_pos = None;
         self.offset = self.block.restarts_offset;
@@ -376,6 +413,14 @@ impl BlockIter {
             lo = c.start.saturating_sub(1);
             hi = c.end.saturating_sub(1).max(lo);
         }
+        if hi - lo <= PREFETCH_RESTARTS {
+            // A data block has only a few restart keys: ask for all of them at once, so that
+            // the probes of the search do not wait for one miss after another.
+            for i in lo + 1..=hi {
+                let off = self.block.restart(i)?;
+                crate::prefetch::line(self.block.data.get(off..).unwrap_or_default().as_ptr());
+            }
+        }
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
             if (self.cmp)(self.block.restart_key(mid)?, target) == Ordering::Less {
@@ -385,6 +430,17 @@ impl BlockIter {
             }
         }
         self.seek_to_restart(lo)?;
+        // The scan reads the interval front to back; ask for its lines before the first
+        // entry is decoded.
+        let end = self
+            .next_restart
+            .min(self.next_offset + PREFETCH_SCAN_BYTES);
+        crate::prefetch::bytes(
+            self.block
+                .data
+                .get(self.next_offset..end)
+                .unwrap_or_default(),
+        );
         while self.parse_next()? {
             if (self.cmp)(&self.key, target) != Ordering::Less {
                 return Ok(());
@@ -457,7 +513,7 @@ impl BlockIter {
     }
 }
 
-impl InternalIterator for BlockIter {
+impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIter<B> {
     fn valid(&self) -> bool {
         self.offset < self.block.restarts_offset
     }

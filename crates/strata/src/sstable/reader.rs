@@ -185,10 +185,20 @@ impl Table {
         fill_cache: bool,
         in_order: bool,
     ) -> Result<Arc<Block>> {
-        let key = (self.number.0, handle.offset);
-        if let Some(b) = self.cache.get(&key) {
+        if let Some(b) = self.cache.get(&(self.number.0, handle.offset)) {
             return Ok(b);
         }
+        self.load_block(handle, fill_cache, in_order)
+    }
+
+    /// Reads a block that is not in the cache, and caches it when `fill_cache` says so and it
+    /// was not read in place.
+    fn load_block(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        in_order: bool,
+    ) -> Result<Arc<Block>> {
         let (data, cache) = match &self.mapped {
             Some((pages, table)) if fill_cache && in_order => {
                 (self.read_mapped(pages, table, handle)?, false)
@@ -197,7 +207,8 @@ impl Table {
         };
         let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
         if cache {
-            self.cache.insert(key, block.clone());
+            self.cache
+                .insert((self.number.0, handle.offset), block.clone());
         }
         Ok(block)
     }
@@ -273,8 +284,28 @@ impl Table {
         let Some(handle) = self.find_data_block(lookup, fill_cache)? else {
             return Ok(None);
         };
-        let block = self.read_block(handle, fill_cache)?;
-        let mut it = block.iter(compare_internal);
+        // A cached block is searched where it lies, under the cache's read lock.
+        let cached = self.cache.with(&(self.number.0, handle.offset), |block| {
+            self.get_in_block(block, handle, lookup, user_key)
+        });
+        match cached {
+            Some(found) => found,
+            None => {
+                let block = self.load_block(handle, fill_cache, false)?;
+                self.get_in_block(&block, handle, lookup, user_key)
+            }
+        }
+    }
+
+    /// [`Table::get`] within the data block `handle` names.
+    fn get_in_block(
+        &self,
+        block: &Block,
+        handle: BlockHandle,
+        lookup: &[u8],
+        user_key: &[u8],
+    ) -> Result<Option<TableEntry>> {
+        let mut it = block.iter_ref(compare_internal);
         it.seek(lookup)
             .map_err(|e| self.with_path(e, handle.offset))?;
         if !it.valid() {
