@@ -233,6 +233,22 @@ impl Block {
         }
     }
 
+    /// Where a seek for the internal key `target` lands when the search heads alone settle
+    /// it: the index of the first restart key at or after `target` (the number of restarts
+    /// when every key is below it). `None` without heads, or when a restart key's head
+    /// equals the target's and only whole keys can tell.
+    pub(crate) fn restart_settled_by_heads(&self, target: &[u8]) -> Option<usize> {
+        let c = self
+            .heads
+            .as_ref()?
+            .candidates(crate::key::user_key(target));
+        c.is_empty().then_some(c.start)
+    }
+
+    pub(crate) fn num_restarts(&self) -> usize {
+        self.num_restarts
+    }
+
     /// Bytes held: the contents and any search heads.
     pub(crate) fn size(&self) -> usize {
         self.data.len()
@@ -715,6 +731,7 @@ mod tests {
             }
             k
         };
+        let mut settled = 0;
         for (round, prefix) in [&b""[..], b"pre", b"0000000000"]
             .iter()
             .cycle()
@@ -751,7 +768,20 @@ mod tests {
                     assert_eq!(p.key(), h.key(), "{target_user:?}");
                     assert_eq!(p.value(), h.value());
                 }
+                // Where the heads alone settle a seek, it is where the seek lands (an
+                // index block restarts at every entry, so restart i is entry i).
+                if let Some(i) = headed.restart_settled_by_heads(&target)
+                    && round % 3 == 0
+                {
+                    settled += 1;
+                    if i == headed.num_restarts() {
+                        assert!(!p.valid(), "{target_user:?}");
+                    } else {
+                        assert_eq!(p.key(), headed.restart_key(i).unwrap(), "{target_user:?}");
+                    }
+                }
             }
         }
+        assert!(settled > 1000, "the heads settled only {settled} seeks");
     }
 }

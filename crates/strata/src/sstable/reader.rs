@@ -30,9 +30,56 @@ pub(crate) struct Table {
     cache: Arc<BlockCache>,
     /// Read on first use, then held while the table is open.
     filter: OnceLock<BloomFilter>,
-    index_root: OnceLock<Arc<Block>>,
+    index_root: OnceLock<RootIndex>,
     /// The file mapped into memory, for reads that fill the cache; see [`super::mapped`].
     mapped: Option<(Arc<MappedPages>, Arc<MappedTable>)>,
+}
+
+/// The root block of a table's index, held open, with the handle of each of its entries
+/// decoded side by side. A lookup whose search heads settle where it lands takes the handle
+/// from here and reads nothing of the block itself.
+struct RootIndex {
+    block: Arc<Block>,
+    /// The handle of every entry, by restart point (a root block restarts at every entry);
+    /// empty when the block does not, and lookups search it whole.
+    handles: Vec<BlockHandle>,
+}
+
+impl RootIndex {
+    /// Decodes the handles; a block that does not restart at every entry, or holds an entry
+    /// that does not decode, is searched whole instead (and the damage reported by the
+    /// lookups that reach it).
+    fn new(block: Block) -> RootIndex {
+        let block = Arc::new(block);
+        let mut handles = Vec::with_capacity(block.num_restarts());
+        let mut it = block.iter_ref(compare_internal);
+        let mut whole = it.seek_to_first().is_ok();
+        while whole && it.valid() {
+            match BlockHandle::decode_varint(it.value()) {
+                Ok(h) => handles.push(h),
+                Err(_) => whole = false,
+            }
+            whole = whole && it.next().is_ok();
+        }
+        if !whole || handles.len() != block.num_restarts() {
+            handles = Vec::new();
+        }
+        RootIndex { block, handles }
+    }
+
+    fn size(&self) -> usize {
+        self.block.size() + self.handles.len() * size_of::<BlockHandle>()
+    }
+
+    /// The handle a seek for `target` lands on, when the search heads settle it: `Some(None)`
+    /// when every entry is below `target`.
+    fn settled(&self, target: &[u8]) -> Option<Option<BlockHandle>> {
+        if self.handles.is_empty() {
+            return None;
+        }
+        let i = self.block.restart_settled_by_heads(target)?;
+        Some(self.handles.get(i).copied())
+    }
 }
 
 /// A found entry.
@@ -216,7 +263,7 @@ impl Table {
     /// Bytes of the filter and root index block, once loaded.
     pub(crate) fn pinned_bytes(&self) -> usize {
         self.filter.get().map_or(0, BloomFilter::size)
-            + self.index_root.get().map_or(0, |b| b.size())
+            + self.index_root.get().map_or(0, RootIndex::size)
     }
 
     fn filter(&self) -> Result<&BloomFilter> {
@@ -231,16 +278,17 @@ impl Table {
     }
 
     /// The root block of the index.
-    fn index_root(&self) -> Result<Arc<Block>> {
-        if let Some(b) = self.index_root.get() {
-            return Ok(b.clone());
+    fn index_root(&self) -> Result<&RootIndex> {
+        if let Some(root) = self.index_root.get() {
+            return Ok(root);
         }
         let at = self.footer.index.offset;
-        let block = Block::new(self.read_raw(self.footer.index)?)
+        let root = Block::new(self.read_raw(self.footer.index)?)
             .and_then(Block::with_search_heads)
+            .map(RootIndex::new)
             .map_err(|e| e.at(&self.path, at))?;
         // Two readers may race to load it; both built the same block.
-        Ok(self.index_root.get_or_init(|| Arc::new(block)).clone())
+        Ok(self.index_root.get_or_init(|| root))
     }
 
     fn with_path(&self, e: Error, offset: u64) -> Error {
@@ -255,7 +303,17 @@ impl Table {
         let mut handle = self.footer.index;
         for depth in 0..self.footer.index_depth {
             let block = if depth == 0 {
-                self.index_root()?
+                let root = self.index_root()?;
+                if let Some(settled) = root.settled(target) {
+                    match settled {
+                        Some(h) => {
+                            handle = h;
+                            continue;
+                        }
+                        None => return Ok(None),
+                    }
+                }
+                root.block.clone()
             } else {
                 self.read_block(handle, fill_cache)?
             };
@@ -465,8 +523,8 @@ impl TableIter {
 
     fn root(&self) -> Result<(BlockIter, u64)> {
         let h = self.table.footer.index;
-        let block = self.table.index_root()?;
-        Ok((block.iter(compare_internal), h.offset))
+        let root = self.table.index_root()?;
+        Ok((root.block.iter(compare_internal), h.offset))
     }
 
     /// After the data cursor ran off one end, moves to the neighbouring data block.
