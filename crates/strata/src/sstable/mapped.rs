@@ -4,9 +4,9 @@
 //! copy of the block. Through a shared mapping the same block is read in place. The cost is
 //! memory: every page a read touches joins the process's resident set, and Linux maps the
 //! cached pages around a faulting one as well (64 KiB, its default `fault_around_bytes`).
-//! Left alone, a long scan would make the whole database resident. (Only scans read this
-//! way: for a random read, a fault that maps and later unmaps sixteen pages costs more than
-//! `pread`; see `Table::read_block_in`.)
+//! Left alone, a long scan would make the whole database resident. (Scans read this way,
+//! and random reads of windows a scan left resident. A random read elsewhere uses `pread`:
+//! a fault that maps and later unmaps sixteen pages costs more; see `Table::read_block_in`.)
 //!
 //! So each mapped table keeps one bit per 64 KiB window of its file, set when a read first
 //! touches the window, and all tables share one budget of windows. When the windows set pass
@@ -71,6 +71,19 @@ impl MappedTable {
     pub(crate) fn is_checked(&self, start: usize, len: usize) -> bool {
         self.checked_bit(start, len)
             .is_some_and(|(word, bit)| word.load(Ordering::Relaxed) & bit != 0)
+    }
+
+    /// True when every window of the `len` bytes at `start` was touched since this table's
+    /// pages were last dropped, so that reading them in place faults nothing in.
+    pub(crate) fn is_resident(&self, start: usize, len: usize) -> bool {
+        let first = start >> WINDOW_BITS;
+        let last = start.saturating_add(len.max(1) - 1) >> WINDOW_BITS;
+        // A range past the end of the file finds no word and stops at once.
+        (first..=last).all(|w| {
+            self.windows
+                .get(w / 64)
+                .is_some_and(|word| word.load(Ordering::Relaxed) & (1 << (w % 64)) != 0)
+        })
     }
 
     /// Records that the block of `len` bytes at `start` passed its checksum.
