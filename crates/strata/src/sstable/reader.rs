@@ -312,31 +312,39 @@ impl Table {
     fn find_data_block(&self, target: &[u8], fill_cache: bool) -> Result<Option<BlockHandle>> {
         let mut handle = self.footer.index;
         for depth in 0..self.footer.index_depth {
-            let block = if depth == 0 {
+            let found = if depth == 0 {
                 let root = self.index_root()?;
-                if let Some(settled) = root.settled(target) {
-                    match settled {
-                        Some(h) => {
-                            handle = h;
-                            continue;
-                        }
-                        None => return Ok(None),
-                    }
+                match root.settled(target) {
+                    Some(settled) => settled,
+                    None => self.seek_index(&root.block, handle, target)?,
                 }
-                root.block.clone()
             } else {
-                self.read_block(handle, fill_cache)?
+                let block = self.read_block(handle, fill_cache)?;
+                self.seek_index(&block, handle, target)?
             };
-            let mut it = block.iter(compare_internal);
-            it.seek(target)
-                .map_err(|e| self.with_path(e, handle.offset))?;
-            if !it.valid() {
-                return Ok(None);
+            match found {
+                Some(h) => handle = h,
+                None => return Ok(None),
             }
-            handle = BlockHandle::decode_varint(it.value())
-                .map_err(|e| e.at(&self.path, handle.offset))?;
         }
         Ok(Some(handle))
+    }
+
+    /// The handle in the first entry at or after `target` of the index block `at` names.
+    fn seek_index(
+        &self,
+        block: &Block,
+        at: BlockHandle,
+        target: &[u8],
+    ) -> Result<Option<BlockHandle>> {
+        let mut it = block.iter_ref(compare_internal);
+        it.seek(target).map_err(|e| self.with_path(e, at.offset))?;
+        if !it.valid() {
+            return Ok(None);
+        }
+        BlockHandle::decode_varint(it.value())
+            .map(Some)
+            .map_err(|e| e.at(&self.path, at.offset))
     }
 
     /// The first entry at or after `lookup` if it has the same user key.
