@@ -197,6 +197,7 @@ fn run_engine(
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut engine: Arc<dyn Engine> = Arc::from(engines::open(engine_name, dir, &s)?);
     let mut reports = Vec::new();
+    let mut last_write: Option<WriteMark> = None;
     for name in cli
         .benchmarks
         .split(',')
@@ -204,13 +205,22 @@ fn run_engine(
         .filter(|n| !n.is_empty())
     {
         if name == "waitforcompaction" {
-            // As RocksDB's db_bench: not a measurement, a pause until compactions settle.
+            // As RocksDB's db_bench: not a measurement, a pause until compactions settle. It
+            // reports what settling added to the last write workload's cost: its write
+            // amplification counted to the end of settling, and the size on disk after.
             let start = Instant::now();
             engine.settle()?;
             if !quiet && !cli.json {
+                let settled = last_write
+                    .as_ref()
+                    .and_then(|w: &WriteMark| w.amplification(engine.as_ref()))
+                    .map_or(String::new(), |(name, wa)| {
+                        format!("; {name} write amp with settling {wa:.2}")
+                    });
                 println!(
-                    "{name:<12} : settled in {:.1} s",
-                    start.elapsed().as_secs_f64()
+                    "{name:<12} : settled in {:.1} s{settled}, on disk {:.1} MB",
+                    start.elapsed().as_secs_f64(),
+                    sys::dir_bytes(dir) as f64 / 1e6
                 );
             }
             continue;
@@ -231,14 +241,15 @@ fn run_engine(
             let _ = handle.join();
         }
         let write_amp = if workloads::writes(name) && outcome.bytes > 0 {
-            // The engine's own count where it keeps one, else what the process sent to disk.
-            match (engine.bytes_written(), engine_before) {
-                (Some(after), Some(before)) => Some((after - before) as f64 / outcome.bytes as f64),
-                _ => match (sys::write_bytes(), disk_before) {
-                    (Some(a), Some(b)) => Some(a.saturating_sub(b) as f64 / outcome.bytes as f64),
-                    _ => None,
-                },
-            }
+            let mark = WriteMark {
+                name: name.to_string(),
+                engine_before,
+                disk_before,
+                bytes: outcome.bytes,
+            };
+            let wa = mark.amplification(engine.as_ref()).map(|(_, wa)| wa);
+            last_write = Some(mark);
+            wa
         } else {
             None
         };
@@ -258,6 +269,28 @@ fn run_engine(
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// Where the engine's and the process's write counters stood when a write workload began.
+struct WriteMark {
+    name: String,
+    engine_before: Option<u64>,
+    disk_before: Option<u64>,
+    bytes: u64,
+}
+
+impl WriteMark {
+    /// Bytes written since the mark per byte the workload wrote: the engine's own count where
+    /// it keeps one, else what the process sent to disk.
+    fn amplification(&self, engine: &dyn Engine) -> Option<(&str, f64)> {
+        let written = match (engine.bytes_written(), self.engine_before) {
+            (Some(after), Some(before)) => Some(after.saturating_sub(before)),
+            _ => sys::write_bytes()
+                .zip(self.disk_before)
+                .map(|(a, b)| a.saturating_sub(b)),
+        }?;
+        Some((&self.name, written as f64 / self.bytes as f64))
+    }
 }
 
 /// A progress bar on stderr for runs longer than a few seconds, silent when stderr is not a
