@@ -213,7 +213,7 @@ fn run_engine(
             if !quiet && !cli.json {
                 let settled = last_write
                     .as_ref()
-                    .and_then(|w: &WriteMark| w.amplification(engine.as_ref()))
+                    .and_then(|w| w.amplification(engine.as_ref()))
                     .map_or(String::new(), |(name, wa)| {
                         format!("; {name} write amp with settling {wa:.2}")
                     });

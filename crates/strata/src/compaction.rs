@@ -143,14 +143,15 @@ fn least_overlapping<'v>(
         .iter()
         .position(|f| pointer.is_empty() || f.largest_user_key() > crate::key::user_key(pointer))
         .unwrap_or(0);
-    let below = v.levels.get(level + 1).map_or(&[][..], Vec::as_slice);
     let overlap = |f: &FileMeta| -> u64 {
-        let from = below.partition_point(|b| b.largest_user_key() < f.smallest_user_key());
-        below[from..]
-            .iter()
-            .take_while(|b| b.smallest_user_key() <= f.largest_user_key())
-            .map(|b| b.size)
-            .sum()
+        v.overlapping(
+            level + 1,
+            Some(f.smallest_user_key()),
+            Some(f.largest_user_key()),
+        )
+        .iter()
+        .map(|b| b.size)
+        .sum()
     };
     files[start..]
         .iter()
