@@ -16,6 +16,7 @@ pub const ALL: &[&str] = &[
     "fillsync",
     "readrandom",
     "readmissing",
+    "multireadrandom",
     "readseq",
     "readreverse",
     "seekrandom",
@@ -53,6 +54,8 @@ pub struct Params {
     pub key_size: usize,
     pub value_size: usize,
     pub seed: u64,
+    /// Keys per batched lookup in multireadrandom.
+    pub batch_size: usize,
 }
 
 /// db_bench's key: the number zero-padded to `key_size` digits.
@@ -282,6 +285,47 @@ fn read_random(
     })
 }
 
+/// readrandom's keys, looked up `batch_size` at a time through the engine's batched lookup;
+/// each key is charged its share of its batch's time.
+fn multi_read_random(
+    engine: &dyn Engine,
+    p: &Params,
+    progress: &Arc<AtomicU64>,
+) -> Result<Outcome> {
+    let batch = p.batch_size.max(1);
+    let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
+        let mut rng = Rng::new(p.seed + t as u64 * 104_729 + 3);
+        let (mut bytes, mut found, mut done) = (0, 0, 0);
+        let mut keys = Vec::with_capacity(batch);
+        while done < p.reads {
+            let n = batch.min((p.reads - done) as usize);
+            keys.clear();
+            keys.extend((0..n).map(|_| key(rng.below(p.num), p.key_size)));
+            let start = Instant::now();
+            let got = engine.get_many(&keys)?;
+            let each = (start.elapsed().as_nanos() / n as u128).max(1) as u64;
+            for (k, v) in keys.iter().zip(&got) {
+                let _ = h.record(each);
+                if let Some(len) = v {
+                    found += 1;
+                    bytes += (k.len() + len) as u64;
+                }
+            }
+            done += n as u64;
+            progress.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok((p.reads, bytes, found))
+    })?;
+    Ok(Outcome {
+        name: "multireadrandom".into(),
+        ops,
+        seconds,
+        bytes,
+        found,
+        hist,
+    })
+}
+
 fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Result<Outcome> {
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 15_485_863 + 11);
@@ -355,6 +399,7 @@ pub fn run(
         ),
         "readrandom" => read_random(e, p, name, false, None, progress),
         "readmissing" => read_random(e, p, name, true, None, progress),
+        "multireadrandom" => multi_read_random(e, p, progress),
         "readseq" => scan(e, p, false, progress),
         "readreverse" => scan(e, p, true, progress),
         "seekrandom" => seek_random(e, p, progress),

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use strata::{WriteBatch, WriteOptions};
+use strata::{ReadOptions, WriteBatch, WriteOptions};
 
 use crate::resp::Reply;
 use crate::{After, Shared, SyncMode};
@@ -53,6 +53,63 @@ fn read(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     Ok(v)
 }
 
+/// Reads several keys as [`read`] reads one, the keys the hot-key cache does not answer in
+/// one batched lookup of the engine ([`strata::Db::get_many`]). The keys whose misses fill
+/// the cache have their stripe locks held, together, from before the engine is read until
+/// the fill; they are taken in order, as every multi-key command takes them.
+pub(crate) fn read_many(shared: &Shared, keys: &[&[u8]]) -> Vec<Result<Option<Vec<u8>>, String>> {
+    let mut out: Vec<Option<Result<Option<Vec<u8>>, String>>> = keys.iter().map(|_| None).collect();
+    // (key, whether its value fills the cache) for each key the engine must answer.
+    let mut misses: Vec<(usize, bool)> = Vec::new();
+    for (i, (k, o)) in keys.iter().zip(&mut out).enumerate() {
+        if !shared.cache.consult() {
+            misses.push((i, false));
+        } else if let Some(v) = shared.cache.get(k) {
+            *o = Some(Ok(v));
+        } else {
+            misses.push((i, true));
+        }
+    }
+    if !misses.is_empty() {
+        let key = |i: usize| keys.get(i).copied().unwrap_or_default();
+        let filling: Vec<&[u8]> = misses.iter().filter(|m| m.1).map(|m| key(m.0)).collect();
+        let _stripes = lock_stripes(shared, &filling);
+        let wanted: Vec<&[u8]> = misses.iter().map(|m| key(m.0)).collect();
+        let got = shared.db.get_many(&wanted, &ReadOptions::default());
+        for (&(i, fill), v) in misses.iter().zip(got) {
+            if fill && let Ok(v) = &v {
+                shared.cache.fill(key(i), v);
+            }
+            if let Some(o) = out.get_mut(i) {
+                *o = Some(v.map_err(|e| e.to_string()));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|o| o.unwrap_or_else(|| Err("key left unread".into())))
+        .collect()
+}
+
+/// Counts a GET's outcome and writes its reply.
+pub(crate) fn answer_get(
+    shared: &Shared,
+    value: Result<Option<Vec<u8>>, String>,
+    out: &mut Reply<'_>,
+) {
+    let counters = &shared.counters;
+    match value {
+        Ok(Some(v)) => {
+            counters.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+            out.bulk(&v);
+        }
+        Ok(None) => {
+            counters.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+            out.null();
+        }
+        Err(e) => out.error(&format!("ERR {e}")),
+    }
+}
+
 /// Reads a key while the caller holds its stripe lock.
 fn read_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     if shared.cache.consult()
@@ -93,6 +150,18 @@ fn lock_stripes<'a>(shared: &'a Shared, keys: &[&[u8]]) -> Vec<std::sync::MutexG
     idx.into_iter()
         .map(|i| shared.stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
         .collect()
+}
+
+/// True for `GET key`: a read that can join its neighbours' batched lookup.
+pub(crate) fn is_plain_get(args: &[Vec<u8>]) -> bool {
+    args.len() == 2 && args.first().is_some_and(|c| c.eq_ignore_ascii_case(b"GET"))
+}
+
+/// Reads the keys of plain GETs (from [`is_plain_get`], possibly from several connections)
+/// together, under the key space's read lock as every command but FLUSHALL runs.
+pub(crate) fn read_gets(shared: &Shared, keys: &[&[u8]]) -> Vec<Result<Option<Vec<u8>>, String>> {
+    let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    read_many(shared, keys)
 }
 
 /// True for `SET key value` without options: a write that can join its neighbours' batch.
@@ -300,22 +369,7 @@ fn run(
         }
         "GET" => {
             arity!(n == 1);
-            match read(shared, &a[0])? {
-                Some(v) => {
-                    shared
-                        .counters
-                        .keyspace_hits
-                        .fetch_add(1, Ordering::Relaxed);
-                    out.bulk(&v);
-                }
-                None => {
-                    shared
-                        .counters
-                        .keyspace_misses
-                        .fetch_add(1, Ordering::Relaxed);
-                    out.null();
-                }
-            }
+            answer_get(shared, Ok(read(shared, &a[0])?), out);
         }
         "SET" => {
             arity!(n >= 2);
@@ -383,9 +437,13 @@ fn run(
         }
         "MGET" => {
             arity!(n >= 1);
+            let keys: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+            let values = read_many(shared, &keys)
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?;
             out.array(n);
-            for k in a {
-                match read(shared, k)? {
+            for v in values {
+                match v {
                     Some(v) => out.bulk(&v),
                     None => out.null(),
                 }

@@ -4,10 +4,14 @@
 //! A round reads what every ready connection has sent, runs the complete commands in order,
 //! and sends the replies. Plain SETs are not written one by one: the SETs of every connection
 //! in the round join one batch, written (and under `--sync always` fsynced) once, the way
-//! Redis writes its append-only file once per event-loop turn. A connection's commands stay
-//! in order: before any other command of a connection runs, the batch holding its earlier
-//! SETs is written. A SET is acknowledged only after its batch is written; a reader on another
-//! connection may see the value just before the SET is answered, which linearizability allows.
+//! Redis writes its append-only file once per event-loop turn. Plain GETs join the batch too,
+//! and are read together after its SETs are written, in one batched lookup of the engine
+//! whose cache misses overlap. A connection's commands stay in order: its GETs in the batch
+//! all follow its SETs there (a SET after a GET of the same connection waits for the next
+//! batch), and before any other command of a connection runs, the batch holding its earlier
+//! SETs and GETs is done. A SET is acknowledged only after its batch is written; a reader on
+//! another connection may see the value just before the SET is answered, which
+//! linearizability allows.
 //!
 //! Backpressure: a connection whose unsent replies pass [`OUTPUT_LIMIT`] is not read from
 //! until they drain, so a client that pipelines without reading costs bounded memory and does
@@ -32,9 +36,12 @@ use crate::{After, Shared};
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
 /// Most bytes read from one connection in one round.
 const READ_PER_ROUND: usize = 256 * 1024;
-/// A SET batch is written once it holds this many SETs or bytes.
-const MAX_BATCH_SETS: usize = 1024;
+/// A batch is done once it holds this many SETs and GETs, or this many bytes of them.
+const MAX_BATCH_COMMANDS: usize = 1024;
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Most GETs of one connection in a batch. Their replies are made together, before the
+/// output limit is checked again, so this bounds how far a batch can overshoot it.
+const MAX_BATCH_GETS_PER_CONNECTION: usize = 32;
 /// How often an idle worker looks up to check for shutdown and idle connections.
 const TICK: Duration = Duration::from_millis(100);
 /// How long shutdown waits for a connection to take the replies it is owed.
@@ -155,8 +162,10 @@ struct Client {
     readable: bool,
     /// Send what is owed, then close (QUIT, a protocol error, the peer's end of input).
     closing: bool,
-    /// SETs of this connection waiting in the worker's batch.
+    /// SETs and GETs of this connection waiting in the worker's batch.
     in_batch: usize,
+    /// Of those, the GETs.
+    gets_in_batch: usize,
     /// Registered for writability because replies are waiting on a full socket.
     want_write: bool,
     /// In the next round's list already.
@@ -203,20 +212,21 @@ enum Advance {
     Idle,
     /// More to do, but its share of this round is spent (or its replies are backed up).
     Later,
-    /// The next command must wait until the SET batch is written.
+    /// The next command must wait until the batch is done.
     NeedFlush,
 }
 
-/// The SETs of a round, with the connections they came from.
+/// The SETs and GETs of a round, with the connections they came from.
 #[derive(Default)]
-struct SetBatch {
+struct Batch {
     sets: Vec<(usize, Vec<Vec<u8>>)>,
+    gets: Vec<(usize, Vec<Vec<u8>>)>,
     bytes: usize,
 }
 
-impl SetBatch {
+impl Batch {
     fn full(&self) -> bool {
-        self.sets.len() >= MAX_BATCH_SETS || self.bytes >= MAX_BATCH_BYTES
+        self.sets.len() + self.gets.len() >= MAX_BATCH_COMMANDS || self.bytes >= MAX_BATCH_BYTES
     }
 }
 
@@ -226,7 +236,7 @@ struct Worker {
     incoming: Receiver<std::net::TcpStream>,
     clients: Vec<Option<Client>>,
     free: Vec<usize>,
-    batch: SetBatch,
+    batch: Batch,
     limits: Limits,
     scratch: Vec<u8>,
 }
@@ -243,7 +253,7 @@ impl Worker {
             incoming,
             clients: Vec::new(),
             free: Vec::new(),
-            batch: SetBatch::default(),
+            batch: Batch::default(),
             limits,
             scratch: vec![0; 64 * 1024],
         }
@@ -331,6 +341,7 @@ impl Worker {
                 readable: true,
                 closing: false,
                 in_batch: 0,
+                gets_in_batch: 0,
                 want_write: false,
                 queued: true,
                 last_activity: Instant::now(),
@@ -404,7 +415,9 @@ impl Worker {
                             continue;
                         }
                         if commands::is_plain_set(&args) {
-                            if self.batch.full() {
+                            // A SET after a GET of this connection must not be written
+                            // before that GET reads.
+                            if self.batch.full() || c.gets_in_batch > 0 {
                                 break Some(Advance::NeedFlush);
                             }
                             pos += n;
@@ -412,6 +425,19 @@ impl Worker {
                             c.in_batch += 1;
                             self.batch.bytes += n;
                             self.batch.sets.push((idx, args));
+                            continue;
+                        }
+                        if commands::is_plain_get(&args) {
+                            if self.batch.full() || c.gets_in_batch >= MAX_BATCH_GETS_PER_CONNECTION
+                            {
+                                break Some(Advance::NeedFlush);
+                            }
+                            pos += n;
+                            commands_run += 1;
+                            c.in_batch += 1;
+                            c.gets_in_batch += 1;
+                            self.batch.bytes += n;
+                            self.batch.gets.push((idx, args));
                             continue;
                         }
                         if c.in_batch > 0 {
@@ -494,13 +520,41 @@ impl Worker {
         }
     }
 
-    /// Writes the batched SETs and appends each one's reply to its connection.
+    /// Writes the batched SETs, then reads the batched GETs, and appends each one's reply to
+    /// its connection.
     fn flush_batch(&mut self) {
+        self.flush_sets();
+        self.flush_gets();
+        self.batch.bytes = 0;
+    }
+
+    fn flush_gets(&mut self) {
+        if self.batch.gets.is_empty() {
+            return;
+        }
+        let mut gets = std::mem::take(&mut self.batch.gets);
+        let keys: Vec<&[u8]> = gets
+            .iter()
+            .map(|(_, a)| a.get(1).map(Vec::as_slice).unwrap_or_default())
+            .collect();
+        let values = commands::read_gets(&self.shared, &keys);
+        for ((idx, _), value) in gets.iter().zip(values) {
+            if let Some(Some(c)) = self.clients.get_mut(*idx) {
+                c.in_batch = c.in_batch.saturating_sub(1);
+                c.gets_in_batch = c.gets_in_batch.saturating_sub(1);
+                commands::answer_get(&self.shared, value, &mut Reply(&mut c.output));
+            }
+        }
+        // Keep the allocation for the next round.
+        gets.clear();
+        self.batch.gets = gets;
+    }
+
+    fn flush_sets(&mut self) {
         if self.batch.sets.is_empty() {
             return;
         }
         let sets = std::mem::take(&mut self.batch.sets);
-        self.batch.bytes = 0;
         let result = commands::write_sets(&self.shared, sets.iter().map(|(_, a)| a.as_slice()));
         for (idx, _) in &sets {
             if let Some(Some(c)) = self.clients.get_mut(*idx) {

@@ -520,6 +520,76 @@ fn pipelined_sets_are_grouped_in_order() {
     server.shutdown().unwrap();
 }
 
+/// GETs join the round's batch after its SETs: a GET still sees every earlier write of its
+/// connection and none of its later ones, and replies keep their order.
+#[test]
+fn pipelined_gets_see_exactly_the_writes_before_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..200 {
+        // GET before the SET of the same key, then after; a DEL ends a batch.
+        req.extend_from_slice(
+            format!(
+                "GET k{i}\r\nSET k{i} v{i}\r\nGET k{i}\r\nGET k{}\r\n",
+                i + 1
+            )
+            .as_bytes(),
+        );
+        let v = format!("v{i}");
+        want.extend_from_slice(format!("$-1\r\n+OK\r\n${}\r\n{v}\r\n$-1\r\n", v.len()).as_bytes());
+        if i % 50 == 49 {
+            req.extend_from_slice(format!("DEL k{i}\r\nGET k{i}\r\n").as_bytes());
+            want.extend_from_slice(b":1\r\n$-1\r\n");
+        }
+    }
+    // Longer than one connection's share of a batch.
+    for _ in 0..100 {
+        req.extend_from_slice(b"GET k0\r\n");
+        want.extend_from_slice(b"$2\r\nv0\r\n");
+    }
+    req.extend_from_slice(b"QUIT\r\n");
+    want.extend_from_slice(b"+OK\r\n");
+    s.write_all(&req).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want)
+    );
+
+    // Many connections pipelining at once: each reads its own keys back.
+    let addr = server.local_addr();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for round in 0..20 {
+                    let mut pipe = redis::pipe();
+                    for i in 0..40 {
+                        pipe.cmd("SET")
+                            .arg(format!("t{t}-{i}"))
+                            .arg(format!("{round}"))
+                            .ignore();
+                        pipe.cmd("GET").arg(format!("t{t}-{i}"));
+                    }
+                    let got: Vec<String> = pipe.query(&mut c).unwrap();
+                    assert_eq!(got, vec![round.to_string(); 40]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
 #[test]
 fn the_hot_key_cache_never_serves_a_stale_value() {
     // A cache too small for the keys, so that entries are evicted and refilled all the time,

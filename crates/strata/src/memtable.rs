@@ -544,6 +544,22 @@ impl MemTable {
         node
     }
 
+    /// Hints that [`MemTable::get`] of `key` will come soon: asks for the line of its hash
+    /// bucket. (See `Db::get_many`.)
+    pub(crate) fn prefetch_bucket(&self, key: &[u8]) {
+        crate::prefetch::line(self.bucket(key));
+    }
+
+    /// Hints, once the bucket is in cache, for the newest node of its chain: its header and
+    /// the line after it, where the key of a short node ends.
+    pub(crate) fn prefetch_chain(&self, key: &[u8]) {
+        let node = self.bucket(key).load(Ordering::Acquire);
+        if !node.is_null() {
+            crate::prefetch::line(node);
+            crate::prefetch::line(node.cast::<u8>().wrapping_add(64));
+        }
+    }
+
     /// The newest version of `key` visible at `seq`, found through the key's hash chain.
     pub(crate) fn get(&self, key: &[u8], seq: SeqNo) -> Lookup {
         let mut node = self.bucket(key).load(Ordering::Acquire);

@@ -18,10 +18,13 @@ enum Op {
     Delete(u16),
     Batch(Vec<(u16, Option<Vec<u8>>)>),
     Get(u16),
+    /// Keys read together (with repeats, and more than one internal batch of 32).
+    GetMany(Vec<u16>),
     Scan(u16, u16, bool),
     Walk(u16, Vec<bool>),
     TakeSnapshot,
     ReadSnapshot(usize, u16),
+    GetManySnapshot(usize, Vec<u16>),
     ScanSnapshot(usize, bool),
     Flush,
     Compact(Option<(u16, u16)>),
@@ -47,10 +50,12 @@ fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
         8 => k.clone().prop_map(Op::Delete),
         6 => proptest::collection::vec((k.clone(), proptest::option::of(value_strategy())), 1..8).prop_map(Op::Batch),
         15 => k.clone().prop_map(Op::Get),
+        5 => proptest::collection::vec(k.clone(), 1..80).prop_map(Op::GetMany),
         5 => (k.clone(), k.clone(), any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
         5 => (k.clone(), proptest::collection::vec(any::<bool>(), 1..12)).prop_map(|(s, m)| Op::Walk(s, m)),
         3 => Just(Op::TakeSnapshot),
         4 => (any::<usize>(), k.clone()).prop_map(|(i, k)| Op::ReadSnapshot(i, k)),
+        2 => (any::<usize>(), proptest::collection::vec(k.clone(), 1..40)).prop_map(|(i, ks)| Op::GetManySnapshot(i, ks)),
         2 => (any::<usize>(), any::<bool>()).prop_map(|(i, r)| Op::ScanSnapshot(i, r)),
         2 => Just(Op::Flush),
         2 => proptest::option::of((k.clone(), k)).prop_map(Op::Compact),
@@ -73,6 +78,17 @@ fn model_range(model: &Model, lo: &[u8], hi: &[u8], reverse: bool) -> Vec<(Vec<u
 }
 
 /// Checks a cursor walk: seek to `start`, then move next/prev as `moves` say.
+/// Reads `keys` together and checks every value against the model.
+fn check_get_many(db: &Db, model: &Model, keys: &[Vec<u8>], ro: &ReadOptions) {
+    let got: Vec<_> = db
+        .get_many(keys, ro)
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<_> = keys.iter().map(|k| model.get(k).cloned()).collect();
+    assert_eq!(got, want);
+}
+
 fn check_walk(db: &Db, model: &Model, start: &[u8], moves: &[bool]) {
     let mut it = db.iter(&ReadOptions::default()).unwrap();
     it.seek(start).unwrap();
@@ -129,6 +145,16 @@ impl Harness {
         self.db.as_ref().unwrap()
     }
 
+    /// Read options at snapshot `i` (modulo those taken) and the model as it stood then.
+    fn snapshot_read(&self, i: usize) -> Option<(ReadOptions, &Model)> {
+        let (s, m) = self.snapshots.get(i % self.snapshots.len().max(1))?;
+        let ro = ReadOptions {
+            snapshot: Some(s.clone()),
+            ..ReadOptions::default()
+        };
+        Some((ro, m))
+    }
+
     fn apply(&mut self, op: &Op) {
         match op {
             Op::Put(k, v) => {
@@ -159,6 +185,10 @@ impl Harness {
                 self.db().get(&key(*k)).unwrap(),
                 self.model.get(&key(*k)).cloned()
             ),
+            Op::GetMany(ks) => {
+                let keys: Vec<Vec<u8>> = ks.iter().map(|k| key(*k)).collect();
+                check_get_many(self.db(), &self.model, &keys, &ReadOptions::default());
+            }
             Op::Scan(a, b, reverse) => {
                 let (lo, hi) = (key(*a), key(*b));
                 let got: Vec<_> = if *reverse {
@@ -177,27 +207,22 @@ impl Harness {
                 self.snapshots.push((s, self.model.clone()));
             }
             Op::ReadSnapshot(i, k) => {
-                if self.snapshots.is_empty() {
-                    return;
+                if let Some((ro, m)) = self.snapshot_read(*i) {
+                    assert_eq!(
+                        self.db().get_with(&key(*k), &ro).unwrap(),
+                        m.get(&key(*k)).cloned()
+                    );
                 }
-                let (s, m) = &self.snapshots[i % self.snapshots.len()];
-                let ro = ReadOptions {
-                    snapshot: Some(s.clone()),
-                    ..ReadOptions::default()
-                };
-                assert_eq!(
-                    self.db().get_with(&key(*k), &ro).unwrap(),
-                    m.get(&key(*k)).cloned()
-                );
+            }
+            Op::GetManySnapshot(i, ks) => {
+                if let Some((ro, m)) = self.snapshot_read(*i) {
+                    let keys: Vec<Vec<u8>> = ks.iter().map(|k| key(*k)).collect();
+                    check_get_many(self.db(), m, &keys, &ro);
+                }
             }
             Op::ScanSnapshot(i, reverse) => {
-                if self.snapshots.is_empty() {
+                let Some((ro, m)) = self.snapshot_read(*i) else {
                     return;
-                }
-                let (s, m) = &self.snapshots[i % self.snapshots.len()];
-                let ro = ReadOptions {
-                    snapshot: Some(s.clone()),
-                    ..ReadOptions::default()
                 };
                 let got: Vec<_> = self
                     .db()
@@ -310,6 +335,11 @@ fn long_random_runs_reach_deep_levels() {
                     db = Db::open(dir.path(), opts.clone()).unwrap();
                 }
             }
+        }
+        if step % 500 == 0 {
+            // Batched lookups, deep levels included, against the model.
+            let keys: Vec<Vec<u8>> = (0..70).map(|_| key(rng.below(2000) as u16)).collect();
+            check_get_many(&db, &model, &keys, &ReadOptions::default());
         }
         if step % 5000 == 0 {
             let depth = db

@@ -28,6 +28,11 @@ pub trait Engine: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()>;
     /// Fetches a value; returns its length (the benchmark does not need the bytes).
     fn get(&self, key: &[u8]) -> Result<Option<usize>>;
+    /// Fetches several values at once, through the engine's batched lookup where it has
+    /// one; returns their lengths.
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()>;
     /// Reads up to `limit` entries in key order (reverse if asked); returns entries and bytes.
     fn scan(&self, reverse: bool, limit: u64) -> Result<(u64, u64)>;

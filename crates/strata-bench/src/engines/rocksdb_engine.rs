@@ -52,6 +52,17 @@ impl Engine for RocksEngine {
             .map_err(|e| e.to_string())?
             .map(|v| v.len()))
     }
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>> {
+        let cf = self
+            .db
+            .cf_handle("default")
+            .ok_or("rocksdb: no default column family")?;
+        self.db
+            .batched_multi_get_cf(cf, keys, false)
+            .into_iter()
+            .map(|v| Ok(v.map_err(|e| e.to_string())?.map(|v| v.len())))
+            .collect()
+    }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
         self.db
             .delete_opt(key, &wo(sync))

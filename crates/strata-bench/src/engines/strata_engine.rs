@@ -47,6 +47,13 @@ impl Engine for StrataEngine {
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
         Ok(self.db.get(key).map_err(err)?.map(|v| v.len()))
     }
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>> {
+        self.db
+            .get_many(keys, &ReadOptions::default())
+            .into_iter()
+            .map(|v| Ok(v.map_err(err)?.map(|v| v.len())))
+            .collect()
+    }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key);

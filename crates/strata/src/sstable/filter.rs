@@ -102,6 +102,20 @@ impl BloomFilter {
         self.data.len()
     }
 
+    /// Hints that [`BloomFilter::may_contain`] of `user_key` will come soon: asks for the
+    /// line of every bit it probes.
+    pub(crate) fn prefetch(&self, user_key: &[u8]) {
+        let h = hash64(user_key);
+        let (mut pos, delta) = (h & 0xffff_ffff, (h >> 32) | 1);
+        for _ in 0..self.k {
+            let bit = pos % self.bits;
+            if let Some(b) = self.data.get((bit / 8) as usize) {
+                crate::prefetch::line(b);
+            }
+            pos = pos.wrapping_add(delta);
+        }
+    }
+
     pub(crate) fn may_contain(&self, user_key: &[u8]) -> bool {
         let h = hash64(user_key);
         let (mut pos, delta) = (h & 0xffff_ffff, (h >> 32) | 1);

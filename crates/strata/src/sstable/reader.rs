@@ -276,7 +276,7 @@ impl Table {
             + self.index_root.get().map_or(0, RootIndex::size)
     }
 
-    fn filter(&self) -> Result<&BloomFilter> {
+    pub(crate) fn filter(&self) -> Result<&BloomFilter> {
         if let Some(f) = self.filter.get() {
             return Ok(f);
         }
@@ -309,7 +309,11 @@ impl Table {
     }
 
     /// Descends the index to the handle of the data block that may hold `target`.
-    fn find_data_block(&self, target: &[u8], fill_cache: bool) -> Result<Option<BlockHandle>> {
+    pub(crate) fn find_data_block(
+        &self,
+        target: &[u8],
+        fill_cache: bool,
+    ) -> Result<Option<BlockHandle>> {
         let mut handle = self.footer.index;
         for depth in 0..self.footer.index_depth {
             let found = if depth == 0 {
@@ -374,7 +378,7 @@ impl Table {
     }
 
     /// [`Table::get`] within the data block `handle` names.
-    fn get_in_block(
+    pub(crate) fn get_in_block(
         &self,
         block: &Block,
         handle: BlockHandle,

@@ -12,6 +12,9 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::{FileNumber, Level, NUM_LEVELS, compare_internal, user_key};
+use crate::sstable::block::Block;
+use crate::sstable::filter::BloomFilter;
+use crate::sstable::format::BlockHandle;
 use crate::sstable::mapped::MappedPages;
 use crate::sstable::reader::{Table, TableEntry};
 
@@ -194,6 +197,82 @@ impl<'a> ReadCharge<'a> {
     }
 }
 
+/// The lists a batched lookup works through, kept from one batch to the next so that a
+/// batch allocates nothing of its own.
+#[derive(Default)]
+pub(crate) struct Probes<'a> {
+    charges: Vec<ReadCharge<'a>>,
+    /// (key, file): the file of the current level or level-0 file that may hold the key.
+    files: Vec<(usize, &'a Arc<FileMeta>)>,
+    tables: Vec<(usize, &'a Table, &'a BloomFilter)>,
+    handles: Vec<(usize, &'a Table, BlockHandle)>,
+    blocks: Vec<(usize, &'a Table, BlockHandle, Arc<Block>)>,
+}
+
+impl<'a> Probes<'a> {
+    /// Looks each `(key, file)` of `self.files` up. The steps of [`Version::get_many`]: the
+    /// Bloom filters' bits, then the index searches for the keys the filters pass, then the
+    /// data blocks' headers, then their restart keys, then the block searches; each asks for
+    /// the next one's memory before it is read.
+    fn probe(
+        &mut self,
+        lookups: &[Vec<u8>],
+        keys: &[&[u8]],
+        fill_cache: bool,
+        out: &mut [Option<Result<Option<TableEntry>>>],
+    ) {
+        let key = |i: usize| keys.get(i).copied().unwrap_or_default();
+        let lookup = |i: usize| lookups.get(i).map(Vec::as_slice).unwrap_or_default();
+        let mut fail = |i: usize, e: Error| {
+            if let Some(o) = out.get_mut(i) {
+                *o = Some(Err(e));
+            }
+        };
+        self.tables.clear();
+        for &(i, f) in &self.files {
+            match f.table().and_then(|t| Ok((t, t.filter()?))) {
+                Ok((t, filter)) => {
+                    filter.prefetch(key(i));
+                    self.tables.push((i, t, filter));
+                }
+                Err(e) => fail(i, e),
+            }
+        }
+        self.handles.clear();
+        for &(i, t, filter) in &self.tables {
+            if filter.may_contain(key(i)) {
+                match t.find_data_block(lookup(i), fill_cache) {
+                    Ok(Some(h)) => self.handles.push((i, t, h)),
+                    Ok(None) => {}
+                    Err(e) => fail(i, e),
+                }
+            }
+        }
+        self.blocks.clear();
+        for &(i, t, h) in &self.handles {
+            match t.read_block(h, fill_cache) {
+                Ok(b) => {
+                    crate::prefetch::line(Arc::as_ptr(&b));
+                    self.blocks.push((i, t, h, b));
+                }
+                Err(e) => fail(i, e),
+            }
+        }
+        for (_, _, _, b) in &self.blocks {
+            b.prefetch_restart_keys();
+        }
+        for (i, t, h, b) in self.blocks.drain(..) {
+            let found = t.get_in_block(&b, h, lookup(i), key(i));
+            if let Some(o) = out.get_mut(i) {
+                match found {
+                    Ok(None) => {}
+                    r => *o = Some(r),
+                }
+            }
+        }
+    }
+}
+
 /// An immutable snapshot of the level structure.
 #[derive(Default, Clone)]
 pub(crate) struct Version {
@@ -256,6 +335,64 @@ impl Version {
             }
         }
         Ok(None)
+    }
+
+    /// [`Version::get`] for many keys at once: `lookups[i]` is the lookup key of `keys[i]`,
+    /// and each `out[i]` still `None` receives what the tables hold of that key (and stays
+    /// `None` when they hold nothing).
+    ///
+    /// The keys go down the levels together, and within a level each step of a lookup runs
+    /// for every key before the next step begins, having asked for the memory it reads for
+    /// all of them first: the cache misses of different keys overlap instead of following
+    /// one another.
+    pub(crate) fn get_many<'a>(
+        &'a self,
+        lookups: &[Vec<u8>],
+        keys: &[&[u8]],
+        fill_cache: bool,
+        out: &mut [Option<Result<Option<TableEntry>>>],
+        probes: &mut Probes<'a>,
+        exhausted: &mut Option<ReadCompaction>,
+    ) {
+        probes.charges.clear();
+        probes.charges.resize_with(keys.len(), ReadCharge::default);
+        for f in &self.levels[0] {
+            probes.files.clear();
+            for (i, (key, charge)) in keys.iter().zip(&mut probes.charges).enumerate() {
+                if out.get(i).is_some_and(Option::is_none)
+                    && *key >= f.smallest_user_key()
+                    && *key <= f.largest_user_key()
+                {
+                    charge.consult(0, f, exhausted);
+                    probes.files.push((i, f));
+                }
+            }
+            probes.probe(lookups, keys, fill_cache, out);
+        }
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            if files.is_empty() {
+                continue;
+            }
+            probes.files.clear();
+            for (i, ((key, lookup), charge)) in keys
+                .iter()
+                .zip(lookups)
+                .zip(&mut probes.charges)
+                .enumerate()
+            {
+                if out.get(i).is_none_or(Option::is_some) {
+                    continue;
+                }
+                let j = files.partition_point(|f| compare_internal(&f.largest, lookup).is_lt());
+                if let Some(f) = files.get(j)
+                    && *key >= f.smallest_user_key()
+                {
+                    charge.consult(level, f, exhausted);
+                    probes.files.push((i, f));
+                }
+            }
+            probes.probe(lookups, keys, fill_cache, out);
+        }
     }
 
     /// Charges for a key an iterator read (see `DbIterator`'s sampling): when files of more
