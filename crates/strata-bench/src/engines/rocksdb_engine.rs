@@ -28,7 +28,8 @@ impl RocksEngine {
         opts.set_block_based_table_factory(&table);
         // Two background threads, as Strata has (one flush, one compaction).
         opts.increase_parallelism(2);
-        let db = DB::open(&opts, dir).map_err(|e| e.to_string())?;
+        // Named, so that the batched MultiGet can be handed the default column family.
+        let db = DB::open_cf(&opts, dir, ["default"]).map_err(|e| e.to_string())?;
         Ok(RocksEngine { db })
     }
 }
