@@ -20,8 +20,15 @@ fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Server {
 }
 
 fn client(server: &Server) -> redis::Connection {
-    let url = format!("redis://{}/", server.local_addr());
-    redis::Client::open(url).unwrap().get_connection().unwrap()
+    connect(server.local_addr())
+}
+
+/// A connection to the server at `addr`, for threads that cannot borrow the server.
+fn connect(addr: std::net::SocketAddr) -> redis::Connection {
+    redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
 }
 
 #[test]
@@ -279,10 +286,7 @@ fn scan_covers_exactly_the_keyspace_while_writes_go_on() {
     }
     let addr = server.local_addr();
     let writer = std::thread::spawn(move || {
-        let mut w = redis::Client::open(format!("redis://{addr}/"))
-            .unwrap()
-            .get_connection()
-            .unwrap();
+        let mut w = connect(addr);
         for i in 0..3000u32 {
             let _: () = w.set(format!("churn:{i:05}"), "x").unwrap();
             if i % 3 == 0 {
@@ -337,10 +341,7 @@ fn setnx_races_have_exactly_one_winner_and_incr_is_atomic() {
     let threads: Vec<_> = (0..8)
         .map(|t| {
             std::thread::spawn(move || {
-                let mut c = redis::Client::open(format!("redis://{addr}/"))
-                    .unwrap()
-                    .get_connection()
-                    .unwrap();
+                let mut c = connect(addr);
                 let mut wins = 0;
                 for round in 0..200 {
                     wins += c.set_nx::<_, _, i64>(format!("race:{round}"), t).unwrap();
@@ -352,10 +353,7 @@ fn setnx_races_have_exactly_one_winner_and_incr_is_atomic() {
         .collect();
     let wins: i64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert_eq!(wins, 200, "each key has exactly one SETNX winner");
-    let mut c = redis::Client::open(format!("redis://{addr}/"))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut c = connect(addr);
     assert_eq!(
         c.get::<_, i64>("counter").unwrap(),
         1600,
@@ -566,10 +564,7 @@ fn pipelined_gets_see_exactly_the_writes_before_them() {
     let threads: Vec<_> = (0..8)
         .map(|t| {
             std::thread::spawn(move || {
-                let mut c = redis::Client::open(format!("redis://{addr}"))
-                    .unwrap()
-                    .get_connection()
-                    .unwrap();
+                let mut c = connect(addr);
                 for round in 0..20 {
                     let mut pipe = redis::pipe();
                     for i in 0..40 {

@@ -149,6 +149,11 @@ impl FileMeta {
         user_key(&self.largest)
     }
 
+    /// Whether `user_key` lies within the file's key range.
+    fn covers(&self, user_key: &[u8]) -> bool {
+        user_key >= self.smallest_user_key() && user_key <= self.largest_user_key()
+    }
+
     /// Marks the file as removed from the tree; it is deleted when the last reference drops.
     pub(crate) fn mark_obsolete(&self) {
         // SeqCst is not needed: Drop runs after every other reference is gone, which already
@@ -273,6 +278,17 @@ impl<'a> Probes<'a> {
     }
 }
 
+/// The one file of a sorted level (1 and deeper) that may hold `key`, looked up at `lookup`:
+/// the first whose largest key is at or after the lookup key, if it starts at or before it.
+fn file_for<'a>(
+    files: &'a [Arc<FileMeta>],
+    lookup: &[u8],
+    key: &[u8],
+) -> Option<&'a Arc<FileMeta>> {
+    let i = files.partition_point(|f| compare_internal(&f.largest, lookup).is_lt());
+    files.get(i).filter(|f| key >= f.smallest_user_key())
+}
+
 /// An immutable snapshot of the level structure.
 #[derive(Default, Clone)]
 pub(crate) struct Version {
@@ -315,7 +331,7 @@ impl Version {
     ) -> Result<Option<TableEntry>> {
         let mut charge = ReadCharge::default();
         for f in &self.levels[0] {
-            if key >= f.smallest_user_key() && key <= f.largest_user_key() {
+            if f.covers(key) {
                 charge.consult(0, f, exhausted);
                 if let Some(e) = f.table()?.get(lookup, key, fill_cache)? {
                     return Ok(Some(e));
@@ -323,11 +339,7 @@ impl Version {
             }
         }
         for (level, files) in self.levels.iter().enumerate().skip(1) {
-            // First file whose largest key is at or after the lookup key.
-            let i = files.partition_point(|f| compare_internal(&f.largest, lookup).is_lt());
-            if let Some(f) = files.get(i)
-                && key >= f.smallest_user_key()
-            {
+            if let Some(f) = file_for(files, lookup, key) {
                 charge.consult(level, f, exhausted);
                 if let Some(e) = f.table()?.get(lookup, key, fill_cache)? {
                     return Ok(Some(e));
@@ -359,10 +371,7 @@ impl Version {
         for f in &self.levels[0] {
             probes.files.clear();
             for (i, (key, charge)) in keys.iter().zip(&mut probes.charges).enumerate() {
-                if out.get(i).is_some_and(Option::is_none)
-                    && *key >= f.smallest_user_key()
-                    && *key <= f.largest_user_key()
-                {
+                if out.get(i).is_some_and(Option::is_none) && f.covers(key) {
                     charge.consult(0, f, exhausted);
                     probes.files.push((i, f));
                 }
@@ -383,10 +392,7 @@ impl Version {
                 if out.get(i).is_none_or(Option::is_some) {
                     continue;
                 }
-                let j = files.partition_point(|f| compare_internal(&f.largest, lookup).is_lt());
-                if let Some(f) = files.get(j)
-                    && *key >= f.smallest_user_key()
-                {
+                if let Some(f) = file_for(files, lookup, key) {
                     charge.consult(level, f, exhausted);
                     probes.files.push((i, f));
                 }
@@ -402,7 +408,7 @@ impl Version {
         let mut charge = ReadCharge::default();
         let mut exhausted = None;
         for f in &self.levels[0] {
-            if user_key >= f.smallest_user_key() && user_key <= f.largest_user_key() {
+            if f.covers(user_key) {
                 charge.consult(0, f, &mut exhausted);
             }
         }
