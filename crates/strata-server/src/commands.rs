@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use strata::{ReadOptions, WriteBatch, WriteOptions};
 
-use crate::resp::Reply;
+use crate::resp::{Args, Reply};
 use crate::{After, Shared, SyncMode};
 
 /// Per-connection state.
@@ -153,8 +153,8 @@ fn lock_stripes<'a>(shared: &'a Shared, keys: &[&[u8]]) -> Vec<std::sync::MutexG
 }
 
 /// True for `GET key`: a read that can join its neighbours' batched lookup.
-pub(crate) fn is_plain_get(args: &[Vec<u8>]) -> bool {
-    args.len() == 2 && args.first().is_some_and(|c| c.eq_ignore_ascii_case(b"GET"))
+pub(crate) fn is_plain_get(args: &Args) -> bool {
+    args.len() == 2 && args.get(0).is_some_and(|c| c.eq_ignore_ascii_case(b"GET"))
 }
 
 /// Reads the keys of plain GETs (from [`is_plain_get`], possibly from several connections)
@@ -165,20 +165,18 @@ pub(crate) fn read_gets(shared: &Shared, keys: &[&[u8]]) -> Vec<Result<Option<Ve
 }
 
 /// True for `SET key value` without options: a write that can join its neighbours' batch.
-pub(crate) fn is_plain_set(args: &[Vec<u8>]) -> bool {
-    args.len() == 3 && args.first().is_some_and(|c| c.eq_ignore_ascii_case(b"SET"))
+pub(crate) fn is_plain_set(args: &Args) -> bool {
+    args.len() == 3 && args.get(0).is_some_and(|c| c.eq_ignore_ascii_case(b"SET"))
 }
 
-/// Writes plain SETs (from [`is_plain_set`], possibly from several connections) as one atomic
-/// batch, in order, under their keys' stripe locks. Each SET's reply is `+OK` on success and
-/// the returned error otherwise.
+/// Writes plain SETs (from [`is_plain_set`], possibly from several connections; key and
+/// value each) as one atomic batch, in order, under their keys' stripe locks. Each SET's
+/// reply is `+OK` on success and the returned error otherwise.
 pub(crate) fn write_sets<'a>(
     shared: &Shared,
-    sets: impl Iterator<Item = &'a [Vec<u8>]>,
+    sets: impl Iterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Result<(), String> {
-    let changes: Vec<(&[u8], Option<&[u8]>)> = sets
-        .map(|a| (a[1].as_slice(), Some(a[2].as_slice())))
-        .collect();
+    let changes: Vec<(&[u8], Option<&[u8]>)> = sets.map(|(k, v)| (k, Some(v))).collect();
     if changes.is_empty() {
         return Ok(());
     }
@@ -191,7 +189,7 @@ pub(crate) fn write_sets<'a>(
 pub(crate) fn execute(
     shared: &Shared,
     conn: &mut Connection,
-    args: &[Vec<u8>],
+    args: &[&[u8]],
     out: &mut Reply<'_>,
 ) -> After {
     let Some((name, rest)) = args.split_first() else {
@@ -229,7 +227,7 @@ fn run(
     shared: &Shared,
     conn: &mut Connection,
     cmd: &str,
-    a: &[Vec<u8>],
+    a: &[&[u8]],
     out: &mut Reply<'_>,
 ) -> Result<After, String> {
     let n = a.len();
@@ -251,7 +249,7 @@ fn run(
         }
         "ECHO" => {
             arity!(n == 1);
-            out.bulk(&a[0]);
+            out.bulk(a[0]);
         }
         "QUIT" => {
             out.ok();
@@ -281,9 +279,9 @@ fn run(
             }
             let mut i = 1;
             while i < n {
-                match upper(&a[i]).as_str() {
+                match upper(a[i]).as_str() {
                     "SETNAME" if i + 1 < n => {
-                        conn.name = Some(a[i + 1].clone());
+                        conn.name = Some(a[i + 1].to_vec());
                         i += 2;
                     }
                     "AUTH" if i + 2 < n => i += 3,
@@ -313,7 +311,7 @@ fn run(
             // Enough for clients that name their connection.
             match a.first().map(|s| upper(s)).as_deref() {
                 Some("SETNAME") if n == 2 => {
-                    conn.name = Some(a[1].clone());
+                    conn.name = Some(a[1].to_vec());
                     out.ok();
                 }
                 Some("GETNAME") => match &conn.name {
@@ -331,7 +329,7 @@ fn run(
         },
         "CONFIG" => {
             arity!(n >= 1);
-            match upper(&a[0]).as_str() {
+            match upper(a[0]).as_str() {
                 "GET" => {
                     arity!(n == 2);
                     let pattern = a[1].to_ascii_lowercase();
@@ -369,7 +367,7 @@ fn run(
         }
         "GET" => {
             arity!(n == 1);
-            answer_get(shared, Ok(read(shared, &a[0])?), out);
+            answer_get(shared, Ok(read(shared, a[0])?), out);
         }
         "SET" => {
             arity!(n >= 2);
@@ -393,7 +391,7 @@ fn run(
                 out.error("ERR syntax error");
                 return Ok(After::Continue);
             }
-            let key = a[0].as_slice();
+            let key = a[0];
             let _g = lock_stripes(shared, &[key]);
             let old = if nx || xx || get {
                 read_locked(shared, key)?
@@ -402,7 +400,7 @@ fn run(
             };
             let allowed = !(nx && old.is_some() || xx && old.is_none());
             if allowed {
-                apply(shared, &[(key, Some(&a[1]))])?;
+                apply(shared, &[(key, Some(a[1]))])?;
             }
             match (get, allowed) {
                 (true, _) => match old {
@@ -415,29 +413,27 @@ fn run(
         }
         "SETNX" => {
             arity!(n == 2);
-            let key = a[0].as_slice();
+            let key = a[0];
             let _g = lock_stripes(shared, &[key]);
             if read_locked(shared, key)?.is_some() {
                 out.int(0);
             } else {
-                apply(shared, &[(key, Some(&a[1]))])?;
+                apply(shared, &[(key, Some(a[1]))])?;
                 out.int(1);
             }
         }
         "MSET" => {
             arity!(n >= 2 && n.is_multiple_of(2));
-            let keys: Vec<&[u8]> = a.chunks(2).map(|p| p[0].as_slice()).collect();
+            let keys: Vec<&[u8]> = a.chunks(2).map(|p| p[0]).collect();
             let _g = lock_stripes(shared, &keys);
-            let changes: Vec<(&[u8], Option<&[u8]>)> = a
-                .chunks(2)
-                .map(|p| (p[0].as_slice(), Some(p[1].as_slice())))
-                .collect();
+            let changes: Vec<(&[u8], Option<&[u8]>)> =
+                a.chunks(2).map(|p| (p[0], Some(p[1]))).collect();
             apply(shared, &changes)?;
             out.ok();
         }
         "MGET" => {
             arity!(n >= 1);
-            let keys: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+            let keys: Vec<&[u8]> = a.to_vec();
             let values = read_many(shared, &keys)
                 .into_iter()
                 .collect::<Result<Vec<_>, _>>()?;
@@ -451,7 +447,7 @@ fn run(
         }
         "DEL" | "UNLINK" => {
             arity!(n >= 1);
-            let keys: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+            let keys: Vec<&[u8]> = a.to_vec();
             let _g = lock_stripes(shared, &keys);
             let mut removed = 0;
             let mut changes = Vec::new();
@@ -489,7 +485,7 @@ fn run(
                 }
                 _ => {
                     arity!(n == 2);
-                    let Some(d) = parse_i64(&a[1]) else {
+                    let Some(d) = parse_i64(a[1]) else {
                         out.error("ERR value is not an integer or out of range");
                         return Ok(After::Continue);
                     };
@@ -500,7 +496,7 @@ fn run(
                     }
                 }
             };
-            let key = a[0].as_slice();
+            let key = a[0];
             let _g = lock_stripes(shared, &[key]);
             let current = match read_locked(shared, key)? {
                 Some(v) => match parse_i64(&v) {
@@ -525,10 +521,10 @@ fn run(
         }
         "APPEND" => {
             arity!(n == 2);
-            let key = a[0].as_slice();
+            let key = a[0];
             let _g = lock_stripes(shared, &[key]);
             let mut v = read_locked(shared, key)?.unwrap_or_default();
-            v.extend_from_slice(&a[1]);
+            v.extend_from_slice(a[1]);
             if v.len() > strata::MAX_VALUE_BYTES {
                 out.error("ERR string exceeds maximum allowed size");
                 return Ok(After::Continue);
@@ -538,11 +534,11 @@ fn run(
         }
         "STRLEN" => {
             arity!(n == 1);
-            out.int(read(shared, &a[0])?.map_or(0, |v| v.len() as i64));
+            out.int(read(shared, a[0])?.map_or(0, |v| v.len() as i64));
         }
         "GETDEL" => {
             arity!(n == 1);
-            let key = a[0].as_slice();
+            let key = a[0];
             let _g = lock_stripes(shared, &[key]);
             match read_locked(shared, key)? {
                 Some(v) => {
@@ -554,7 +550,7 @@ fn run(
         }
         "TYPE" => {
             arity!(n == 1);
-            out.simple(if read(shared, &a[0])?.is_some() {
+            out.simple(if read(shared, a[0])?.is_some() {
                 "string"
             } else {
                 "none"
@@ -707,8 +703,8 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
 
 /// `SCAN cursor [MATCH pattern] [COUNT n]`: keys in key order. The cursor is a number that
 /// names the key to continue after, kept in a bounded table (the oldest cursors expire).
-fn scan(shared: &Shared, a: &[Vec<u8>], out: &mut Reply<'_>) -> Result<(), String> {
-    let cursor: u64 = std::str::from_utf8(&a[0])
+fn scan(shared: &Shared, a: &[&[u8]], out: &mut Reply<'_>) -> Result<(), String> {
+    let cursor: u64 = std::str::from_utf8(a[0])
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or("invalid cursor")?;
@@ -716,7 +712,7 @@ fn scan(shared: &Shared, a: &[Vec<u8>], out: &mut Reply<'_>) -> Result<(), Strin
     let mut count = 10usize;
     let mut i = 1;
     while i < a.len() {
-        match (upper(&a[i]).as_str(), a.get(i + 1)) {
+        match (upper(a[i]).as_str(), a.get(i + 1)) {
             ("MATCH", Some(p)) => pattern = Some(p),
             ("COUNT", Some(c)) => {
                 count = std::str::from_utf8(c)

@@ -29,7 +29,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::commands::{self, Connection};
-use crate::resp::{self, Limits, Parsed, Reply};
+use crate::resp::{self, Args, Limits, Parsed, Reply};
 use crate::{After, Shared};
 
 /// Stop running a connection's commands while this many reply bytes wait to be sent to it.
@@ -216,17 +216,25 @@ enum Advance {
     NeedFlush,
 }
 
-/// The SETs and GETs of a round, with the connections they came from.
+/// The SETs and GETs of a round, with the connections they came from. Their keys and values
+/// are copied end to end into buffers kept from batch to batch.
 #[derive(Default)]
 struct Batch {
-    sets: Vec<(usize, Vec<Vec<u8>>)>,
-    gets: Vec<(usize, Vec<Vec<u8>>)>,
+    /// The connection of each SET, in order.
+    set_conns: Vec<usize>,
+    /// Each SET's key, then its value.
+    set_args: Args,
+    /// The connection of each GET, in order.
+    get_conns: Vec<usize>,
+    /// Each GET's key.
+    get_keys: Args,
     bytes: usize,
 }
 
 impl Batch {
     fn full(&self) -> bool {
-        self.sets.len() + self.gets.len() >= MAX_BATCH_COMMANDS || self.bytes >= MAX_BATCH_BYTES
+        self.set_conns.len() + self.get_conns.len() >= MAX_BATCH_COMMANDS
+            || self.bytes >= MAX_BATCH_BYTES
     }
 }
 
@@ -238,6 +246,8 @@ struct Worker {
     free: Vec<usize>,
     batch: Batch,
     limits: Limits,
+    /// The command being run, parsed.
+    args: Args,
     scratch: Vec<u8>,
 }
 
@@ -255,6 +265,7 @@ impl Worker {
             free: Vec::new(),
             batch: Batch::default(),
             limits,
+            args: Args::default(),
             scratch: vec![0; 64 * 1024],
         }
     }
@@ -408,13 +419,14 @@ impl Worker {
                     break Some(Advance::Later);
                 }
                 let rest = c.input.get(pos..).unwrap_or_default();
-                match resp::parse(rest, &self.limits) {
-                    Ok(Parsed::Command(args, n)) => {
+                let args = &mut self.args;
+                match resp::parse(rest, &self.limits, args) {
+                    Ok(Parsed::Command(n)) => {
                         if args.is_empty() {
                             pos += n;
                             continue;
                         }
-                        if commands::is_plain_set(&args) {
+                        if commands::is_plain_set(args) {
                             // A SET after a GET of this connection must not be written
                             // before that GET reads.
                             if self.batch.full() || c.gets_in_batch > 0 {
@@ -423,11 +435,14 @@ impl Worker {
                             pos += n;
                             commands_run += 1;
                             c.in_batch += 1;
-                            self.batch.bytes += n;
-                            self.batch.sets.push((idx, args));
+                            let batch = &mut self.batch;
+                            batch.bytes += n;
+                            batch.set_conns.push(idx);
+                            batch.set_args.push(args.get(1).unwrap_or_default());
+                            batch.set_args.push(args.get(2).unwrap_or_default());
                             continue;
                         }
-                        if commands::is_plain_get(&args) {
+                        if commands::is_plain_get(args) {
                             if self.batch.full() || c.gets_in_batch >= MAX_BATCH_GETS_PER_CONNECTION
                             {
                                 break Some(Advance::NeedFlush);
@@ -436,8 +451,10 @@ impl Worker {
                             commands_run += 1;
                             c.in_batch += 1;
                             c.gets_in_batch += 1;
-                            self.batch.bytes += n;
-                            self.batch.gets.push((idx, args));
+                            let batch = &mut self.batch;
+                            batch.bytes += n;
+                            batch.get_conns.push(idx);
+                            batch.get_keys.push(args.get(1).unwrap_or_default());
                             continue;
                         }
                         if c.in_batch > 0 {
@@ -445,10 +462,11 @@ impl Worker {
                         }
                         pos += n;
                         commands_run += 1;
+                        let argv: Vec<&[u8]> = args.iter().collect();
                         let after = commands::execute(
                             shared,
                             &mut c.state,
-                            &args,
+                            &argv,
                             &mut Reply(&mut c.output),
                         );
                         if matches!(after, After::Close) {
@@ -529,34 +547,35 @@ impl Worker {
     }
 
     fn flush_gets(&mut self) {
-        if self.batch.gets.is_empty() {
+        let batch = &mut self.batch;
+        if batch.get_conns.is_empty() {
             return;
         }
-        let mut gets = std::mem::take(&mut self.batch.gets);
-        let keys: Vec<&[u8]> = gets
-            .iter()
-            .map(|(_, a)| a.get(1).map(Vec::as_slice).unwrap_or_default())
-            .collect();
+        let keys: Vec<&[u8]> = batch.get_keys.iter().collect();
         let values = commands::read_gets(&self.shared, &keys);
-        for ((idx, _), value) in gets.iter().zip(values) {
+        for (idx, value) in batch.get_conns.iter().zip(values) {
             if let Some(Some(c)) = self.clients.get_mut(*idx) {
                 c.in_batch = c.in_batch.saturating_sub(1);
                 c.gets_in_batch = c.gets_in_batch.saturating_sub(1);
                 commands::answer_get(&self.shared, value, &mut Reply(&mut c.output));
             }
         }
-        // Keep the allocation for the next round.
-        gets.clear();
-        self.batch.gets = gets;
+        batch.get_conns.clear();
+        batch.get_keys.clear();
     }
 
     fn flush_sets(&mut self) {
-        if self.batch.sets.is_empty() {
+        let batch = &mut self.batch;
+        if batch.set_conns.is_empty() {
             return;
         }
-        let sets = std::mem::take(&mut self.batch.sets);
-        let result = commands::write_sets(&self.shared, sets.iter().map(|(_, a)| a.as_slice()));
-        for (idx, _) in &sets {
+        let args = &batch.set_args;
+        let pairs = (0..batch.set_conns.len()).map(|i| {
+            let arg = |j| args.get(j).unwrap_or_default();
+            (arg(2 * i), arg(2 * i + 1))
+        });
+        let result = commands::write_sets(&self.shared, pairs);
+        for idx in &batch.set_conns {
             if let Some(Some(c)) = self.clients.get_mut(*idx) {
                 c.in_batch = c.in_batch.saturating_sub(1);
                 let mut reply = Reply(&mut c.output);
@@ -566,10 +585,8 @@ impl Worker {
                 }
             }
         }
-        // Keep the allocation for the next round.
-        let mut sets = sets;
-        sets.clear();
-        self.batch.sets = sets;
+        batch.set_conns.clear();
+        batch.set_args.clear();
     }
 
     /// Sends what the socket takes; registers for writability when it takes less than all.

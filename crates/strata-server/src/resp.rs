@@ -36,10 +36,53 @@ pub struct ProtocolError(pub String);
 /// The outcome of parsing from the start of a buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
-    /// A command's arguments and the bytes it took.
-    Command(Vec<Vec<u8>>, usize),
+    /// A whole command, which took this many bytes; its arguments are in the [`Args`].
+    Command(usize),
     /// The buffer holds only part of a command.
     Incomplete,
+}
+
+/// The arguments of one command, end to end in one buffer. A connection parses every
+/// command into the same `Args`, so that a command costs no allocation of its own.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Args {
+    bytes: Vec<u8>,
+    /// Where each argument ends in `bytes`; it starts where the one before ends.
+    ends: Vec<usize>,
+}
+
+impl Args {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Argument `i`, if there are that many.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)?;
+        let start = match i.checked_sub(1) {
+            Some(before) => self.ends.get(before).copied().unwrap_or_default(),
+            None => 0,
+        };
+        self.bytes.get(start..end)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).map(|i| self.get(i).unwrap_or_default())
+    }
+
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    pub fn push(&mut self, arg: &[u8]) {
+        self.bytes.extend_from_slice(arg);
+        self.ends.push(self.bytes.len());
+    }
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
@@ -51,16 +94,18 @@ fn parse_int(bytes: &[u8]) -> Option<i64> {
     std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
-/// Parses one command from the start of `buf`.
-pub fn parse(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+/// Parses one command from the start of `buf` into `args` (whose earlier contents go).
+/// Unless the result is [`Parsed::Command`], what `args` holds is unspecified.
+pub fn parse(buf: &[u8], limits: &Limits, args: &mut Args) -> Result<Parsed, ProtocolError> {
+    args.clear();
     match buf.first() {
         None => Ok(Parsed::Incomplete),
-        Some(b'*') => parse_array(buf, limits),
-        Some(_) => parse_inline(buf, limits),
+        Some(b'*') => parse_array(buf, limits, args),
+        Some(_) => parse_inline(buf, limits, args),
     }
 }
 
-fn parse_array(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+fn parse_array(buf: &[u8], limits: &Limits, args: &mut Args) -> Result<Parsed, ProtocolError> {
     let Some(end) = find_crlf(buf, 1) else {
         if buf.len() > 32 {
             return Err(ProtocolError("invalid multibulk length".into()));
@@ -74,9 +119,8 @@ fn parse_array(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
     }
     let mut pos = end + 2;
     if count <= 0 {
-        return Ok(Parsed::Command(Vec::new(), pos));
+        return Ok(Parsed::Command(pos));
     }
-    let mut args = Vec::with_capacity((count as usize).min(1024));
     for _ in 0..count {
         match buf.get(pos) {
             None => return Ok(Parsed::Incomplete),
@@ -111,13 +155,13 @@ fn parse_array(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
         if buf.get(stop..stop + 2) != Some(b"\r\n") {
             return Err(ProtocolError("bulk string not followed by CRLF".into()));
         }
-        args.push(buf.get(start..stop).unwrap_or_default().to_vec());
+        args.push(buf.get(start..stop).unwrap_or_default());
         pos = stop + 2;
     }
-    Ok(Parsed::Command(args, pos))
+    Ok(Parsed::Command(pos))
 }
 
-fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+fn parse_inline(buf: &[u8], limits: &Limits, args: &mut Args) -> Result<Parsed, ProtocolError> {
     let Some(end) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > limits.max_inline_bytes {
             return Err(ProtocolError("too big inline request".into()));
@@ -126,20 +170,20 @@ fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
     };
     let line = buf.get(..end).unwrap_or_default();
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let args = split_inline(line)?;
-    Ok(Parsed::Command(args, end + 1))
+    split_inline(line, args)?;
+    Ok(Parsed::Command(end + 1))
 }
 
 /// Splits an inline command, honouring double and single quotes as redis-cli does.
-fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
-    let mut args = Vec::new();
+fn split_inline(line: &[u8], args: &mut Args) -> Result<(), ProtocolError> {
+    let mut arg = Vec::new();
     let mut i = 0;
     while i < line.len() {
         while line.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
             i += 1;
         }
         let Some(&first) = line.get(i) else { break };
-        let mut arg = Vec::new();
+        arg.clear();
         if first == b'"' || first == b'\'' {
             i += 1;
             loop {
@@ -174,9 +218,9 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
                 i += 1;
             }
         }
-        args.push(arg);
+        args.push(&arg);
     }
-    Ok(args)
+    Ok(())
 }
 
 /// Appends replies to an output buffer.
@@ -233,11 +277,16 @@ impl Reply<'_> {
 mod tests {
     use super::*;
 
+    fn parse(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+        super::parse(buf, limits, &mut Args::default())
+    }
+
     fn cmd(buf: &[u8]) -> Vec<Vec<u8>> {
-        match parse(buf, &Limits::default()).unwrap() {
-            Parsed::Command(a, n) => {
+        let mut args = Args::default();
+        match super::parse(buf, &Limits::default(), &mut args).unwrap() {
+            Parsed::Command(n) => {
                 assert_eq!(n, buf.len());
-                a
+                args.iter().map(<[u8]>::to_vec).collect()
             }
             Parsed::Incomplete => panic!("incomplete"),
         }
@@ -255,6 +304,34 @@ mod tests {
             vec![b"SET".to_vec(), b"k".to_vec(), b"a b\n".to_vec()]
         );
         assert_eq!(cmd(b"PING\n"), vec![b"PING".to_vec()]);
+    }
+
+    #[test]
+    fn one_args_holds_each_command_in_turn() {
+        let mut args = Args::default();
+        let l = Limits::default();
+        let two = b"*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$0\r\n\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        let Ok(Parsed::Command(n)) = super::parse(two, &l, &mut args) else {
+            panic!("the first command is whole");
+        };
+        assert_eq!(
+            args.iter().collect::<Vec<_>>(),
+            [&b"SET"[..], b"hello", b""]
+        );
+        assert_eq!(
+            super::parse(&two[n..], &l, &mut args),
+            Ok(Parsed::Command(two.len() - n))
+        );
+        assert_eq!(args.len(), 2);
+        assert_eq!(
+            (args.get(0), args.get(1), args.get(2)),
+            (Some(&b"GET"[..]), Some(&b"k"[..]), None)
+        );
+        assert_eq!(
+            super::parse(b"ECHO 'a b'\r\n", &l, &mut args),
+            Ok(Parsed::Command(12))
+        );
+        assert_eq!(args.iter().collect::<Vec<_>>(), [&b"ECHO"[..], b"a b"]);
     }
 
     #[test]
