@@ -89,8 +89,17 @@ pub fn stats_text(s: &Stats) -> String {
     }
     let _ = writeln!(
         out,
-        "flushes {}, compactions {}, trivial moves {} ({} of these asked for by reads), last sequence {}",
-        s.flushes, s.compactions, s.trivial_moves, s.read_compactions, s.last_sequence
+        "flushes {}, compactions {}, trivial moves {} ({} of these asked for by reads), {}, last sequence {}",
+        s.flushes,
+        s.compactions,
+        s.trivial_moves,
+        s.read_compactions,
+        if s.compaction_pending {
+            "background work pending"
+        } else {
+            "settled"
+        },
+        s.last_sequence
     );
     if let Some(p) = &s.poisoned {
         let _ = writeln!(out, "POISONED: {p}");

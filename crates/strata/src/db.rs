@@ -1606,6 +1606,10 @@ impl DbInner {
             compactions: r(&c.compactions),
             read_compactions: r(&c.read_compactions),
             trivial_moves: r(&c.trivial_moves),
+            compaction_pending: !st.imm.is_empty()
+                || st.busy_levels.iter().any(|&b| b)
+                || st.read_compaction.is_some()
+                || self.targets.scores(&v).iter().any(|&s| s >= 1.0),
             write_stall_micros: r(&c.stall_micros),
             wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),
             wal_salvaged_bytes: r(&c.wal_salvaged_bytes),

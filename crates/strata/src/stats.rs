@@ -74,6 +74,9 @@ pub struct Stats {
     pub read_compactions: u64,
     /// Files moved down a level without a rewrite, since open.
     pub trivial_moves: u64,
+    /// Background work is running or due: a flush or compaction under way, a level over its
+    /// target, or a compaction reads asked for. `false` once compactions have settled.
+    pub compaction_pending: bool,
     /// Microseconds writers spent slowed or stopped.
     pub write_stall_micros: u64,
     /// Bytes of torn WAL tail dropped at open.

@@ -604,20 +604,16 @@ fn levels_follow_the_size_ratio() {
         db.flush().unwrap();
         // Let background compaction settle.
         let start = std::time::Instant::now();
-        loop {
-            let s = db.stats();
-            let settled = s
-                .levels
-                .iter()
-                .skip(1)
-                .all(|l| l.bytes <= l.target_bytes + (64 << 10))
-                && s.levels[0].files < 4;
-            if settled || start.elapsed().as_secs() > 60 {
-                break;
-            }
+        while db.stats().compaction_pending {
+            assert!(
+                start.elapsed().as_secs() < 60,
+                "T={ratio}: compactions never settle"
+            );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let s = db.stats();
+        assert!(s.levels[0].files < Options::default().level0_compaction_trigger);
+        assert_eq!(s.immutable_memtables, 0);
         for (i, l) in s.levels.iter().enumerate().skip(1) {
             assert!(
                 l.bytes <= l.target_bytes + (64 << 10),

@@ -81,11 +81,7 @@ impl Engine for StrataEngine {
     }
     fn settle(&self) -> Result<()> {
         loop {
-            let s = self.db.stats();
-            let busy = s.immutable_memtables > 0
-                || s.levels[0].files >= 4
-                || s.levels.iter().skip(1).any(|l| l.bytes > l.target_bytes);
-            if !busy {
+            if !self.db.stats().compaction_pending {
                 return Ok(());
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
