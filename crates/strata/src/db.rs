@@ -22,7 +22,9 @@ use crate::iter::BoxedIter;
 use crate::iter::db_iter::DbIter;
 use crate::iter::level::LevelIterator;
 use crate::iter::merge::MergingIterator;
-use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, lookup_key};
+use crate::key::{
+    FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, append_internal_key, lookup_key,
+};
 use crate::log::{LogKind, LogWriter, RecoveryMode, header_record, read_log, strip_header};
 use crate::memtable::{Lookup, MemTable};
 use crate::options::{Options, ReadOptions, WriteOptions};
@@ -1074,12 +1076,7 @@ impl DbInner {
     }
 
     fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
-        // Load the sequence before the super-version: every write at or below it is in a
-        // memtable or table that this super-version (or a later one) holds.
-        let seq = match &options.snapshot {
-            Some(s) => s.seq(),
-            None => SeqNo(self.visible.load(Ordering::Acquire)),
-        };
+        let seq = self.read_seq(options);
         let sv = self.super_version();
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match m.get(key, seq) {
@@ -1107,23 +1104,23 @@ impl DbInner {
         keys: &[K],
         options: &ReadOptions,
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        let seq = match &options.snapshot {
-            Some(s) => s.seq(),
-            None => SeqNo(self.visible.load(Ordering::Acquire)),
-        };
+        let seq = self.read_seq(options);
         let sv = self.super_version();
-        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        let mut out: Vec<Option<Result<Option<TableEntry>>>> = keys.iter().map(|_| None).collect();
-        let mut lookups: Vec<Vec<u8>> = keys.iter().map(|_| Vec::new()).collect();
+        let mut results = Vec::with_capacity(keys.len());
         let mut probes = Probes::default();
         let mut exhausted = None;
+        // A batch's lookup keys, end to end; kept from batch to batch.
+        let mut lookup_bytes = Vec::new();
         // Lines asked for must still be in the first-level cache when they are read: a batch
         // of 32 lookups asks for a few hundred.
-        for ((keys, out), lookups) in keys
-            .chunks(GET_MANY_BATCH)
-            .zip(out.chunks_mut(GET_MANY_BATCH))
-            .zip(lookups.chunks_mut(GET_MANY_BATCH))
-        {
+        for batch in keys.chunks(GET_MANY_BATCH) {
+            let n = batch.len();
+            let keys: [&[u8]; GET_MANY_BATCH] =
+                std::array::from_fn(|i| batch.get(i).map_or(&[][..], AsRef::as_ref));
+            let keys = keys.get(..n).unwrap_or_default();
+            let mut found: [Option<Result<Option<TableEntry>>>; GET_MANY_BATCH] =
+                std::array::from_fn(|_| None);
+            let out = found.get_mut(..n).unwrap_or_default();
             for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
                 for (k, _) in keys.iter().zip(out.iter()).filter(|(_, o)| o.is_none()) {
                     m.prefetch_bucket(k);
@@ -1142,30 +1139,47 @@ impl DbInner {
                     };
                 }
             }
-            for ((k, o), l) in keys.iter().zip(out.iter()).zip(lookups.iter_mut()) {
+            // The lookup keys of the keys the memtables did not answer (empty for the rest).
+            lookup_bytes.clear();
+            let mut ends = [0usize; GET_MANY_BATCH];
+            for ((k, o), end) in keys.iter().zip(out.iter()).zip(&mut ends) {
                 if o.is_none() {
-                    *l = lookup_key(k, seq);
+                    append_internal_key(&mut lookup_bytes, k, seq, ValueKind::Value);
                 }
+                *end = lookup_bytes.len();
             }
+            let lookups: [&[u8]; GET_MANY_BATCH] = std::array::from_fn(|i| {
+                let start = i.checked_sub(1).map_or(0, |p| ends[p]);
+                lookup_bytes.get(start..ends[i]).unwrap_or_default()
+            });
             sv.version.get_many(
-                lookups,
+                lookups.get(..n).unwrap_or_default(),
                 keys,
                 !options.skip_cache,
                 out,
                 &mut probes,
                 &mut exhausted,
             );
+            results.extend(out.iter_mut().map(|o| match o.take() {
+                Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
+                Some(Err(e)) => Err(e),
+                _ => Ok(None),
+            }));
         }
         if let Some(rc) = exhausted {
             self.ask_read_compaction(rc);
         }
-        out.into_iter()
-            .map(|o| match o {
-                Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
-                Some(Err(e)) => Err(e),
-                _ => Ok(None),
-            })
-            .collect()
+        results
+    }
+
+    /// The sequence number a read sees: its snapshot's, or the last visible write's. Load it
+    /// before the super-version: every write at or below it is in a memtable or table that
+    /// this super-version (or a later one) holds.
+    fn read_seq(&self, options: &ReadOptions) -> SeqNo {
+        match &options.snapshot {
+            Some(s) => s.seq(),
+            None => SeqNo(self.visible.load(Ordering::Acquire)),
+        }
     }
 
     /// Hands a file that reads used up to the compaction thread, unless it has one already.
@@ -1181,10 +1195,7 @@ impl DbInner {
     }
 
     fn iter(self: &Arc<Self>, options: &ReadOptions) -> DbIterator {
-        let seq = match &options.snapshot {
-            Some(s) => s.seq(),
-            None => SeqNo(self.visible.load(Ordering::Acquire)),
-        };
+        let seq = self.read_seq(options);
         let sv = self.super_version();
         let fill = !options.skip_cache;
         let mut children: Vec<BoxedIter> = Vec::new();

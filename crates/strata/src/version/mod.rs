@@ -221,13 +221,13 @@ impl<'a> Probes<'a> {
     /// the next one's memory before it is read.
     fn probe(
         &mut self,
-        lookups: &[Vec<u8>],
+        lookups: &[&[u8]],
         keys: &[&[u8]],
         fill_cache: bool,
         out: &mut [Option<Result<Option<TableEntry>>>],
     ) {
         let key = |i: usize| keys.get(i).copied().unwrap_or_default();
-        let lookup = |i: usize| lookups.get(i).map(Vec::as_slice).unwrap_or_default();
+        let lookup = |i: usize| lookups.get(i).copied().unwrap_or_default();
         let mut fail = |i: usize, e: Error| {
             if let Some(o) = out.get_mut(i) {
                 *o = Some(Err(e));
@@ -359,7 +359,7 @@ impl Version {
     /// one another.
     pub(crate) fn get_many<'a>(
         &'a self,
-        lookups: &[Vec<u8>],
+        lookups: &[&[u8]],
         keys: &[&[u8]],
         fill_cache: bool,
         out: &mut [Option<Result<Option<TableEntry>>>],
