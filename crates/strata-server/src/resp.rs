@@ -42,6 +42,10 @@ pub enum Parsed {
     Incomplete,
 }
 
+/// Memory an emptied [`Args`] keeps: enough for a round's batch of ordinary commands.
+const KEEP_BYTES: usize = 1 << 20;
+const KEEP_ARGS: usize = 4096;
+
 /// The arguments of one command, end to end in one buffer. A connection parses every
 /// command into the same `Args`, so that a command costs no allocation of its own.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -74,9 +78,13 @@ impl Args {
         (0..self.len()).map(|i| self.get(i).unwrap_or_default())
     }
 
+    /// Empties it, keeping its memory for the next command, unless an unusually large
+    /// command made it large.
     pub fn clear(&mut self) {
         self.bytes.clear();
         self.ends.clear();
+        self.bytes.shrink_to(KEEP_BYTES);
+        self.ends.shrink_to(KEEP_ARGS);
     }
 
     pub fn push(&mut self, arg: &[u8]) {
@@ -332,6 +340,24 @@ mod tests {
             Ok(Parsed::Command(12))
         );
         assert_eq!(args.iter().collect::<Vec<_>>(), [&b"ECHO"[..], b"a b"]);
+    }
+
+    #[test]
+    fn a_large_command_does_not_leave_its_memory_behind() {
+        let mut args = Args::default();
+        let big = vec![b'x'; 8 << 20];
+        args.push(&big);
+        for _ in 0..10_000 {
+            args.push(b"k");
+        }
+        args.clear();
+        assert!(args.bytes.capacity() <= KEEP_BYTES && args.ends.capacity() <= KEEP_ARGS);
+        args.push(b"small");
+        args.clear();
+        assert!(
+            args.bytes.capacity() >= 5,
+            "small commands keep their memory"
+        );
     }
 
     #[test]
