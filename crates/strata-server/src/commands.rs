@@ -433,8 +433,7 @@ fn run(
         }
         "MGET" => {
             arity!(n >= 1);
-            let keys: Vec<&[u8]> = a.to_vec();
-            let values = read_many(shared, &keys)
+            let values = read_many(shared, a)
                 .into_iter()
                 .collect::<Result<Vec<_>, _>>()?;
             out.array(n);
@@ -447,12 +446,11 @@ fn run(
         }
         "DEL" | "UNLINK" => {
             arity!(n >= 1);
-            let keys: Vec<&[u8]> = a.to_vec();
-            let _g = lock_stripes(shared, &keys);
+            let _g = lock_stripes(shared, a);
             let mut removed = 0;
             let mut changes = Vec::new();
             let mut seen = std::collections::HashSet::new();
-            for k in &keys {
+            for k in a {
                 if seen.insert(*k) && read_locked(shared, k)?.is_some() {
                     removed += 1;
                     changes.push((*k, None));

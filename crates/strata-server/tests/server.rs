@@ -496,12 +496,8 @@ fn a_slow_reader_does_not_hold_up_others() {
 fn pipelined_sets_are_grouped_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), |_| {});
-    let mut s = TcpStream::connect(server.local_addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let req = b"SET a 1\r\nSET a 2\r\nGET a\r\nSET b x\r\nSETNX b y\r\nSET c 3\r\n*1\r\n:bad\r\n";
-    s.write_all(req).unwrap();
-    let mut got = Vec::new();
-    let _ = s.read_to_end(&mut got);
+    let got = raw_exchange(server.local_addr(), req);
     let text = String::from_utf8_lossy(&got);
     assert!(
         text.starts_with("+OK\r\n+OK\r\n$1\r\n2\r\n+OK\r\n:0\r\n+OK\r\n-ERR Protocol error"),
@@ -524,8 +520,6 @@ fn pipelined_sets_are_grouped_in_order() {
 fn pipelined_gets_see_exactly_the_writes_before_them() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), |_| {});
-    let mut s = TcpStream::connect(server.local_addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut req = Vec::new();
     let mut want = Vec::new();
     for i in 0..200 {
@@ -551,9 +545,7 @@ fn pipelined_gets_see_exactly_the_writes_before_them() {
     }
     req.extend_from_slice(b"QUIT\r\n");
     want.extend_from_slice(b"+OK\r\n");
-    s.write_all(&req).unwrap();
-    let mut got = Vec::new();
-    let _ = s.read_to_end(&mut got);
+    let got = raw_exchange(server.local_addr(), &req);
     assert_eq!(
         String::from_utf8_lossy(&got),
         String::from_utf8_lossy(&want)
