@@ -53,41 +53,74 @@ fn read(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     Ok(v)
 }
 
+/// What [`read_many`] does for each key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// The hot-key cache answered.
+    Cached,
+    /// The engine answers; the cache is not consulted for this key.
+    Read,
+    /// The engine answers, and its answer fills the cache.
+    ReadAndFill,
+}
+
+/// What [`read_many`] keeps from call to call, so that a worker's batched reads allocate
+/// nothing beyond the values read.
+#[derive(Default)]
+pub(crate) struct ReadScratch {
+    plans: Vec<Plan>,
+}
+
 /// Reads several keys as [`read`] reads one, the keys the hot-key cache does not answer in
-/// one batched lookup of the engine ([`strata::Db::get_many`]). The keys whose misses fill
-/// the cache have their stripe locks held, together, from before the engine is read until
-/// the fill; they are taken in order, as every multi-key command takes them.
-pub(crate) fn read_many(shared: &Shared, keys: &[&[u8]]) -> Vec<Result<Option<Vec<u8>>, String>> {
-    let mut out: Vec<Option<Result<Option<Vec<u8>>, String>>> = keys.iter().map(|_| None).collect();
-    // (key, whether its value fills the cache) for each key the engine must answer.
-    let mut misses: Vec<(usize, bool)> = Vec::new();
-    for (i, (k, o)) in keys.iter().zip(&mut out).enumerate() {
-        if !shared.cache.consult() {
-            misses.push((i, false));
+/// one batched lookup of the engine ([`strata::Db::get_many_with`]), and appends each key's
+/// value to `out`, in order. The keys whose misses fill the cache have their stripe locks
+/// held, together, from before the engine is read until the fill; they are taken in order,
+/// as every multi-key command takes them.
+pub(crate) fn read_many<'k>(
+    shared: &Shared,
+    keys: impl Iterator<Item = &'k [u8]> + Clone,
+    scratch: &mut ReadScratch,
+    out: &mut Vec<Result<Option<Vec<u8>>, String>>,
+) {
+    let start = out.len();
+    let plans = &mut scratch.plans;
+    plans.clear();
+    for k in keys.clone() {
+        let (plan, value) = if !shared.cache.consult() {
+            (Plan::Read, None)
         } else if let Some(v) = shared.cache.get(k) {
-            *o = Some(Ok(v));
+            (Plan::Cached, v)
         } else {
-            misses.push((i, true));
-        }
+            (Plan::ReadAndFill, None)
+        };
+        plans.push(plan);
+        out.push(Ok(value));
     }
-    if !misses.is_empty() {
-        let key = |i: usize| keys.get(i).copied().unwrap_or_default();
-        let filling: Vec<&[u8]> = misses.iter().filter(|m| m.1).map(|m| key(m.0)).collect();
-        let _stripes = lock_stripes(shared, &filling);
-        let wanted: Vec<&[u8]> = misses.iter().map(|m| key(m.0)).collect();
-        let got = shared.db.get_many(&wanted, &ReadOptions::default());
-        for (&(i, fill), v) in misses.iter().zip(got) {
-            if fill && let Ok(v) = &v {
-                shared.cache.fill(key(i), v);
-            }
-            if let Some(o) = out.get_mut(i) {
-                *o = Some(v.map_err(|e| e.to_string()));
-            }
-        }
+    if plans.iter().all(|&p| p == Plan::Cached) {
+        return;
     }
-    out.into_iter()
-        .map(|o| o.unwrap_or_else(|| Err("key left unread".into())))
-        .collect()
+    let planned = || keys.clone().zip(plans.iter().copied());
+    let filling = planned().filter(|&(_, p)| p == Plan::ReadAndFill);
+    let _stripes = lock_stripes(shared, filling.map(|(k, _)| k));
+    let wanted = planned().filter(|&(_, p)| p != Plan::Cached);
+    let mut slots = wanted
+        .clone()
+        .zip(out.get_mut(start..).unwrap_or_default())
+        .filter(|((_, p), _)| *p != Plan::Cached);
+    let each = |v: strata::Result<Option<Vec<u8>>>| {
+        let Some(((k, plan), slot)) = slots.next() else {
+            return;
+        };
+        if plan == Plan::ReadAndFill
+            && let Ok(v) = &v
+        {
+            shared.cache.fill(k, v);
+        }
+        *slot = v.map_err(|e| e.to_string());
+    };
+    shared
+        .db
+        .get_many_with(wanted.map(|(k, _)| k), &ReadOptions::default(), each);
 }
 
 /// Counts a GET's outcome and writes its reply.
@@ -122,9 +155,14 @@ fn read_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
 
 /// Applies a batch and drops its keys from the cache. Requires: the caller holds the stripe locks of
 /// every key in `changes`.
-fn apply(shared: &Shared, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), String> {
+fn apply<'a, I>(shared: &Shared, changes: I) -> Result<(), String>
+where
+    I: IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    I::IntoIter: Clone,
+{
+    let changes = changes.into_iter();
     let mut batch = WriteBatch::new();
-    for (k, v) in changes {
+    for (k, v) in changes.clone() {
         match v {
             Some(v) => batch.put(k, v),
             None => batch.delete(k),
@@ -143,8 +181,11 @@ fn apply(shared: &Shared, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), Stri
 }
 
 /// Locks the stripes of `keys` in a fixed order (no deadlock between multi-key commands).
-fn lock_stripes<'a>(shared: &'a Shared, keys: &[&[u8]]) -> Vec<std::sync::MutexGuard<'a, ()>> {
-    let mut idx: Vec<usize> = keys.iter().map(|k| shared.stripe(k)).collect();
+fn lock_stripes<'a, 'k>(
+    shared: &'a Shared,
+    keys: impl IntoIterator<Item = &'k [u8]>,
+) -> Vec<std::sync::MutexGuard<'a, ()>> {
+    let mut idx: Vec<usize> = keys.into_iter().map(|k| shared.stripe(k)).collect();
     idx.sort_unstable();
     idx.dedup();
     idx.into_iter()
@@ -159,9 +200,14 @@ pub(crate) fn is_plain_get(args: &Args) -> bool {
 
 /// Reads the keys of plain GETs (from [`is_plain_get`], possibly from several connections)
 /// together, under the key space's read lock as every command but FLUSHALL runs.
-pub(crate) fn read_gets(shared: &Shared, keys: &[&[u8]]) -> Vec<Result<Option<Vec<u8>>, String>> {
+pub(crate) fn read_gets<'k>(
+    shared: &Shared,
+    keys: impl Iterator<Item = &'k [u8]> + Clone,
+    scratch: &mut ReadScratch,
+    out: &mut Vec<Result<Option<Vec<u8>>, String>>,
+) {
     let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-    read_many(shared, keys)
+    read_many(shared, keys, scratch, out);
 }
 
 /// True for `SET key value` without options: a write that can join its neighbours' batch.
@@ -174,16 +220,11 @@ pub(crate) fn is_plain_set(args: &Args) -> bool {
 /// reply is `+OK` on success and the returned error otherwise.
 pub(crate) fn write_sets<'a>(
     shared: &Shared,
-    sets: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    sets: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
 ) -> Result<(), String> {
-    let changes: Vec<(&[u8], Option<&[u8]>)> = sets.map(|(k, v)| (k, Some(v))).collect();
-    if changes.is_empty() {
-        return Ok(());
-    }
     let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-    let keys: Vec<&[u8]> = changes.iter().map(|(k, _)| *k).collect();
-    let _g = lock_stripes(shared, &keys);
-    apply(shared, &changes)
+    let _g = lock_stripes(shared, sets.clone().map(|(k, _)| k));
+    apply(shared, sets.map(|(k, v)| (k, Some(v))))
 }
 
 pub(crate) fn execute(
@@ -392,7 +433,7 @@ fn run(
                 return Ok(After::Continue);
             }
             let key = a[0];
-            let _g = lock_stripes(shared, &[key]);
+            let _g = lock_stripes(shared, [key]);
             let old = if nx || xx || get {
                 read_locked(shared, key)?
             } else {
@@ -400,7 +441,7 @@ fn run(
             };
             let allowed = !(nx && old.is_some() || xx && old.is_none());
             if allowed {
-                apply(shared, &[(key, Some(a[1]))])?;
+                apply(shared, [(key, Some(a[1]))])?;
             }
             match (get, allowed) {
                 (true, _) => match old {
@@ -414,28 +455,33 @@ fn run(
         "SETNX" => {
             arity!(n == 2);
             let key = a[0];
-            let _g = lock_stripes(shared, &[key]);
+            let _g = lock_stripes(shared, [key]);
             if read_locked(shared, key)?.is_some() {
                 out.int(0);
             } else {
-                apply(shared, &[(key, Some(a[1]))])?;
+                apply(shared, [(key, Some(a[1]))])?;
                 out.int(1);
             }
         }
         "MSET" => {
             arity!(n >= 2 && n.is_multiple_of(2));
             let keys: Vec<&[u8]> = a.chunks(2).map(|p| p[0]).collect();
-            let _g = lock_stripes(shared, &keys);
+            let _g = lock_stripes(shared, keys.iter().copied());
             let changes: Vec<(&[u8], Option<&[u8]>)> =
                 a.chunks(2).map(|p| (p[0], Some(p[1]))).collect();
-            apply(shared, &changes)?;
+            apply(shared, changes.iter().copied())?;
             out.ok();
         }
         "MGET" => {
             arity!(n >= 1);
-            let values = read_many(shared, a)
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut values = Vec::with_capacity(n);
+            read_many(
+                shared,
+                a.iter().copied(),
+                &mut ReadScratch::default(),
+                &mut values,
+            );
+            let values = values.into_iter().collect::<Result<Vec<_>, _>>()?;
             out.array(n);
             for v in values {
                 match v {
@@ -446,7 +492,7 @@ fn run(
         }
         "DEL" | "UNLINK" => {
             arity!(n >= 1);
-            let _g = lock_stripes(shared, a);
+            let _g = lock_stripes(shared, a.iter().copied());
             let mut removed = 0;
             let mut changes = Vec::new();
             let mut seen = std::collections::HashSet::new();
@@ -457,7 +503,7 @@ fn run(
                 }
             }
             if !changes.is_empty() {
-                apply(shared, &changes)?;
+                apply(shared, changes.iter().copied())?;
             }
             out.int(removed);
         }
@@ -495,7 +541,7 @@ fn run(
                 }
             };
             let key = a[0];
-            let _g = lock_stripes(shared, &[key]);
+            let _g = lock_stripes(shared, [key]);
             let current = match read_locked(shared, key)? {
                 Some(v) => match parse_i64(&v) {
                     Some(x)
@@ -514,20 +560,20 @@ fn run(
                 out.error("ERR increment or decrement would overflow");
                 return Ok(After::Continue);
             };
-            apply(shared, &[(key, Some(next.to_string().as_bytes()))])?;
+            apply(shared, [(key, Some(next.to_string().as_bytes()))])?;
             out.int(next);
         }
         "APPEND" => {
             arity!(n == 2);
             let key = a[0];
-            let _g = lock_stripes(shared, &[key]);
+            let _g = lock_stripes(shared, [key]);
             let mut v = read_locked(shared, key)?.unwrap_or_default();
             v.extend_from_slice(a[1]);
             if v.len() > strata::MAX_VALUE_BYTES {
                 out.error("ERR string exceeds maximum allowed size");
                 return Ok(After::Continue);
             }
-            apply(shared, &[(key, Some(&v))])?;
+            apply(shared, [(key, Some(v.as_slice()))])?;
             out.int(v.len() as i64);
         }
         "STRLEN" => {
@@ -537,10 +583,10 @@ fn run(
         "GETDEL" => {
             arity!(n == 1);
             let key = a[0];
-            let _g = lock_stripes(shared, &[key]);
+            let _g = lock_stripes(shared, [key]);
             match read_locked(shared, key)? {
                 Some(v) => {
-                    apply(shared, &[(key, None)])?;
+                    apply(shared, [(key, None)])?;
                     out.bulk(&v);
                 }
                 None => out.null(),

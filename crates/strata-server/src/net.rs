@@ -228,6 +228,9 @@ struct Batch {
     get_conns: Vec<usize>,
     /// Each GET's key.
     get_keys: Args,
+    /// Each GET's value once read, and what reading keeps from batch to batch.
+    get_values: Vec<Result<Option<Vec<u8>>, String>>,
+    read_scratch: commands::ReadScratch,
     bytes: usize,
 }
 
@@ -551,9 +554,13 @@ impl Worker {
         if batch.get_conns.is_empty() {
             return;
         }
-        let keys: Vec<&[u8]> = batch.get_keys.iter().collect();
-        let values = commands::read_gets(&self.shared, &keys);
-        for (idx, value) in batch.get_conns.iter().zip(values) {
+        commands::read_gets(
+            &self.shared,
+            batch.get_keys.iter(),
+            &mut batch.read_scratch,
+            &mut batch.get_values,
+        );
+        for (idx, value) in batch.get_conns.iter().zip(batch.get_values.drain(..)) {
             if let Some(Some(c)) = self.clients.get_mut(*idx) {
                 c.in_batch = c.in_batch.saturating_sub(1);
                 c.gets_in_batch = c.gets_in_batch.saturating_sub(1);

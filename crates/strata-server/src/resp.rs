@@ -74,7 +74,7 @@ impl Args {
         self.bytes.get(start..end)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + Clone {
         (0..self.len()).map(|i| self.get(i).unwrap_or_default())
     }
 

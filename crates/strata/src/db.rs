@@ -461,7 +461,35 @@ impl Db {
         keys: &[K],
         options: &ReadOptions,
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        self.inner.get_many(keys, options)
+        let mut values = Vec::with_capacity(keys.len());
+        self.get_many_with(keys.iter().map(AsRef::as_ref), options, |v| values.push(v));
+        values
+    }
+
+    /// [`Db::get_many`] for callers that keep their own containers: `each` is called once per
+    /// key, in the order of `keys`, with what [`Db::get_with`] would return for it. Nothing
+    /// is allocated per call beyond the values themselves.
+    ///
+    /// ```
+    /// # fn main() -> strata::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+    /// db.put(b"a", b"1")?;
+    /// let mut found = 0;
+    /// let keys: [&[u8]; 2] = [b"a", b"b"];
+    /// db.get_many_with(keys, &strata::ReadOptions::default(), |v| {
+    ///     found += usize::from(matches!(v, Ok(Some(_))));
+    /// });
+    /// assert_eq!(found, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_many_with<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        options: &ReadOptions,
+        each: impl FnMut(Result<Option<Vec<u8>>>),
+    ) {
+        self.inner.get_many(keys, options, each)
     }
 
     /// Takes a snapshot of the current state.
@@ -1099,25 +1127,33 @@ impl DbInner {
         }
     }
 
-    fn get_many<K: AsRef<[u8]>>(
+    fn get_many<'k>(
         &self,
-        keys: &[K],
+        keys: impl IntoIterator<Item = &'k [u8]>,
         options: &ReadOptions,
-    ) -> Vec<Result<Option<Vec<u8>>>> {
+        mut each: impl FnMut(Result<Option<Vec<u8>>>),
+    ) {
         let seq = self.read_seq(options);
         let sv = self.super_version();
-        let mut results = Vec::with_capacity(keys.len());
+        let mut keys = keys.into_iter();
         let mut probes = Probes::default();
         let mut exhausted = None;
         // A batch's lookup keys, end to end; kept from batch to batch.
         let mut lookup_bytes = Vec::new();
         // Lines asked for must still be in the first-level cache when they are read: a batch
         // of 32 lookups asks for a few hundred.
-        for batch in keys.chunks(GET_MANY_BATCH) {
-            let n = batch.len();
-            let keys: [&[u8]; GET_MANY_BATCH] =
-                std::array::from_fn(|i| batch.get(i).map_or(&[][..], AsRef::as_ref));
-            let keys = keys.get(..n).unwrap_or_default();
+        loop {
+            let mut batch: [&[u8]; GET_MANY_BATCH] = [&[]; GET_MANY_BATCH];
+            // `batch` first: a full batch leaves the next key in `keys`.
+            let n = batch
+                .iter_mut()
+                .zip(keys.by_ref())
+                .map(|(b, k)| *b = k)
+                .count();
+            if n == 0 {
+                break;
+            }
+            let keys = batch.get(..n).unwrap_or_default();
             let mut found: [Option<Result<Option<TableEntry>>>; GET_MANY_BATCH] =
                 std::array::from_fn(|_| None);
             let out = found.get_mut(..n).unwrap_or_default();
@@ -1160,16 +1196,17 @@ impl DbInner {
                 &mut probes,
                 &mut exhausted,
             );
-            results.extend(out.iter_mut().map(|o| match o.take() {
-                Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
-                Some(Err(e)) => Err(e),
-                _ => Ok(None),
-            }));
+            for o in out.iter_mut() {
+                each(match o.take() {
+                    Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
+                    Some(Err(e)) => Err(e),
+                    _ => Ok(None),
+                });
+            }
         }
         if let Some(rc) = exhausted {
             self.ask_read_compaction(rc);
         }
-        results
     }
 
     /// The sequence number a read sees: its snapshot's, or the last visible write's. Load it

@@ -77,7 +77,6 @@ fn model_range(model: &Model, lo: &[u8], hi: &[u8], reverse: bool) -> Vec<(Vec<u
     v
 }
 
-/// Checks a cursor walk: seek to `start`, then move next/prev as `moves` say.
 /// Reads `keys` together and checks every value against the model.
 fn check_get_many(db: &Db, model: &Model, keys: &[Vec<u8>], ro: &ReadOptions) {
     let got: Vec<_> = db
@@ -89,6 +88,7 @@ fn check_get_many(db: &Db, model: &Model, keys: &[Vec<u8>], ro: &ReadOptions) {
     assert_eq!(got, want);
 }
 
+/// Checks a cursor walk: seek to `start`, then move next/prev as `moves` say.
 fn check_walk(db: &Db, model: &Model, start: &[u8], moves: &[bool]) {
     let mut it = db.iter(&ReadOptions::default()).unwrap();
     it.seek(start).unwrap();
