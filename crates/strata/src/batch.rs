@@ -201,6 +201,13 @@ impl<'a> BatchIter<'a> {
             ValueKind::Value => self.r.len_prefixed()?,
             ValueKind::Delete => &[],
         };
+        // The limits `put` checks hold for every batch a WAL holds; the memtable relies on them.
+        if key.len() > MAX_KEY_BYTES {
+            return Err(DecodeError("key over the size limit"));
+        }
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(DecodeError("value over the size limit"));
+        }
         Ok(BatchOp { kind, key, value })
     }
 }
@@ -272,5 +279,25 @@ mod tests {
         let mut ok = WriteBatch::new();
         ok.put(&vec![0; MAX_KEY_BYTES], b"v");
         assert!(ok.validate().is_ok());
+    }
+
+    #[test]
+    fn records_over_the_limits_are_errors() {
+        let record = |key: &[u8], value: &[u8]| {
+            let mut b = WriteBatch::new();
+            b.put(key, value);
+            [b.header(SeqNo(1)).as_slice(), b.ops_bytes()].concat()
+        };
+        assert!(decode_record(&record(&vec![0; MAX_KEY_BYTES], b"v")).is_ok());
+        let long_key = decode_record(&record(&vec![0; MAX_KEY_BYTES + 1], b"v"));
+        assert!(matches!(
+            long_key,
+            Err(DecodeError("key over the size limit"))
+        ));
+        let long_value = decode_record(&record(b"k", &vec![0; MAX_VALUE_BYTES + 1]));
+        assert!(matches!(
+            long_value,
+            Err(DecodeError("value over the size limit"))
+        ));
     }
 }

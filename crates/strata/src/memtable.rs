@@ -19,8 +19,10 @@
 //! idea of FloDB's hash-table buffer in front of its skiplist). An insert into a list of half
 //! a million nodes visits about thirty of them, each a cache miss. A batch is sorted first
 //! and inserted in key order, each insert starting from the previous one's position, so it
-//! visits only the few nodes between neighbours. Whoever needs the list whole (a new
-//! iterator, and so a flush) inserts the nodes still pending first.
+//! visits only the few nodes between neighbours. The fewer nodes the list holds per pending
+//! node, the fewer lie between neighbours, so a batch waits until it is half as large as the
+//! list (within bounds): inserting it then costs a node or two per insert. Whoever needs the
+//! list whole (a new iterator, and so a flush) inserts the nodes still pending first.
 //!
 //! Nodes are handled as raw pointers into the arena throughout (never `&Node`), so that
 //! reading the tower and the bytes after the header stays within the allocation's provenance.
@@ -31,6 +33,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::db::lock;
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -39,8 +42,11 @@ use crate::key::{
 };
 
 const MAX_HEIGHT: usize = 12;
-/// Nodes that wait outside the list before a writer inserts them as one sorted batch.
+/// Nodes that wait outside the list before a writer inserts them as one sorted batch: half
+/// as many as the list holds, within these bounds. The upper bound caps how long one write,
+/// or one new iterator, spends inserting.
 const LIST_BATCH: usize = 32768;
+const MAX_LIST_BATCH: usize = 4 * LIST_BATCH;
 /// One in `BRANCHING` nodes of a level also appears in the level above.
 const BRANCHING: u32 = 4;
 /// Bytes per arena chunk; a node larger than a quarter of this gets a chunk of its own.
@@ -121,13 +127,15 @@ impl Drop for Arena {
     }
 }
 
-/// A node's header. In the arena it is followed by `height` next pointers, the internal key
-/// (`key_len` bytes) and the value (`value_len` bytes).
+/// A node's header, 24 bytes. In the arena it is followed by `height` next pointers, the
+/// internal key (`key_len` bytes) and the value (`value_len` bytes).
 #[repr(C)]
 struct Node {
-    key_len: usize,
-    value_len: usize,
-    height: usize,
+    /// The internal key's length in the low `KEY_LEN_BITS` bits (keys are at most
+    /// `MAX_KEY_BYTES` and 8 bytes of trailer), the tower's height above them.
+    key_len_height: u32,
+    /// At most `MAX_VALUE_BYTES`.
+    value_len: u32,
     /// The next older node in this node's hash bucket.
     hash_next: Link,
     /// The node before this one at level 0 (head for the first), so that a cursor steps back
@@ -136,6 +144,11 @@ struct Node {
 }
 
 type Link = AtomicPtr<Node>;
+
+const KEY_LEN_BITS: u32 = 24;
+const _: () = assert!(MAX_KEY_BYTES + 8 < 1 << KEY_LEN_BITS && MAX_HEIGHT < 1 << 8);
+const _: () = assert!(MAX_VALUE_BYTES <= u32::MAX as usize);
+const _: () = assert!(size_of::<Node>() == 24);
 
 /// Hash buckets per byte of write buffer: about one bucket per entry of 128 bytes.
 const BYTES_PER_BUCKET: usize = 128;
@@ -164,8 +177,15 @@ impl Node {
     }
 
     /// Writes a node into fresh arena memory. The tower is zeroed, that is, all null.
+    /// Requires: the key parts together at most `MAX_KEY_BYTES + 8` bytes, the value at most
+    /// `MAX_VALUE_BYTES`, `height` at most `MAX_HEIGHT` (as `WriteBatch` and WAL decoding
+    /// check).
     fn create(arena: &Arena, height: usize, key: &[&[u8]], value: &[u8]) -> *mut Node {
         let key_len: usize = key.iter().map(|k| k.len()).sum();
+        assert!(
+            key_len < 1 << KEY_LEN_BITS && value.len() <= MAX_VALUE_BYTES && height <= MAX_HEIGHT,
+            "memtable entry over the limits"
+        );
         let node = arena
             .alloc(Node::bytes(height, key_len, value.len()))
             .cast::<Node>();
@@ -173,9 +193,8 @@ impl Node {
         // the bytes, and not yet shared with any other thread.
         unsafe {
             node.write(Node {
-                key_len,
-                value_len: value.len(),
-                height,
+                key_len_height: (key_len | height << KEY_LEN_BITS) as u32,
+                value_len: value.len() as u32,
                 hash_next: AtomicPtr::new(ptr::null_mut()),
                 prev: AtomicPtr::new(ptr::null_mut()),
             });
@@ -191,10 +210,22 @@ impl Node {
 
     /// Safety (for the functions below): `node` is head or a node made by `create` in an
     /// arena still alive, and `level` is below its height.
+    /// Safety: `node` is head or a node made by `create` in an arena still alive.
+    unsafe fn height(node: *mut Node) -> usize {
+        // SAFETY: per the contract; the header is written before the node is published.
+        (unsafe { (*node).key_len_height } >> KEY_LEN_BITS) as usize
+    }
+
+    /// Safety: as for `height`.
+    unsafe fn key_len(node: *mut Node) -> usize {
+        // SAFETY: as for `height`.
+        (unsafe { (*node).key_len_height } & ((1 << KEY_LEN_BITS) - 1)) as usize
+    }
+
     unsafe fn link<'a>(node: *mut Node, level: usize) -> &'a Link {
         // SAFETY: per the contract; the tower starts right after the header.
         unsafe {
-            debug_assert!(level < (*node).height);
+            debug_assert!(level < Node::height(node));
             &*node.add(1).cast::<Link>().add(level)
         }
     }
@@ -208,18 +239,26 @@ impl Node {
 
     unsafe fn data(node: *mut Node) -> *mut u8 {
         // SAFETY: per the contract; the bytes follow the tower.
-        unsafe { node.add(1).cast::<Link>().add((*node).height).cast::<u8>() }
+        unsafe {
+            node.add(1)
+                .cast::<Link>()
+                .add(Node::height(node))
+                .cast::<u8>()
+        }
     }
 
     unsafe fn key<'a>(node: *mut Node) -> &'a [u8] {
         // SAFETY: per the contract; the bytes were written before the node was published.
-        unsafe { std::slice::from_raw_parts(Node::data(node), (*node).key_len) }
+        unsafe { std::slice::from_raw_parts(Node::data(node), Node::key_len(node)) }
     }
 
     unsafe fn value<'a>(node: *mut Node) -> &'a [u8] {
         // SAFETY: as for `key`.
         unsafe {
-            std::slice::from_raw_parts(Node::data(node).add((*node).key_len), (*node).value_len)
+            std::slice::from_raw_parts(
+                Node::data(node).add(Node::key_len(node)),
+                (*node).value_len as usize,
+            )
         }
     }
 }
@@ -361,7 +400,7 @@ impl MemTable {
         let full = {
             let mut pending = lock(&self.pending);
             pending.push(node);
-            pending.len() >= LIST_BATCH
+            pending.len() >= (self.len() as usize / 2).clamp(LIST_BATCH, MAX_LIST_BATCH)
         };
         // A writer that finds the list busy leaves its batch to the next add.
         if full && let Ok(_listing) = self.listing.try_lock() {
@@ -390,7 +429,7 @@ impl MemTable {
         let mut positioned = false;
         for node in batch {
             // SAFETY: as above; the node is not in the list, so its tower is ours to set.
-            let (key, height) = unsafe { (Node::key(node), (*node).height) };
+            let (key, height) = unsafe { (Node::key(node), Node::height(node)) };
             self.max_height.fetch_max(height, Ordering::Relaxed);
             // The previous position is before `key`; find the lowest level whose successor
             // is still after it and search again only below that.
