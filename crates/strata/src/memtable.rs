@@ -38,7 +38,7 @@ use crate::db::lock;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{
-    FileNumber, SeqNo, ValueKind, compare_internal, pack_trailer, parse_internal_key,
+    FileNumber, SeqNo, ValueKind, compare_internal, pack_trailer, parse_internal_key, user_key,
 };
 
 const MAX_HEIGHT: usize = 12;
@@ -149,6 +149,17 @@ const KEY_LEN_BITS: u32 = 24;
 const _: () = assert!(MAX_KEY_BYTES + 8 < 1 << KEY_LEN_BITS && MAX_HEIGHT < 1 << 8);
 const _: () = assert!(MAX_VALUE_BYTES <= u32::MAX as usize);
 const _: () = assert!(size_of::<Node>() == 24);
+
+/// The first 16 bytes of an internal key's user key, zero-padded, as a number. Keys whose
+/// numbers differ are in the numbers' order (a key that ends early is padded with the
+/// smallest byte, and is a prefix of the other up to there); equal numbers say nothing.
+fn sort_prefix(internal_key: &[u8]) -> u128 {
+    let mut bytes = [0u8; 16];
+    for (b, k) in bytes.iter_mut().zip(user_key(internal_key)) {
+        *b = *k;
+    }
+    u128::from_be_bytes(bytes)
+}
 
 /// Hash buckets per byte of write buffer: about one bucket per entry of 128 bytes.
 const BYTES_PER_BUCKET: usize = 128;
@@ -421,13 +432,23 @@ impl MemTable {
 
     /// Inserts nodes into the list in key order, each search starting from where the last
     /// insert left off. Requires: the nodes are in the hash chains but not in the list.
-    fn insert_sorted(&self, mut batch: Vec<*mut Node>) {
+    fn insert_sorted(&self, batch: Vec<*mut Node>) {
+        // Sorted by the keys' first bytes, read once per node, so that most comparisons stay
+        // within the vector instead of reading two nodes scattered over the arena.
         // SAFETY: pending nodes are published (through their bucket) and immutable.
-        batch.sort_unstable_by(|a, b| unsafe { compare_internal(Node::key(*a), Node::key(*b)) });
+        let mut batch: Vec<(u128, *mut Node)> = batch
+            .into_iter()
+            .map(|n| (sort_prefix(unsafe { Node::key(n) }), n))
+            .collect();
+        batch.sort_unstable_by(|a, b| {
+            // SAFETY: as above.
+            a.0.cmp(&b.0)
+                .then_with(|| unsafe { compare_internal(Node::key(a.1), Node::key(b.1)) })
+        });
         let mut preds = [self.head; MAX_HEIGHT];
         let mut succs: [*mut Node; MAX_HEIGHT] = [ptr::null_mut(); MAX_HEIGHT];
         let mut positioned = false;
-        for node in batch {
+        for (_, node) in batch {
             // SAFETY: as above; the node is not in the list, so its tower is ours to set.
             let (key, height) = unsafe { (Node::key(node), Node::height(node)) };
             self.max_height.fetch_max(height, Ordering::Relaxed);
@@ -836,6 +857,34 @@ mod tests {
             it.next().unwrap();
         }
         keys
+    }
+
+    #[test]
+    fn sort_prefixes_order_keys_as_the_keys_do() {
+        // Short keys over the smallest, a middle and the largest byte, and the same around
+        // the 16-byte mark.
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..3 {
+            let longer: Vec<Vec<u8>> = keys
+                .iter()
+                .flat_map(|k| [0u8, 1, 255].map(|b| [k.as_slice(), &[b]].concat()))
+                .collect();
+            keys.extend(longer);
+        }
+        let long: Vec<Vec<u8>> = keys.iter().map(|k| [&[7u8; 14][..], k].concat()).collect();
+        keys.extend(long);
+        let internal: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| crate::key::internal_key(k, SeqNo(1), ValueKind::Value))
+            .collect();
+        for a in &internal {
+            for b in &internal {
+                let (pa, pb) = (sort_prefix(a), sort_prefix(b));
+                if pa != pb {
+                    assert_eq!(pa.cmp(&pb), user_key(a).cmp(user_key(b)), "{a:?} {b:?}");
+                }
+            }
+        }
     }
 
     #[test]
