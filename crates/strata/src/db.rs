@@ -467,8 +467,9 @@ impl Db {
     }
 
     /// [`Db::get_many`] for callers that keep their own containers: `each` is called once per
-    /// key, in the order of `keys`, with what [`Db::get_with`] would return for it. Nothing
-    /// is allocated per call beyond the values themselves.
+    /// key, in the order of `keys`, with what [`Db::get_with`] would return for it. No
+    /// vector of results is built: per call, only the values and the lookup's own working
+    /// lists are allocated.
     ///
     /// ```
     /// # fn main() -> strata::Result<()> {

@@ -20,8 +20,8 @@
 //! a million nodes visits about thirty of them, each a cache miss. A batch is sorted first
 //! and inserted in key order, each insert starting from the previous one's position, so it
 //! visits only the few nodes between neighbours. The fewer nodes the list holds per pending
-//! node, the fewer lie between neighbours, so a batch waits until it is half as large as the
-//! list (within bounds): inserting it then costs a node or two per insert. Whoever needs the
+//! node, the fewer lie between neighbours, so a batch waits until it is as large as the list
+//! (within bounds): inserting it then costs a node or two per insert. Whoever needs the
 //! list whole (a new iterator, and so a flush) inserts the nodes still pending first.
 //!
 //! Nodes are handled as raw pointers into the arena throughout (never `&Node`), so that
@@ -42,8 +42,8 @@ use crate::key::{
 };
 
 const MAX_HEIGHT: usize = 12;
-/// Nodes that wait outside the list before a writer inserts them as one sorted batch: half
-/// as many as the list holds, within these bounds. The upper bound caps how long one write,
+/// Nodes that wait outside the list before a writer inserts them as one sorted batch: as
+/// many as the list holds (half the memtable's entries), within these bounds. The upper bound caps how long one write,
 /// or one new iterator, spends inserting.
 const LIST_BATCH: usize = 32768;
 const MAX_LIST_BATCH: usize = 4 * LIST_BATCH;
