@@ -433,8 +433,9 @@ mod mapped {
                 }
                 let at = (self.len - self.chunk_start) as usize;
                 let n = data.len().min(CHUNK - at);
+                let (head, _) = data.split_at(n);
                 // SAFETY: `at + n <= CHUNK`, inside the mapping, which the file covers.
-                unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.map.add(at), n) };
+                unsafe { copy_in_order(head, self.map.add(at)) };
                 self.len += n as u64;
                 data = data.get(n..).unwrap_or_default();
             }
@@ -449,6 +450,38 @@ mod mapped {
         fn sync(&mut self) -> io::Result<()> {
             // On Linux, fdatasync writes back pages dirtied through a mapping too.
             self.file.sync_data()
+        }
+    }
+
+    /// Copies `src` to `dst` one 8-byte word at a time, front to back, so that a process
+    /// killed during the copy leaves a prefix of `src` followed by the reserve's zeros: the
+    /// torn tail the log reader recognises. `memcpy` may store a copy's last bytes before
+    /// its first ones (glibc does, for copies over a few hundred bytes), and a record cut
+    /// that way reads as damage.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `src.len()` bytes that do not overlap `src`.
+    unsafe fn copy_in_order(src: &[u8], dst: *mut u8) {
+        // Bytes up to the first 8-byte boundary of `dst`, then aligned words, then the rest.
+        let lead = dst.align_offset(8).min(src.len());
+        let (lead_bytes, rest) = src.split_at(lead);
+        let mut words = rest.chunks_exact(8);
+        let mut at = 0;
+        for &byte in lead_bytes {
+            // SAFETY: `at < src.len()`; volatile keeps the stores separate and in order.
+            unsafe { ptr::write_volatile(dst.add(at), byte) };
+            at += 1;
+        }
+        for word in &mut words {
+            let word = u64::from_ne_bytes(word.try_into().unwrap_or_default());
+            // SAFETY: `at + 8 <= src.len()`, and `dst + at` is 8-byte aligned.
+            unsafe { ptr::write_volatile(dst.add(at).cast::<u64>(), word) };
+            at += 8;
+        }
+        for &byte in words.remainder() {
+            // SAFETY: `at < src.len()`.
+            unsafe { ptr::write_volatile(dst.add(at), byte) };
+            at += 1;
         }
     }
 
