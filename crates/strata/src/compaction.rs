@@ -10,6 +10,10 @@
 //! that went on to another file, and iterator samples; see `FileMeta::charge_read`) is merged
 //! down the same way: once writes stop, the tree's shape
 //! stays as they left it, and every read would go on paying for the extra sorted runs.
+//!
+//! Once writes have stopped for a while, a tree whose upper levels hold much more than their
+//! share of the deepest level's bytes is merged into the deepest level in one job
+//! ([`settle`]); see `Options::idle_compaction_after`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,11 +66,15 @@ pub(crate) struct Compaction {
     /// `level + 1`, or `level` itself when a manual compaction rewrites a level in place.
     pub output_level: usize,
     pub inputs: Vec<Arc<FileMeta>>,
+    /// Whole levels between `level` and `output_level`, merged too (only when settling).
+    pub between: Vec<(usize, Vec<Arc<FileMeta>>)>,
     pub next_inputs: Vec<Arc<FileMeta>>,
     /// The version the inputs were chosen from (kept alive while the job runs).
     pub version: Arc<Version>,
     /// Asked for by reads (see `FileMeta::charge_read`), not by a level's size.
     pub for_reads: bool,
+    /// Merges the whole tree once writes stopped ([`settle`]); a write gives it up.
+    pub settling: bool,
 }
 
 impl Compaction {
@@ -75,15 +83,24 @@ impl Compaction {
     }
 
     pub(crate) fn is_trivial_move(&self) -> bool {
-        self.inputs.len() == 1 && self.next_inputs.is_empty()
+        self.inputs.len() == 1 && self.between.is_empty() && self.next_inputs.is_empty()
+    }
+
+    /// Every input file with its level.
+    fn input_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
+        let between = self
+            .between
+            .iter()
+            .flat_map(|(level, files)| files.iter().map(|f| (*level, f)));
+        self.inputs
+            .iter()
+            .map(|f| (self.level, f))
+            .chain(between)
+            .chain(self.next_inputs.iter().map(|f| (self.output_level, f)))
     }
 
     pub(crate) fn input_bytes(&self) -> u64 {
-        self.inputs
-            .iter()
-            .chain(&self.next_inputs)
-            .map(|f| f.size)
-            .sum()
+        self.input_files().map(|(_, f)| f.size).sum()
     }
 }
 
@@ -124,6 +141,47 @@ pub(crate) fn pick(
     Some(Compaction {
         for_reads: true,
         ..with_next_level(v, level, inputs)
+    })
+}
+
+/// The merge of every level into the deepest one holding data, for a tree whose levels above
+/// the deepest hold more than twice their share of its bytes: with size ratio `T`, a tree
+/// in shape holds about `1/(T-1)` of the deepest level's bytes above it, and those levels'
+/// older versions below are what makes the tree larger than its live data. A tree fed by
+/// random writes is far from that shape while its deepest level fills: at 10 million keys,
+/// level 0 and level 1 held twice the bytes of level 2. The merge writes each live byte once
+/// and leaves one sorted run; `pending_bytes` (unflushed memtables) counts as one more run
+/// above. `None` when the tree is in shape, or holds a single sorted run.
+pub(crate) fn settle(
+    v: &Arc<Version>,
+    targets: &LevelTargets,
+    pending_bytes: u64,
+) -> Option<Compaction> {
+    let deepest = (1..NUM_LEVELS)
+        .rev()
+        .find(|&l| !v.levels[l].is_empty())
+        .unwrap_or(1);
+    let above: u64 = (0..deepest).map(|l| v.level_bytes(l)).sum::<u64>() + pending_bytes;
+    let runs = v.levels[0].len()
+        + (1..=deepest).filter(|&l| !v.levels[l].is_empty()).count()
+        + usize::from(pending_bytes > 0);
+    let in_shape = u128::from(above) * u128::from(targets.size_ratio.saturating_sub(1).max(1))
+        <= 2 * u128::from(v.level_bytes(deepest));
+    if runs < 2 || in_shape {
+        return None;
+    }
+    Some(Compaction {
+        level: 0,
+        output_level: deepest,
+        inputs: v.levels[0].clone(),
+        between: (1..deepest)
+            .filter(|&l| !v.levels[l].is_empty())
+            .map(|l| (l, v.levels[l].clone()))
+            .collect(),
+        next_inputs: v.levels[deepest].clone(),
+        version: v.clone(),
+        for_reads: false,
+        settling: true,
     })
 }
 
@@ -182,9 +240,11 @@ pub(crate) fn with_next_level(
         level,
         output_level: level + 1,
         inputs,
+        between: Vec::new(),
         next_inputs,
         version: v.clone(),
         for_reads: false,
+        settling: false,
     }
 }
 
@@ -212,6 +272,8 @@ pub(crate) struct JobContext<'a> {
     pub smallest_snapshot: SeqNo,
     pub new_file_number: &'a dyn Fn() -> FileNumber,
     pub shutting_down: &'a AtomicBool,
+    /// Asked now and then while the job runs; true gives the job up (see [`run`]).
+    pub cancel: &'a dyn Fn() -> bool,
 }
 
 /// The outcome of a compaction job: the edit to log and what it cost.
@@ -221,23 +283,22 @@ pub(crate) struct JobResult {
     pub bytes_written: u64,
 }
 
-/// Merges the inputs into new files of the output level. Files written before a failure are
-/// removed again.
-pub(crate) fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobResult> {
+/// Merges the inputs into new files of the output level; `None` when `ctx.cancel` gave the
+/// job up. Files written before a failure or the cancellation are removed again.
+pub(crate) fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<Option<JobResult>> {
     let mut outputs: Vec<NewFile> = Vec::new();
     let result = merge_into(c, ctx, &mut outputs);
-    if result.is_err() {
+    if !matches!(result, Ok(Some(_))) {
         for f in &outputs {
             let _ = ctx.store.fs.remove(&ctx.store.table_path(f.number));
         }
     }
-    let bytes_written = result?;
+    let Some(bytes_written) = result? else {
+        return Ok(None);
+    };
     let mut edit = VersionEdit::default();
-    for f in c.inputs.iter() {
-        edit.deleted.push((Level(c.level), f.number));
-    }
-    for f in c.next_inputs.iter() {
-        edit.deleted.push((Level(c.output_level()), f.number));
+    for (level, f) in c.input_files() {
+        edit.deleted.push((Level(level), f.number));
     }
     edit.added = outputs;
     if c.level > 0
@@ -246,14 +307,19 @@ pub(crate) fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobResult> {
         edit.compact_pointers
             .push((Level(c.level), last.largest.clone()));
     }
-    Ok(JobResult {
+    Ok(Some(JobResult {
         edit,
         bytes_read: c.input_bytes(),
         bytes_written,
-    })
+    }))
 }
 
-fn merge_into(c: &Compaction, ctx: &JobContext<'_>, outputs: &mut Vec<NewFile>) -> Result<u64> {
+/// Writes the merged inputs to `outputs`; the bytes written, or `None` when cancelled.
+fn merge_into(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    outputs: &mut Vec<NewFile>,
+) -> Result<Option<u64>> {
     let mut children: Vec<BoxedIter> = Vec::new();
     if c.level == 0 {
         for f in &c.inputs {
@@ -261,6 +327,9 @@ fn merge_into(c: &Compaction, ctx: &JobContext<'_>, outputs: &mut Vec<NewFile>) 
         }
     } else {
         children.push(Box::new(LevelIterator::new(c.inputs.clone(), false)));
+    }
+    for (_, files) in &c.between {
+        children.push(Box::new(LevelIterator::new(files.clone(), false)));
     }
     if !c.next_inputs.is_empty() {
         children.push(Box::new(LevelIterator::new(c.next_inputs.clone(), false)));
@@ -283,6 +352,9 @@ fn merge_into(c: &Compaction, ctx: &JobContext<'_>, outputs: &mut Vec<NewFile>) 
             // Relaxed: a late observation only delays the abort.
             if ctx.shutting_down.load(Ordering::Relaxed) {
                 return Err(Error::Closed);
+            }
+            if (ctx.cancel)() {
+                return Ok(None);
             }
         }
         let key = it.key();
@@ -337,7 +409,7 @@ fn merge_into(c: &Compaction, ctx: &JobContext<'_>, outputs: &mut Vec<NewFile>) 
     if let Some((b, number)) = builder.take() {
         bytes_written += finish_output(b, number, c.output_level(), outputs)?;
     }
-    Ok(bytes_written)
+    Ok(Some(bytes_written))
 }
 
 fn finish_output(
@@ -450,6 +522,47 @@ mod tests {
         for pointer in ["", "c", "f", "i"] {
             assert_eq!(picked(&v, pointer), (FileNumber(3), vec![FileNumber(6)]));
         }
+    }
+
+    #[test]
+    fn a_tree_out_of_shape_settles_into_its_deepest_level() {
+        let targets = LevelTargets {
+            l0_trigger: 4,
+            level1_bytes: 100,
+            size_ratio: 10,
+        };
+        // Levels 0 and 1 hold 300 bytes above level 2's 600: more than 2/9 of it.
+        let v = version(&[
+            (0, "a", "z", 100),
+            (1, "a", "m", 100),
+            (1, "n", "z", 100),
+            (2, "a", "z", 600),
+        ]);
+        let c = settle(&v, &targets, 0).expect("out of shape");
+        assert_eq!((c.level, c.output_level, c.settling), (0, 2, true));
+        let numbers: Vec<u64> = c.input_files().map(|(_, f)| f.number.0).collect();
+        assert_eq!(numbers, [1, 2, 3, 4]);
+        let levels: Vec<usize> = c.input_files().map(|(l, _)| l).collect();
+        assert_eq!(levels, [0, 1, 1, 2]);
+        assert!(!c.is_trivial_move());
+
+        // In shape: 100 bytes above 600 is under 2/9 of it, memtable included.
+        let v = version(&[(1, "a", "m", 100), (2, "a", "z", 600)]);
+        assert!(settle(&v, &targets, 0).is_none());
+        assert!(settle(&v, &targets, 33).is_none());
+        assert!(settle(&v, &targets, 34).is_some());
+
+        // A single sorted run has nothing to merge, nor has an empty tree; a memtable over
+        // one run is two.
+        let v = version(&[(1, "a", "m", 100), (1, "n", "z", 100)]);
+        assert!(settle(&v, &targets, 0).is_none());
+        assert!(settle(&v, &targets, 100).is_some());
+        assert!(settle(&version(&[]), &targets, 0).is_none());
+
+        // Level 0 alone goes into level 1.
+        let v = version(&[(0, "a", "z", 10), (0, "b", "y", 10)]);
+        let c = settle(&v, &targets, 0).expect("two runs in level 0");
+        assert_eq!((c.level, c.output_level), (0, 1));
     }
 
     #[test]

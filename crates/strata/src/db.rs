@@ -121,6 +121,12 @@ struct State {
     /// Writers in the last synced group; its successor's leader waits for that many to queue
     /// up (see `DbInner::gather_sync_writers`).
     last_sync_group: usize,
+    /// The last sequence number the flush thread saw handed out, and since when: writes
+    /// have stopped when it stays the same (see `DbInner::check_idle`).
+    idle_mark: (SeqNo, Instant),
+    /// Writes stopped with the tree out of shape: the next compaction merges every level
+    /// into the deepest (see [`compaction::settle`]).
+    settle_requested: bool,
 }
 
 #[derive(Default)]
@@ -390,6 +396,8 @@ impl Db {
             last_allocated: last_seq,
             wal_number,
             last_sync_group: 0,
+            idle_mark: (SeqNo(0), Instant::now()),
+            settle_requested: false,
         };
         let inner = Arc::new(DbInner {
             targets: LevelTargets {
@@ -1323,13 +1331,16 @@ impl DbInner {
                 if !st.imm.is_empty() && st.bg_error.is_none() {
                     break;
                 }
-                let timeout = self
+                let idle_poll = self
                     .opts
-                    .memtable_max_age
-                    .map_or(Duration::from_secs(1), |a| {
-                        a.saturating_sub(st.mem.created().elapsed())
-                            .max(Duration::from_millis(10))
+                    .idle_compaction_after
+                    .map_or(Duration::from_secs(1), |d| {
+                        (d / 2).clamp(Duration::from_millis(10), Duration::from_secs(1))
                     });
+                let timeout = self.opts.memtable_max_age.map_or(idle_poll, |a| {
+                    a.saturating_sub(st.mem.created().elapsed())
+                        .clamp(Duration::from_millis(10), idle_poll)
+                });
                 st = self
                     .bg_cv
                     .wait_timeout(st, timeout)
@@ -1346,6 +1357,7 @@ impl DbInner {
                     let _ = self.write(WriteKind::SwitchMemtable, false);
                     st = lock(&self.state);
                 }
+                st = self.check_idle(st);
             }
             let Some(mem) = st.imm.front().cloned() else {
                 continue;
@@ -1403,6 +1415,39 @@ impl DbInner {
         }
     }
 
+    /// Run by the flush thread each time it wakes. Once no write has come for
+    /// `idle_compaction_after` and the tree is out of shape, it switches the memtable (so that
+    /// its flush joins the merge) and asks the compaction thread to settle the tree.
+    fn check_idle<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let Some(after) = self.opts.idle_compaction_after else {
+            return st;
+        };
+        if st.idle_mark.0 != st.last_allocated {
+            st.idle_mark = (st.last_allocated, Instant::now());
+            return st;
+        }
+        if st.settle_requested
+            || st.bg_error.is_some()
+            || !st.imm.is_empty()
+            || st.idle_mark.1.elapsed() < after
+        {
+            return st;
+        }
+        let mem_bytes = st.mem.approximate_size() as u64;
+        if compaction::settle(&st.versions.current(), &self.targets, mem_bytes).is_none() {
+            return st;
+        }
+        if !st.mem.is_empty() {
+            drop(st);
+            // Goes through the writer queue like any write; errors poison the db.
+            let _ = self.write(WriteKind::SwitchMemtable, false);
+            st = lock(&self.state);
+        }
+        st.settle_requested = true;
+        self.bg_cv.notify_all();
+        st
+    }
+
     fn new_file_number(&self) -> FileNumber {
         lock(&self.state).versions.new_file_number()
     }
@@ -1416,6 +1461,15 @@ impl DbInner {
                 }
                 if st.bg_error.is_none() && !st.manual_compaction {
                     let v = st.versions.current();
+                    if st.settle_requested
+                        && st.imm.is_empty()
+                        && !st.busy_levels.iter().any(|&b| b)
+                    {
+                        st.settle_requested = false;
+                        if let Some(c) = compaction::settle(&v, &self.targets, 0) {
+                            break c;
+                        }
+                    }
                     let read = st.read_compaction.as_ref();
                     let picked = compaction::pick(
                         &v,
@@ -1438,8 +1492,10 @@ impl DbInner {
                 }
                 st = self.bg_cv.wait(st).unwrap_or_else(|e| e.into_inner());
             };
-            st.busy_levels[picked.level] = true;
-            st.busy_levels[picked.output_level()] = true;
+            let levels = picked.level..=picked.output_level();
+            for busy in &mut st.busy_levels[levels.clone()] {
+                *busy = true;
+            }
             drop(st);
             if picked.for_reads {
                 self.counters
@@ -1448,8 +1504,9 @@ impl DbInner {
             }
             let _ = self.run_compaction(&picked, true);
             let mut st = lock(&self.state);
-            st.busy_levels[picked.level] = false;
-            st.busy_levels[picked.output_level()] = false;
+            for busy in &mut st.busy_levels[levels] {
+                *busy = false;
+            }
             drop(st);
             self.writer_cv.notify_all();
             self.bg_cv.notify_all();
@@ -1470,6 +1527,10 @@ impl DbInner {
             .snapshots
             .oldest(|| SeqNo(self.visible.load(Ordering::Acquire)));
         let alloc = || self.new_file_number();
+        // A settling merge gives way to the first write after it started: the writes would
+        // otherwise pile up in level 0 behind a job that rewrites the whole tree.
+        let started_at = self.visible.load(Ordering::Acquire);
+        let cancel = || c.settling && self.visible.load(Ordering::Acquire) != started_at;
         let ctx = JobContext {
             store: &self.store,
             table_options: &self.table_options,
@@ -1477,9 +1538,10 @@ impl DbInner {
             smallest_snapshot,
             new_file_number: &alloc,
             shutting_down: &self.shutting_down,
+            cancel: &cancel,
         };
         let job = compaction::run(c, &ctx).and_then(|job| {
-            if !job.edit.added.is_empty() {
+            if job.as_ref().is_some_and(|j| !j.edit.added.is_empty()) {
                 self.store
                     .fs
                     .sync_dir(&self.dir)
@@ -1489,7 +1551,8 @@ impl DbInner {
         });
         let mut st = lock(&self.state);
         let job = match job {
-            Ok(j) => j,
+            Ok(Some(j)) => j,
+            Ok(None) => return Ok(()),
             Err(Error::Closed) => return Err(Error::Closed),
             Err(e) => {
                 self.poison(&mut st, &e);
@@ -1586,9 +1649,11 @@ impl DbInner {
                     level: deepest,
                     output_level: deepest,
                     inputs,
+                    between: Vec::new(),
                     next_inputs: Vec::new(),
                     version: v.clone(),
                     for_reads: false,
+                    settling: false,
                 }
             };
             self.run_compaction(&c, false)?;
@@ -1690,7 +1755,11 @@ impl DbInner {
             compaction_pending: !st.imm.is_empty()
                 || st.busy_levels.iter().any(|&b| b)
                 || st.read_compaction.is_some()
-                || self.targets.scores(&v).iter().any(|&s| s >= 1.0),
+                || self.targets.scores(&v).iter().any(|&s| s >= 1.0)
+                || st.settle_requested
+                || (self.opts.idle_compaction_after.is_some()
+                    && compaction::settle(&v, &self.targets, st.mem.approximate_size() as u64)
+                        .is_some()),
             write_stall_micros: r(&c.stall_micros),
             wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),
             wal_salvaged_bytes: r(&c.wal_salvaged_bytes),

@@ -585,6 +585,68 @@ fn scans_over_overlapping_files_get_them_compacted() {
 }
 
 #[test]
+fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        write_buffer_size: 64 << 10,
+        target_file_size: 32 << 10,
+        level1_max_bytes: 1 << 20,
+        level0_compaction_trigger: 4,
+        idle_compaction_after: Some(std::time::Duration::from_millis(50)),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut rng = common::Rng(7);
+    let mut model = std::collections::BTreeMap::new();
+    let mut snapshot = None;
+    for i in 0..30_000u32 {
+        let k = format!("{:08}", rng.below(20_000)).into_bytes();
+        if i % 7 == 0 {
+            db.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            let v = format!("{i:0100}").into_bytes();
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        if i == 20_000 {
+            snapshot = Some((db.snapshot(), model.clone()));
+        }
+    }
+    // Levels 0 and 1 hold more than level 2 (2/9 of it is the most a tree in shape holds).
+    let s = db.stats();
+    let above: u64 = s.levels[..2].iter().map(|l| l.bytes).sum();
+    assert!(above > s.levels[2].bytes, "{:?}", s.levels);
+    let start = std::time::Instant::now();
+    while db.stats().compaction_pending {
+        assert!(start.elapsed().as_secs() < 60, "the tree never settled");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let s = db.stats();
+    let runs: Vec<usize> = (0..s.levels.len())
+        .filter(|&l| s.levels[l].files > 0)
+        .collect();
+    assert_eq!(runs.len(), 1, "one sorted run once settled: {runs:?}");
+    assert!(runs[0] >= 1, "the run lies below level 0");
+    assert_eq!((s.memtable_bytes, s.immutable_memtables), (0, 0));
+    assert!(
+        common::dump(&db) == model,
+        "the merge changed what reads see"
+    );
+    let (snap, then) = snapshot.unwrap();
+    let ro = ReadOptions {
+        snapshot: Some(snap),
+        ..ReadOptions::default()
+    };
+    let got: std::collections::BTreeMap<_, _> = db
+        .scan_with(.., ro, false)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
+    assert!(got == then, "the merge dropped versions a snapshot reads");
+}
+
+#[test]
 fn levels_follow_the_size_ratio() {
     for ratio in [2u64, 10] {
         let dir = tempfile::tempdir().unwrap();

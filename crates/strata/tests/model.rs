@@ -138,6 +138,9 @@ impl Harness {
     fn options(&self) -> strata::Options {
         let mut o = common::tiny_options(Some(self.fs.clone()), self.size_ratio);
         o.index_kind = self.index;
+        // Any pause of a few milliseconds between writes merges the tree, so that the
+        // merges run among the reads, snapshots and writes of the run.
+        o.idle_compaction_after = Some(std::time::Duration::from_millis(1));
         o
     }
 
