@@ -1347,15 +1347,10 @@ impl DbInner {
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
                 if let Some(age) = self.opts.memtable_max_age
-                    && st.imm.is_empty()
                     && !st.mem.is_empty()
                     && st.mem.created().elapsed() >= age
-                    && st.bg_error.is_none()
                 {
-                    drop(st);
-                    // Goes through the writer queue like any write; errors poison the db.
-                    let _ = self.write(WriteKind::SwitchMemtable, false);
-                    st = lock(&self.state);
+                    st = self.switch_memtable_from_flush_thread(st).0;
                 }
                 st = self.check_idle(st);
             }
@@ -1415,6 +1410,23 @@ impl DbInner {
         }
     }
 
+    /// Turns the active memtable immutable, for the flush thread to flush; true when it did.
+    /// It runs under `state` in place of a write: only while no writer is queued, so that it
+    /// leads, and only when nothing would make the switch wait for room, which the flush
+    /// thread itself would have to make. Errors poison the database.
+    fn switch_memtable_from_flush_thread<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+    ) -> (MutexGuard<'a, State>, bool) {
+        let waits = !st.imm.is_empty()
+            || st.versions.current().levels[0].len() >= self.opts.level0_stop_trigger;
+        if !st.queue.is_empty() || waits || st.bg_error.is_some() {
+            return (st, false);
+        }
+        let (st, room) = self.make_room_for_write(st, true);
+        (st, room.is_ok())
+    }
+
     /// Run by the flush thread each time it wakes. Once no write has come for
     /// `idle_compaction_after` and the tree is out of shape, it switches the memtable (so that
     /// its flush joins the merge) and asks the compaction thread to settle the tree.
@@ -1438,10 +1450,11 @@ impl DbInner {
             return st;
         }
         if !st.mem.is_empty() {
-            drop(st);
-            // Goes through the writer queue like any write; errors poison the db.
-            let _ = self.write(WriteKind::SwitchMemtable, false);
-            st = lock(&self.state);
+            let (st2, switched) = self.switch_memtable_from_flush_thread(st);
+            st = st2;
+            if !switched {
+                return st;
+            }
         }
         st.settle_requested = true;
         self.bg_cv.notify_all();
