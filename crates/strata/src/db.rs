@@ -127,6 +127,10 @@ struct State {
     /// Writes stopped with the tree out of shape: the next compaction merges every level
     /// into the deepest (see [`compaction::settle`]).
     settle_requested: bool,
+    /// Idle merges that writes gave up since the last that finished. Each doubles the quiet
+    /// time the next one waits for, so that a trickle of writes a few seconds apart does not
+    /// start and abandon a merge of the whole tree again and again.
+    settles_given_up: u32,
 }
 
 #[derive(Default)]
@@ -398,6 +402,7 @@ impl Db {
             last_sync_group: 0,
             idle_mark: (SeqNo(0), Instant::now()),
             settle_requested: false,
+            settles_given_up: 0,
         };
         let inner = Arc::new(DbInner {
             targets: LevelTargets {
@@ -1438,10 +1443,11 @@ impl DbInner {
             st.idle_mark = (st.last_allocated, Instant::now());
             return st;
         }
+        let quiet = after.saturating_mul(1 << st.settles_given_up.min(6));
         if st.settle_requested
             || st.bg_error.is_some()
             || !st.imm.is_empty()
-            || st.idle_mark.1.elapsed() < after
+            || st.idle_mark.1.elapsed() < quiet
         {
             return st;
         }
@@ -1565,7 +1571,10 @@ impl DbInner {
         let mut st = lock(&self.state);
         let job = match job {
             Ok(Some(j)) => j,
-            Ok(None) => return Ok(()),
+            Ok(None) => {
+                st.settles_given_up += 1;
+                return Ok(());
+            }
             Err(Error::Closed) => return Err(Error::Closed),
             Err(e) => {
                 self.poison(&mut st, &e);
@@ -1575,6 +1584,9 @@ impl DbInner {
         // If logging fails the outputs stay: the MANIFEST may hold the edit, and the next
         // open removes whatever no version references.
         self.log_and_apply(&mut st, job.edit)?;
+        if c.settling {
+            st.settles_given_up = 0;
+        }
         let c = &self.counters;
         c.compaction_bytes_read
             .fetch_add(job.bytes_read, Ordering::Relaxed);

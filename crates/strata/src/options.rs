@@ -81,7 +81,8 @@ pub struct Options {
     /// (default 2 s; `None` turns it off). Random writes leave such a tree while the deepest
     /// level fills: after 10 million of them, level 0 and level 1 held twice the bytes of
     /// level 2, and the database took 1.3 times its live data on disk. A tree in shape is
-    /// left alone, and a write while the merge runs gives it up.
+    /// left alone. A write while the merge runs gives it up, and each merge given up doubles
+    /// the quiet time the next one waits for (up to 64 times), until one finishes.
     pub idle_compaction_after: Option<Duration>,
     /// Compaction threads (1).
     pub max_background_compactions: usize,
