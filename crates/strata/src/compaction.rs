@@ -150,8 +150,10 @@ pub(crate) fn pick(
 /// older versions below are what makes the tree larger than its live data. A tree fed by
 /// random writes is far from that shape while its deepest level fills: at 10 million keys,
 /// level 0 and level 1 held twice the bytes of level 2. The merge writes each live byte once
-/// and leaves one sorted run; `pending_bytes` (unflushed memtables) counts as one more run
-/// above. `None` when the tree is in shape, or holds a single sorted run.
+/// and leaves one sorted run, in the deepest level or, when the tree's bytes exceed that
+/// level's target, in the first level below whose target they fit, so that no level is left
+/// over its target to be moved down again. `pending_bytes` (unflushed memtables) counts as
+/// one more run above. `None` when the tree is in shape, or holds a single sorted run.
 pub(crate) fn settle(
     v: &Arc<Version>,
     targets: &LevelTargets,
@@ -170,15 +172,20 @@ pub(crate) fn settle(
     if runs < 2 || in_shape {
         return None;
     }
+    let total = above.saturating_add(v.level_bytes(deepest));
+    let mut output = deepest;
+    while output + 1 < NUM_LEVELS && targets.target_bytes(output) < total {
+        output += 1;
+    }
     Some(Compaction {
         level: 0,
-        output_level: deepest,
+        output_level: output,
         inputs: v.levels[0].clone(),
-        between: (1..deepest)
+        between: (1..output)
             .filter(|&l| !v.levels[l].is_empty())
             .map(|l| (l, v.levels[l].clone()))
             .collect(),
-        next_inputs: v.levels[deepest].clone(),
+        next_inputs: v.levels[output].clone(),
         version: v.clone(),
         for_reads: false,
         settling: true,
@@ -563,6 +570,14 @@ mod tests {
         let v = version(&[(0, "a", "z", 10), (0, "b", "y", 10)]);
         let c = settle(&v, &targets, 0).expect("two runs in level 0");
         assert_eq!((c.level, c.output_level), (0, 1));
+
+        // 400 bytes exceed level 1's target of 100: they go to level 2 (1,000), level 1
+        // merged in on the way.
+        let v = version(&[(0, "a", "z", 100), (1, "a", "m", 150), (1, "n", "z", 150)]);
+        let c = settle(&v, &targets, 0).expect("level 0 is a third of level 1");
+        assert_eq!((c.output_level, c.next_inputs.len()), (2, 0));
+        let levels: Vec<usize> = c.input_files().map(|(l, _)| l).collect();
+        assert_eq!(levels, [0, 1, 1]);
     }
 
     #[test]
