@@ -456,8 +456,8 @@ mod mapped {
     /// Copies `src` to `dst` one 8-byte word at a time, front to back, so that a process
     /// killed during the copy leaves a prefix of `src` followed by the reserve's zeros: the
     /// torn tail the log reader recognises. `memcpy` may store a copy's last bytes before
-    /// its first ones (glibc does, for copies over a few hundred bytes), and a record cut
-    /// that way reads as damage.
+    /// its first ones (glibc's does, for some sizes), and a record cut that way reads as
+    /// damage.
     ///
     /// # Safety
     /// `dst` must be valid for writes of `src.len()` bytes that do not overlap `src`.
