@@ -77,8 +77,9 @@ pub struct Options {
     pub read_triggered_compaction: bool,
     /// After this long without writes, a tree whose levels above the deepest hold more than
     /// twice their share of its bytes (`2/(T-1)` of them) flushes its memtable and merges
-    /// every level into the deepest, in one compaction that writes each live byte once
-    /// (default 2 s; `None` turns it off). Random writes leave such a tree while the deepest
+    /// every level into the deepest (or into the first level below it whose target holds
+    /// them all), in one compaction that writes each live byte once (default 2 s; `None`
+    /// turns it off). Random writes leave such a tree while the deepest
     /// level fills: after 10 million of them, level 0 and level 1 held twice the bytes of
     /// level 2, and the database took 1.3 times its live data on disk. A tree in shape is
     /// left alone. A write while the merge runs gives it up, and each merge given up doubles
