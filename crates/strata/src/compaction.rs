@@ -152,13 +152,33 @@ pub(crate) fn pick(
 /// level 0 and level 1 held twice the bytes of level 2. The merge writes each live byte once
 /// and leaves one sorted run, in the deepest level or, when the tree's bytes exceed that
 /// level's target, in the first level below whose target they fit, so that no level is left
-/// over its target to be moved down again. `pending_bytes` (unflushed memtables) counts as
-/// one more run above. `None` when the tree is in shape, or holds a single sorted run.
-pub(crate) fn settle(
-    v: &Arc<Version>,
+/// over its target to be moved down again. `None` when the tree is in shape, or holds a
+/// single sorted run.
+pub(crate) fn settle(v: &Arc<Version>, targets: &LevelTargets) -> Option<Compaction> {
+    let output = settle_output_level(v, targets, 0)?;
+    Some(Compaction {
+        level: 0,
+        output_level: output,
+        inputs: v.levels[0].clone(),
+        between: (1..output)
+            .filter(|&l| !v.levels[l].is_empty())
+            .map(|l| (l, v.levels[l].clone()))
+            .collect(),
+        next_inputs: v.levels[output].clone(),
+        version: v.clone(),
+        for_reads: false,
+        settling: true,
+    })
+}
+
+/// Whether [`settle`] would merge the tree, were `pending_bytes` of unflushed memtables
+/// flushed first (they count as one more run above), and the level the merged run would go
+/// to. Reads sizes only: the database asks it whenever it reports or looks for idle work.
+pub(crate) fn settle_output_level(
+    v: &Version,
     targets: &LevelTargets,
     pending_bytes: u64,
-) -> Option<Compaction> {
+) -> Option<usize> {
     let deepest = (1..NUM_LEVELS)
         .rev()
         .find(|&l| !v.levels[l].is_empty())
@@ -177,19 +197,7 @@ pub(crate) fn settle(
     while output + 1 < NUM_LEVELS && targets.target_bytes(output) < total {
         output += 1;
     }
-    Some(Compaction {
-        level: 0,
-        output_level: output,
-        inputs: v.levels[0].clone(),
-        between: (1..output)
-            .filter(|&l| !v.levels[l].is_empty())
-            .map(|l| (l, v.levels[l].clone()))
-            .collect(),
-        next_inputs: v.levels[output].clone(),
-        version: v.clone(),
-        for_reads: false,
-        settling: true,
-    })
+    Some(output)
 }
 
 /// The file of `level` (at least 1) that costs least to merge down: the one with the fewest
@@ -545,7 +553,7 @@ mod tests {
             (1, "n", "z", 100),
             (2, "a", "z", 600),
         ]);
-        let c = settle(&v, &targets, 0).expect("out of shape");
+        let c = settle(&v, &targets).expect("out of shape");
         assert_eq!((c.level, c.output_level, c.settling), (0, 2, true));
         let numbers: Vec<u64> = c.input_files().map(|(_, f)| f.number.0).collect();
         assert_eq!(numbers, [1, 2, 3, 4]);
@@ -555,26 +563,26 @@ mod tests {
 
         // In shape: 100 bytes above 600 is under 2/9 of it, memtable included.
         let v = version(&[(1, "a", "m", 100), (2, "a", "z", 600)]);
-        assert!(settle(&v, &targets, 0).is_none());
-        assert!(settle(&v, &targets, 33).is_none());
-        assert!(settle(&v, &targets, 34).is_some());
+        assert!(settle(&v, &targets).is_none());
+        assert!(settle_output_level(&v, &targets, 33).is_none());
+        assert!(settle_output_level(&v, &targets, 34).is_some());
 
         // A single sorted run has nothing to merge, nor has an empty tree; a memtable over
         // one run is two.
         let v = version(&[(1, "a", "m", 100), (1, "n", "z", 100)]);
-        assert!(settle(&v, &targets, 0).is_none());
-        assert!(settle(&v, &targets, 100).is_some());
-        assert!(settle(&version(&[]), &targets, 0).is_none());
+        assert!(settle(&v, &targets).is_none());
+        assert!(settle_output_level(&v, &targets, 100).is_some());
+        assert!(settle(&version(&[]), &targets).is_none());
 
         // Level 0 alone goes into level 1.
         let v = version(&[(0, "a", "z", 10), (0, "b", "y", 10)]);
-        let c = settle(&v, &targets, 0).expect("two runs in level 0");
+        let c = settle(&v, &targets).expect("two runs in level 0");
         assert_eq!((c.level, c.output_level), (0, 1));
 
         // 400 bytes exceed level 1's target of 100: they go to level 2 (1,000), level 1
         // merged in on the way.
         let v = version(&[(0, "a", "z", 100), (1, "a", "m", 150), (1, "n", "z", 150)]);
-        let c = settle(&v, &targets, 0).expect("level 0 is a third of level 1");
+        let c = settle(&v, &targets).expect("level 0 is a third of level 1");
         assert_eq!((c.output_level, c.next_inputs.len()), (2, 0));
         let levels: Vec<usize> = c.input_files().map(|(l, _)| l).collect();
         assert_eq!(levels, [0, 1, 1]);

@@ -62,8 +62,8 @@ const GET_MANY_BATCH: usize = 32;
 /// next group. The writer stops yielding, and sleeps, once a yield shows that other threads
 /// want the CPU, as RocksDB's write threads do.
 fn yield_until_done(w: &Writer) -> bool {
-    let deadline = Instant::now() + SYNC_YIELD;
     let mut last = Instant::now();
+    let deadline = last + SYNC_YIELD;
     // Acquire: pairs with the Release store by the leader that completed this writer.
     while !w.done.load(Ordering::Acquire) {
         if last >= deadline {
@@ -1452,7 +1452,9 @@ impl DbInner {
             return st;
         }
         let mem_bytes = st.mem.approximate_size() as u64;
-        if compaction::settle(&st.versions.current(), &self.targets, mem_bytes).is_none() {
+        if compaction::settle_output_level(&st.versions.current(), &self.targets, mem_bytes)
+            .is_none()
+        {
             return st;
         }
         if !st.mem.is_empty() {
@@ -1485,7 +1487,7 @@ impl DbInner {
                         && !st.busy_levels.iter().any(|&b| b)
                     {
                         st.settle_requested = false;
-                        if let Some(c) = compaction::settle(&v, &self.targets, 0) {
+                        if let Some(c) = compaction::settle(&v, &self.targets) {
                             break c;
                         }
                     }
@@ -1783,8 +1785,12 @@ impl DbInner {
                 || self.targets.scores(&v).iter().any(|&s| s >= 1.0)
                 || st.settle_requested
                 || (self.opts.idle_compaction_after.is_some()
-                    && compaction::settle(&v, &self.targets, st.mem.approximate_size() as u64)
-                        .is_some()),
+                    && compaction::settle_output_level(
+                        &v,
+                        &self.targets,
+                        st.mem.approximate_size() as u64,
+                    )
+                    .is_some()),
             write_stall_micros: r(&c.stall_micros),
             wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),
             wal_salvaged_bytes: r(&c.wal_salvaged_bytes),
