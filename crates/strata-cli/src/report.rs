@@ -89,11 +89,13 @@ pub fn stats_text(s: &Stats) -> String {
     }
     let _ = writeln!(
         out,
-        "flushes {}, compactions {}, trivial moves {} ({} of these asked for by reads), {}, last sequence {}",
+        "flushes {}, compactions {}, trivial moves {} ({} of these asked for by reads), idle merges {} ({} given up), {}, last sequence {}",
         s.flushes,
         s.compactions,
         s.trivial_moves,
         s.read_compactions,
+        s.idle_merges,
+        s.idle_merges_given_up,
         if s.compaction_pending {
             "background work pending"
         } else {

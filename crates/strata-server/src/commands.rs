@@ -723,7 +723,7 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
         }
         let _ = write!(
             o,
-            "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\ntable_pinned_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_compactions:{}\r\nwrite_stall_micros:{}\r\n",
+            "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\ntable_pinned_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_compactions:{}\r\nidle_merges:{}\r\nidle_merges_given_up:{}\r\nwrite_stall_micros:{}\r\n",
             s.memtable_bytes,
             s.immutable_memtables,
             s.sst_bytes,
@@ -736,6 +736,8 @@ fn info(shared: &Shared, section: Option<&str>) -> Result<String, String> {
             s.flushes,
             s.compactions,
             s.read_compactions,
+            s.idle_merges,
+            s.idle_merges_given_up,
             s.write_stall_micros
         );
         if let Some(p) = &s.poisoned {

@@ -144,6 +144,8 @@ struct Counters {
     compactions: AtomicU64,
     read_compactions: AtomicU64,
     trivial_moves: AtomicU64,
+    idle_merges: AtomicU64,
+    idle_merges_given_up: AtomicU64,
     stall_micros: AtomicU64,
     wal_tail_dropped_bytes: AtomicU64,
     wal_salvaged_bytes: AtomicU64,
@@ -169,6 +171,9 @@ pub(crate) struct DbInner {
     snapshots: Arc<SnapshotList>,
     counters: Counters,
     shutting_down: AtomicBool,
+    /// A read began since the flush thread last looked. Reads, like writes, put off the idle
+    /// merge: it would take a core from them.
+    read_lately: AtomicBool,
     _lock: Box<dyn FileLock>,
 }
 
@@ -422,6 +427,7 @@ impl Db {
             snapshots: Arc::new(SnapshotList::default()),
             counters,
             shutting_down: AtomicBool::new(false),
+            read_lately: AtomicBool::new(false),
             _lock: file_lock,
             opts: options,
         });
@@ -1259,6 +1265,10 @@ impl DbInner {
     /// before the super-version: every write at or below it is in a memtable or table that
     /// this super-version (or a later one) holds.
     fn read_seq(&self, options: &ReadOptions) -> SeqNo {
+        // Loaded first, so that a stream of reads leaves the line shared, not bouncing.
+        if !self.read_lately.load(Ordering::Relaxed) {
+            self.read_lately.store(true, Ordering::Relaxed);
+        }
         match &options.snapshot {
             Some(s) => s.seq(),
             None => SeqNo(self.visible.load(Ordering::Acquire)),
@@ -1439,7 +1449,8 @@ impl DbInner {
         let Some(after) = self.opts.idle_compaction_after else {
             return st;
         };
-        if st.idle_mark.0 != st.last_allocated {
+        let read = self.read_lately.swap(false, Ordering::Relaxed);
+        if read || st.idle_mark.0 != st.last_allocated {
             st.idle_mark = (st.last_allocated, Instant::now());
             return st;
         }
@@ -1575,6 +1586,9 @@ impl DbInner {
             Ok(Some(j)) => j,
             Ok(None) => {
                 st.settles_given_up += 1;
+                self.counters
+                    .idle_merges_given_up
+                    .fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
             Err(Error::Closed) => return Err(Error::Closed),
@@ -1588,6 +1602,7 @@ impl DbInner {
         self.log_and_apply(&mut st, job.edit)?;
         if c.settling {
             st.settles_given_up = 0;
+            self.counters.idle_merges.fetch_add(1, Ordering::Relaxed);
         }
         let c = &self.counters;
         c.compaction_bytes_read
@@ -1779,6 +1794,8 @@ impl DbInner {
             compactions: r(&c.compactions),
             read_compactions: r(&c.read_compactions),
             trivial_moves: r(&c.trivial_moves),
+            idle_merges: r(&c.idle_merges),
+            idle_merges_given_up: r(&c.idle_merges_given_up),
             compaction_pending: !st.imm.is_empty()
                 || st.busy_levels.iter().any(|&b| b)
                 || st.read_compaction.is_some()

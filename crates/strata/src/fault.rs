@@ -67,6 +67,8 @@ struct State {
     /// Creates of paths ending so wait while the gate is closed.
     gate: Mutex<Option<String>>,
     gate_cv: std::sync::Condvar,
+    /// Creates waiting at the gate now.
+    held: AtomicU64,
     armed: Mutex<[Armed; 7]>,
     calls: [AtomicU64; 7],
     faults: AtomicU64,
@@ -102,6 +104,7 @@ impl FaultFs {
             state: Arc::new(State {
                 gate: Mutex::new(None),
                 gate_cv: std::sync::Condvar::new(),
+                held: AtomicU64::new(0),
                 armed: Mutex::new(Default::default()),
                 calls: Default::default(),
                 faults: AtomicU64::new(0),
@@ -152,6 +155,10 @@ impl FaultFs {
     fn wait_at_gate(&self, path: &Path) {
         let name = path.to_string_lossy();
         let mut gate = self.state.gate.lock().unwrap_or_else(|e| e.into_inner());
+        if !gate.as_deref().is_some_and(|s| name.ends_with(s)) {
+            return;
+        }
+        self.state.held.fetch_add(1, Ordering::SeqCst);
         while gate.as_deref().is_some_and(|s| name.ends_with(s)) {
             gate = self
                 .state
@@ -159,6 +166,13 @@ impl FaultFs {
                 .wait(gate)
                 .unwrap_or_else(|e| e.into_inner());
         }
+        self.state.held.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Creates waiting at the closed gate now: how a test knows that a background job has
+    /// reached its first output file.
+    pub fn held_at_gate(&self) -> u64 {
+        self.state.held.load(Ordering::SeqCst)
     }
 
     /// Disarms every fault and frees the disk.

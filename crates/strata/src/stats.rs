@@ -74,6 +74,12 @@ pub struct Stats {
     pub read_compactions: u64,
     /// Files moved down a level without a rewrite, since open.
     pub trivial_moves: u64,
+    /// Idle merges finished since open: every level merged into one sorted run once the
+    /// database was left alone (`Options::idle_compaction_after`). Counted in `compactions`
+    /// too.
+    pub idle_merges: u64,
+    /// Idle merges given up since open, because a write came while they ran.
+    pub idle_merges_given_up: u64,
     /// Background work is running or due: a flush or compaction under way, a level over its
     /// target, or a compaction reads asked for. `false` once compactions have settled.
     pub compaction_pending: bool,

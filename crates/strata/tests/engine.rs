@@ -584,6 +584,25 @@ fn scans_over_overlapping_files_get_them_compacted() {
     assert!(got == want);
 }
 
+/// Step `i` of the idle-merge tests' load: a put of a 100-byte value, or every seventh step a
+/// delete, of one of 20,000 keys drawn at random.
+fn random_write(
+    db: &Db,
+    rng: &mut common::Rng,
+    model: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    i: u32,
+) {
+    let k = format!("{:08}", rng.below(20_000)).into_bytes();
+    if i.is_multiple_of(7) {
+        db.delete(&k).unwrap();
+        model.remove(&k);
+    } else {
+        let v = format!("{i:0100}").into_bytes();
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+}
+
 #[test]
 fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
     let dir = tempfile::tempdir().unwrap();
@@ -600,15 +619,7 @@ fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
     let mut model = std::collections::BTreeMap::new();
     let mut snapshot = None;
     for i in 0..30_000u32 {
-        let k = format!("{:08}", rng.below(20_000)).into_bytes();
-        if i % 7 == 0 {
-            db.delete(&k).unwrap();
-            model.remove(&k);
-        } else {
-            let v = format!("{i:0100}").into_bytes();
-            db.put(&k, &v).unwrap();
-            model.insert(k, v);
-        }
+        random_write(&db, &mut rng, &mut model, i);
         if i == 20_000 {
             snapshot = Some((db.snapshot(), model.clone()));
         }
@@ -617,11 +628,7 @@ fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
     let s = db.stats();
     let above: u64 = s.levels[..2].iter().map(|l| l.bytes).sum::<u64>() + s.memtable_bytes;
     assert!(above * 9 > 2 * s.levels[2].bytes, "{:?}", s.levels);
-    let start = std::time::Instant::now();
-    while db.stats().compaction_pending {
-        assert!(start.elapsed().as_secs() < 60, "the tree never settled");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    settle(&db);
     let s = db.stats();
     let runs: Vec<usize> = (0..s.levels.len())
         .filter(|&l| s.levels[l].files > 0)
@@ -709,4 +716,126 @@ fn stats_count_the_filters_and_indexes_that_open_tables_hold() {
     // 10 bits per key for the filter alone is 12,500 bytes.
     assert!(pinned >= 12_000, "pinned {pinned}");
     assert!(pinned < 200_000, "pinned {pinned}");
+}
+
+/// A tree that is out of shape once its compactions settle, on `fs`, closed: 30,000 random
+/// puts and deletes over 20,000 keys, with the idle merge off. Returns the model and the
+/// options to reopen it with.
+fn out_of_shape_tree(
+    fs: &Arc<dyn FileSystem>,
+) -> (std::collections::BTreeMap<Vec<u8>, Vec<u8>>, Options) {
+    let opts = Options {
+        write_buffer_size: 64 << 10,
+        target_file_size: 32 << 10,
+        level1_max_bytes: 1 << 20,
+        level0_compaction_trigger: 4,
+        idle_compaction_after: None,
+        fs: fs.clone(),
+        ..Options::default()
+    };
+    let db = Db::open("/db", opts.clone()).unwrap();
+    let mut rng = common::Rng(11);
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..30_000u32 {
+        random_write(&db, &mut rng, &mut model, i);
+    }
+    db.flush().unwrap();
+    settle(&db);
+    let s = db.stats();
+    let above: u64 = s.levels[..2].iter().map(|l| l.bytes).sum();
+    assert!(above * 9 > 2 * s.levels[2].bytes, "{:?}", s.levels);
+    db.close().unwrap();
+    (model, opts)
+}
+
+/// Waits until the database's background work is done; panics after a minute.
+fn settle(db: &Db) {
+    let start = std::time::Instant::now();
+    while db.stats().compaction_pending {
+        assert!(start.elapsed().as_secs() < 60, "the tree never settled");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_write_during_the_idle_merge_makes_it_give_up_and_lose_nothing() {
+    let fault = strata::FaultFs::new(Arc::new(MemFs::new()));
+    let fs: Arc<dyn FileSystem> = Arc::new(fault.clone());
+    let (mut model, opts) = out_of_shape_tree(&fs);
+    // The merge's first output waits at the gate; the write lands while it runs.
+    fault.close_gate(".sst");
+    let opts = Options {
+        idle_compaction_after: Some(std::time::Duration::from_millis(20)),
+        ..opts
+    };
+    let db = Db::open("/db", opts).unwrap();
+    let start = std::time::Instant::now();
+    while fault.held_at_gate() == 0 {
+        assert!(start.elapsed().as_secs() < 60, "the idle merge never began");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    db.put(b"written during the merge", b"kept").unwrap();
+    model.insert(b"written during the merge".to_vec(), b"kept".to_vec());
+    fault.open_gate();
+    let start = std::time::Instant::now();
+    while db.stats().idle_merges_given_up == 0 {
+        assert!(start.elapsed().as_secs() < 60, "the merge did not give up");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(
+        common::dump(&db) == model,
+        "giving up changed what reads see"
+    );
+    // Left alone again, the next merge (after twice the quiet time) finishes.
+    settle(&db);
+    let s = db.stats();
+    assert_eq!((s.idle_merges, s.idle_merges_given_up), (1, 1));
+    let runs = s.levels.iter().filter(|l| l.files > 0).count();
+    assert_eq!(runs, 1, "one sorted run once settled: {:?}", s.levels);
+    assert!(
+        common::dump(&db) == model,
+        "the merge changed what reads see"
+    );
+    db.close().unwrap();
+    let db = Db::open(
+        "/db",
+        Options {
+            fs,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        common::dump(&db) == model,
+        "reopening changed what reads see"
+    );
+}
+
+#[test]
+fn reads_put_off_the_idle_merge() {
+    let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+    let (model, opts) = out_of_shape_tree(&fs);
+    let quiet = std::time::Duration::from_millis(200);
+    let db = Db::open(
+        "/db",
+        Options {
+            idle_compaction_after: Some(quiet),
+            ..opts
+        },
+    )
+    .unwrap();
+    let keys: Vec<&Vec<u8>> = model.keys().collect();
+    let start = std::time::Instant::now();
+    let mut i = 0;
+    while start.elapsed() < 5 * quiet {
+        let k = keys[i % keys.len()];
+        assert_eq!(db.get(k).unwrap().as_ref(), model.get(k));
+        i += 1;
+    }
+    let s = db.stats();
+    assert_eq!(s.idle_merges, 0, "the merge ran while reads went on");
+    assert!(s.compaction_pending, "the merge is still due");
+    settle(&db);
+    assert_eq!(db.stats().idle_merges, 1);
+    assert!(common::dump(&db) == model);
 }

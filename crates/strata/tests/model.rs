@@ -29,6 +29,9 @@ enum Op {
     Flush,
     Compact(Option<(u16, u16)>),
     Reopen,
+    /// Neither reads nor writes, for up to 25 ms while background work is due: long enough
+    /// for the idle merge of a tree out of shape to run, and for most to finish.
+    Pause,
 }
 
 fn key(k: u16) -> Vec<u8> {
@@ -60,6 +63,7 @@ fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
         2 => Just(Op::Flush),
         2 => proptest::option::of((k.clone(), k)).prop_map(Op::Compact),
         2 => Just(Op::Reopen),
+        1 => Just(Op::Pause),
     ]
 }
 
@@ -138,7 +142,7 @@ impl Harness {
     fn options(&self) -> strata::Options {
         let mut o = common::tiny_options(Some(self.fs.clone()), self.size_ratio);
         o.index_kind = self.index;
-        // Any pause of a few milliseconds between writes merges the tree, so that the
+        // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
         o.idle_compaction_after = Some(std::time::Duration::from_millis(1));
         o
@@ -252,6 +256,15 @@ impl Harness {
                 self.db.take().unwrap().close().unwrap();
                 self.db = Some(Db::open(Path::new("/db"), self.options()).unwrap());
                 assert_eq!(common::dump(self.db()), self.model, "state after reopen");
+            }
+            Op::Pause => {
+                // Only while background work is due: a settled tree has no merge to wait for.
+                let start = std::time::Instant::now();
+                while self.db().stats().compaction_pending
+                    && start.elapsed() < std::time::Duration::from_millis(25)
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
             }
         }
     }
