@@ -44,6 +44,8 @@ const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 const MAX_BATCH_GETS_PER_CONNECTION: usize = 32;
 /// How often an idle worker looks up to check for shutdown and idle connections.
 const TICK: Duration = Duration::from_millis(100);
+/// How long a worker that just had work polls without sleeping before it blocks.
+const SPIN: Duration = Duration::from_micros(50);
 /// How long shutdown waits for a connection to take the replies it is owed.
 const SHUTDOWN_SEND: Duration = Duration::from_secs(2);
 
@@ -277,17 +279,19 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::new();
         let mut last_tick = Instant::now();
+        let mut busy = false;
         loop {
-            let timeout = if ready.is_empty() {
-                TICK
+            if ready.is_empty() && busy {
+                self.poll_briefly(&mut events);
             } else {
-                Duration::ZERO
-            };
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
-                && e.kind() != ErrorKind::Interrupted
-            {
-                std::thread::sleep(TICK);
+                let timeout = if ready.is_empty() {
+                    TICK
+                } else {
+                    Duration::ZERO
+                };
+                self.poll_for(&mut events, timeout);
             }
+            busy = !events.is_empty() || !ready.is_empty();
             for event in events.iter() {
                 match event.token() {
                     WAKE => self.take_new_connections(&mut ready),
@@ -315,6 +319,32 @@ impl Worker {
             }
         }
         self.shut_down();
+    }
+
+    fn poll_for(&mut self, events: &mut Events, timeout: Duration) {
+        if let Err(e) = self.poll.poll(events, Some(timeout))
+            && e.kind() != ErrorKind::Interrupted
+        {
+            std::thread::sleep(TICK);
+        }
+    }
+
+    /// After a round with work, looks for more without sleeping for up to [`SPIN`] before
+    /// blocking. A worker asleep in `epoll_wait` must be woken by the client's `send`, and on
+    /// a loaded machine that wake-up costs the client more than the spin costs the worker.
+    fn poll_briefly(&mut self, events: &mut Events) {
+        let start = Instant::now();
+        loop {
+            self.poll_for(events, Duration::ZERO);
+            if !events.is_empty() {
+                return;
+            }
+            if start.elapsed() >= SPIN {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.poll_for(events, TICK);
     }
 
     fn take_new_connections(&mut self, ready: &mut Vec<usize>) {
