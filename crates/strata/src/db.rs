@@ -171,9 +171,6 @@ pub(crate) struct DbInner {
     snapshots: Arc<SnapshotList>,
     counters: Counters,
     shutting_down: AtomicBool,
-    /// A read began since the flush thread last looked. Reads, like writes, put off the idle
-    /// merge: it would take a core from them.
-    read_lately: AtomicBool,
     _lock: Box<dyn FileLock>,
 }
 
@@ -427,7 +424,6 @@ impl Db {
             snapshots: Arc::new(SnapshotList::default()),
             counters,
             shutting_down: AtomicBool::new(false),
-            read_lately: AtomicBool::new(false),
             _lock: file_lock,
             opts: options,
         });
@@ -1265,10 +1261,6 @@ impl DbInner {
     /// before the super-version: every write at or below it is in a memtable or table that
     /// this super-version (or a later one) holds.
     fn read_seq(&self, options: &ReadOptions) -> SeqNo {
-        // Loaded first, so that a stream of reads leaves the line shared, not bouncing.
-        if !self.read_lately.load(Ordering::Relaxed) {
-            self.read_lately.store(true, Ordering::Relaxed);
-        }
         match &options.snapshot {
             Some(s) => s.seq(),
             None => SeqNo(self.visible.load(Ordering::Acquire)),
@@ -1449,8 +1441,7 @@ impl DbInner {
         let Some(after) = self.opts.idle_compaction_after else {
             return st;
         };
-        let read = self.read_lately.swap(false, Ordering::Relaxed);
-        if read || st.idle_mark.0 != st.last_allocated {
+        if st.idle_mark.0 != st.last_allocated {
             st.idle_mark = (st.last_allocated, Instant::now());
             return st;
         }

@@ -75,17 +75,17 @@ pub struct Options {
     /// merged into the level below. It brings a tree that writes left with several sorted
     /// runs down to fewer once reads dominate. Off, the tree changes only for writes.
     pub read_triggered_compaction: bool,
-    /// After this long without reads or writes, a tree whose levels above the deepest hold more than
+    /// After this long without writes, a tree whose levels above the deepest hold more than
     /// twice their share of its bytes (`2/(T-1)` of them) flushes its memtable and merges
     /// every level into the deepest (or into the first level below it whose target holds
     /// them all), in one compaction that writes each live byte once (default 2 s; `None`
     /// turns it off). Random writes leave such a tree while the deepest
     /// level fills: after 10 million of them, level 0 and level 1 held twice the bytes of
     /// level 2, and the database took 1.3 times its live data on disk. A tree in shape is
-    /// left alone. Reads put the merge off, as writes do, because it would take a core from
-    /// them; once under way, it goes on while reads come. A write while the merge runs gives
-    /// it up, and each merge given up doubles the quiet time the next one waits for (up to 64
-    /// times), until one finishes.
+    /// left alone. Reads go on during the merge and do not put it off: it makes every later
+    /// read cheaper, and runs on a core that a single reader leaves free. A write while the
+    /// merge runs gives it up, and each merge given up doubles the quiet time the next one
+    /// waits for (up to 64 times), until one finishes.
     pub idle_compaction_after: Option<Duration>,
     /// Compaction threads (1).
     pub max_background_compactions: usize,
