@@ -49,9 +49,12 @@ const SYNC_GATHER: Duration = Duration::from_micros(100);
 /// How long a synced writer behind a leader yields its CPU, rather than sleeping, while its
 /// group's fdatasync runs: a few fdatasyncs.
 const SYNC_YIELD: Duration = Duration::from_micros(400);
-/// A yield that takes longer than this means other threads wanted the CPU: the writer
-/// stops yielding and sleeps.
-const SLOW_YIELD: Duration = Duration::from_micros(20);
+/// A yield that takes longer than this, most of an fdatasync, means the writer is starved of
+/// the CPU: it stops yielding and sleeps. Shorter slow yields are the other writers of the
+/// group running their own work between its yields (four writers on two cores yielded for
+/// over 20 us so often that a bound of 20 us put them to sleep, and cost a fifth of their
+/// rate).
+const SLOW_YIELD: Duration = Duration::from_micros(100);
 /// Keys [`Db::get_many`] looks up together.
 const GET_MANY_BATCH: usize = 32;
 
@@ -59,8 +62,8 @@ const GET_MANY_BATCH: usize = 32;
 /// [`SYNC_YIELD`]; true when the group completed meanwhile. A writer that sleeps on
 /// `writer_cv` instead is woken after its group's fdatasync, and on a small virtual machine
 /// that wake-up took about 100 us, as long as a fdatasync: its next write then missed the
-/// next group. The writer stops yielding, and sleeps, once a yield shows that other threads
-/// want the CPU, as RocksDB's write threads do.
+/// next group. The writer stops yielding, and sleeps, once a yield shows that it is starved
+/// of the CPU, as RocksDB's write threads do.
 fn yield_until_done(w: &Writer) -> bool {
     let mut last = Instant::now();
     let deadline = last + SYNC_YIELD;
