@@ -44,7 +44,8 @@ const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 const MAX_BATCH_GETS_PER_CONNECTION: usize = 32;
 /// How often an idle worker looks up to check for shutdown and idle connections.
 const TICK: Duration = Duration::from_millis(100);
-/// How long a worker that just had work polls without sleeping before it blocks.
+/// How long a worker polls without sleeping, after a round of clients in lockstep, before it
+/// blocks.
 const SPIN: Duration = Duration::from_micros(50);
 /// How long shutdown waits for a connection to take the replies it is owed.
 const SHUTDOWN_SEND: Duration = Duration::from_secs(2);
