@@ -818,7 +818,8 @@ fn reads_go_on_through_the_idle_merge_and_see_the_same() {
     let db = Db::open(
         "/db",
         Options {
-            idle_compaction_after: Some(std::time::Duration::from_millis(20)),
+            // Long enough that the reads below begin before the merge does.
+            idle_compaction_after: Some(std::time::Duration::from_millis(200)),
             ..opts
         },
     )
@@ -850,6 +851,7 @@ fn reads_go_on_through_the_idle_merge_and_see_the_same() {
         assert_eq!(got, want);
         i += 1;
     }
+    assert!(i > 0, "no read ran before the merge finished");
     settle(&db);
     let s = db.stats();
     assert_eq!((s.idle_merges, s.idle_merges_given_up), (1, 0));
