@@ -26,7 +26,10 @@ pub struct Options {
     pub error_if_exists: bool,
     /// Bytes of writes a memtable takes before it turns immutable and is flushed (64 MiB).
     pub write_buffer_size: usize,
-    /// Immutable memtables waiting for flush beyond which writers wait (default 2).
+    /// Immutable memtables waiting for flush beyond which writers wait (default 1, as in
+    /// LevelDB). The memtables hold at most `1 + max_immutable_memtables` write buffers
+    /// between them, each with hash buckets of a sixteenth of its size besides: with one, the
+    /// memtable that fills while the last one flushes.
     pub max_immutable_memtables: usize,
     /// Flush a memtable that has held writes for this long, even if not full (default off).
     pub memtable_max_age: Option<Duration>,
@@ -116,7 +119,7 @@ impl Default for Options {
             create_if_missing: true,
             error_if_exists: false,
             write_buffer_size: 64 << 20,
-            max_immutable_memtables: 2,
+            max_immutable_memtables: 1,
             memtable_max_age: None,
             block_size: 4096,
             block_restart_interval: 16,
