@@ -28,8 +28,9 @@ pub struct Options {
     pub write_buffer_size: usize,
     /// Immutable memtables waiting for flush beyond which writers wait (default 1, as in
     /// LevelDB). The memtables hold at most `1 + max_immutable_memtables` write buffers
-    /// between them, each with hash buckets of a sixteenth of its size besides: with one, the
-    /// memtable that fills while the last one flushes.
+    /// between them, each with hash buckets besides (a sixteenth of its size when that is a
+    /// power of two, at most an eighth): with one, the memtable that fills while the last one
+    /// flushes.
     pub max_immutable_memtables: usize,
     /// Flush a memtable that has held writes for this long, even if not full (default off).
     pub memtable_max_age: Option<Duration>,

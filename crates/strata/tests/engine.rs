@@ -671,15 +671,7 @@ fn levels_follow_the_size_ratio() {
             db.put(k.as_bytes(), &[b'v'; 100]).unwrap();
         }
         db.flush().unwrap();
-        // Let background compaction settle.
-        let start = std::time::Instant::now();
-        while db.stats().compaction_pending {
-            assert!(
-                start.elapsed().as_secs() < 60,
-                "T={ratio}: compactions never settle"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        settle(&db);
         let s = db.stats();
         assert!(s.levels[0].files < Options::default().level0_compaction_trigger);
         assert_eq!(s.immutable_memtables, 0);
