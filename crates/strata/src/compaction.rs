@@ -479,6 +479,7 @@ mod tests {
     use crate::fs::MemFs;
     use crate::key::internal_key;
     use crate::sstable::mapped::MappedPages;
+    use crate::sstable::pinned::PinBudget;
 
     /// A version from `(level, smallest, largest, size)` rows; the files exist only as
     /// metadata, which is all the picker reads.
@@ -488,6 +489,7 @@ mod tests {
             dir: "/db".into(),
             cache: Arc::new(BlockCache::new(1 << 20)),
             mapped: Arc::new(MappedPages::new(0)),
+            pins: Arc::new(PinBudget::new(0)),
         });
         let mut levels: [Vec<Arc<FileMeta>>; NUM_LEVELS] = Default::default();
         for (i, &(level, smallest, largest, size)) in rows.iter().enumerate() {

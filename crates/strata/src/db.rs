@@ -32,6 +32,7 @@ use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::sstable::mapped::MappedPages;
+use crate::sstable::pinned::PinBudget;
 use crate::sstable::reader::TableEntry;
 use crate::stats::{FileInfo, LevelStats, Stats};
 use crate::version::edit::{NewFile, VersionEdit};
@@ -247,6 +248,7 @@ impl Db {
             dir: dir.clone(),
             cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
             mapped: Arc::new(MappedPages::new(options.table_map_bytes)),
+            pins: Arc::new(PinBudget::new(options.table_pinned_bytes)),
         });
         let exists = fs.exists(&dir.join("CURRENT"));
         if exists && options.error_if_exists {
@@ -1778,7 +1780,7 @@ impl DbInner {
             block_cache_misses: self.store.cache.misses(),
             block_cache_bytes: self.store.cache.usage() as u64,
             block_cache_capacity: self.store.cache.capacity() as u64,
-            table_pinned_bytes: v.files().map(|(_, f)| f.pinned_bytes()).sum(),
+            table_pinned_bytes: self.store.pins.held() as u64,
             user_bytes_written: r(&c.user_bytes),
             wal_bytes_written: r(&c.wal_bytes),
             flush_bytes_written: r(&c.flush_bytes),

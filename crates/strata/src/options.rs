@@ -44,10 +44,19 @@ pub struct Options {
     pub compression: Compression,
     /// How SST indexes are stored and searched (flat, binary-searched).
     pub index_kind: IndexKind,
-    /// Bytes of the block cache for data blocks and lower index levels (8 MiB). Each open
-    /// table holds its Bloom filter and root index block besides: about 2.3 bytes per key
-    /// with 16-byte keys, 100-byte values, 10 Bloom bits per key and 4 KiB blocks.
+    /// Bytes of the block cache for data blocks and lower index levels (8 MiB). Open tables
+    /// hold their Bloom filters and root index blocks besides, under
+    /// [`Options::table_pinned_bytes`].
     pub block_cache_bytes: usize,
+    /// Bytes of Bloom filters and root index blocks that open tables may hold between them
+    /// (32 MiB). A lookup reads both in every table it consults, so a table holds them once
+    /// read. They take about 2.3 bytes per key with 16-byte keys, 100-byte values, 10 Bloom
+    /// bits per key and 4 KiB blocks: the default holds those of about 14 million such keys.
+    /// Past the budget, the tables whose blocks were used least recently let them go, and
+    /// read them from the file again at their next lookup (as LevelDB's table cache closes
+    /// tables past `max_open_files`). A database much larger than the budget covers then
+    /// pays those reads on random lookups, and its memory stays bounded.
+    pub table_pinned_bytes: usize,
     /// Bytes of table files the process may hold resident through memory mappings (32 MiB).
     /// Reads that fill the block cache take their blocks in place from a mapping of the
     /// table, without a system call or a copy; past this budget the mapped pages are
@@ -108,6 +117,7 @@ impl std::fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("index_kind", &self.index_kind)
             .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("table_pinned_bytes", &self.table_pinned_bytes)
             .field("table_map_bytes", &self.table_map_bytes)
             .field("size_ratio", &self.size_ratio)
             .finish_non_exhaustive()
@@ -128,6 +138,7 @@ impl Default for Options {
             compression: Compression::None,
             index_kind: IndexKind::Flat,
             block_cache_bytes: 8 << 20,
+            table_pinned_bytes: 32 << 20,
             table_map_bytes: 32 << 20,
             size_ratio: 10,
             level1_max_bytes: 256 << 20,

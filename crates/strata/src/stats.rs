@@ -53,7 +53,8 @@ pub struct Stats {
     /// The block cache's budget.
     pub block_cache_capacity: u64,
     /// Bytes of Bloom filters and root index blocks held by open tables, outside the block
-    /// cache (about 2.3 bytes per entry with 10 filter bits per key and 4 KiB blocks).
+    /// cache (about 2.3 bytes per entry with 10 filter bits per key and 4 KiB blocks), under
+    /// [`crate::Options::table_pinned_bytes`].
     pub table_pinned_bytes: u64,
     /// Bytes of keys and values written by users since open.
     pub user_bytes_written: u64,

@@ -710,6 +710,56 @@ fn stats_count_the_filters_and_indexes_that_open_tables_hold() {
     assert!(pinned < 200_000, "pinned {pinned}");
 }
 
+#[test]
+fn readers_in_parallel_see_every_key_while_tables_let_their_filters_go() {
+    let budget = 16 << 10;
+    let opts = Options {
+        write_buffer_size: 32 << 10,
+        target_file_size: 16 << 10,
+        table_pinned_bytes: budget,
+        ..common::tiny_options(None, 10)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    let n = 20_000u32;
+    for i in 0..n {
+        db.put(format!("k{i:06}").as_bytes(), format!("v{i}").as_bytes())
+            .unwrap();
+    }
+    db.flush().unwrap();
+    let files = db.stats().files.len();
+    assert!(files > 20, "{files} tables");
+    let readers: Vec<_> = (0..4u32)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut rng = common::Rng(u64::from(t) + 1);
+                for _ in 0..20_000 {
+                    let i = rng.below(u64::from(n) * 2) as u32;
+                    let got = db.get(format!("k{i:06}").as_bytes()).unwrap();
+                    let want = (i < n).then(|| format!("v{i}").into_bytes());
+                    assert_eq!(got, want, "key {i}");
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().unwrap();
+    }
+    // Each table's blocks here are well under the budget; a load may pass it only while a
+    // racing load is letting others go.
+    let held = db.stats().table_pinned_bytes;
+    assert!(held > 0 && held <= budget as u64 + 8192, "held {held}");
+    let all: Vec<_> = (0..n).map(|i| format!("k{i:06}").into_bytes()).collect();
+    for (i, got) in db
+        .get_many(&all, &ReadOptions::default())
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(got.unwrap(), Some(format!("v{i}").into_bytes()));
+    }
+}
+
 /// A tree that is out of shape once its compactions settle, on `fs`, closed: 30,000 random
 /// puts and deletes over 20,000 keys, with the idle merge off. Returns the model and the
 /// options to reopen it with.

@@ -97,7 +97,7 @@ impl BloomFilter {
         Ok(BloomFilter { data, bits, k })
     }
 
-    /// False only when the key is certainly absent from the file.
+    /// Bytes of the filter's bits.
     pub(crate) fn size(&self) -> usize {
         self.data.len()
     }
@@ -116,6 +116,7 @@ impl BloomFilter {
         }
     }
 
+    /// False only when the key is certainly absent from the file.
     pub(crate) fn may_contain(&self, user_key: &[u8]) -> bool {
         let h = hash64(user_key);
         let (mut pos, delta) = (h & 0xffff_ffff, (h >> 32) | 1);

@@ -1,12 +1,17 @@
 //! Reads an SST file: point lookups through filter, index and one data block, and
 //! bidirectional iteration. The filter and the root index block are read once and held by
 //! the open table, as LevelDB and RocksDB (by default) hold them: in the block cache, a stream
-//! of data blocks would evict them, and every lookup would read them again whole. Data blocks,
-//! and lower index levels, come from the block cache when they are there.
+//! of data blocks would evict them, and every lookup would read them again whole. A budget
+//! shared by the tables bounds what they hold ([`super::pinned`]). Data blocks, and lower
+//! index levels, come from the block cache when they are there.
 
 use std::cmp::Ordering;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{self, AtomicBool};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::{ArcSwapOption, Guard};
 
 use super::block::{Block, BlockData, BlockIter};
 use super::filter::BloomFilter;
@@ -15,6 +20,7 @@ use super::format::{
     decompress_block, unwrap_block,
 };
 use super::mapped::{MappedPages, MappedTable};
+use super::pinned::PinBudget;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{MappedBytes, RandomAccessFile};
@@ -28,11 +34,48 @@ pub(crate) struct Table {
     number: FileNumber,
     footer: Footer,
     cache: Arc<BlockCache>,
-    /// Read on first use, then held while the table is open.
-    filter: OnceLock<BloomFilter>,
-    index_root: OnceLock<RootIndex>,
+    /// The filter and root index, read on first use and held until the budget lets them go.
+    pinned: ArcSwapOption<Pinned>,
+    /// Set by each use of `pinned`, cleared by the budget's clock hand.
+    used: AtomicBool,
+    /// Held while `pinned` is read from the file, so that racing lookups read it once.
+    loading: Mutex<()>,
+    /// The budget `pinned` counts against; without one, it is held while the table is open.
+    budget: Option<Arc<PinBudget>>,
     /// The file mapped into memory, for reads that fill the cache; see [`super::mapped`].
     mapped: Option<(Arc<MappedPages>, Arc<MappedTable>)>,
+}
+
+/// The blocks a lookup reads in every table it consults, held by the open table.
+pub(crate) struct Pinned {
+    filter: BloomFilter,
+    root: RootIndex,
+}
+
+impl Pinned {
+    pub(crate) fn filter(&self) -> &BloomFilter {
+        &self.filter
+    }
+
+    fn size(&self) -> usize {
+        self.filter.size() + self.root.size()
+    }
+}
+
+/// A table's pinned blocks, held for the length of a lookup: the budget may let the table's
+/// copy go meanwhile, but not this one.
+pub(crate) struct PinnedRef(Guard<Option<Arc<Pinned>>>);
+
+impl Deref for PinnedRef {
+    type Target = Pinned;
+
+    fn deref(&self) -> &Pinned {
+        match self.0.as_deref() {
+            Some(p) => p,
+            // Built only from a loaded value (`Table::pinned`).
+            None => unreachable!("a PinnedRef holds no blocks"),
+        }
+    }
 }
 
 /// The root block of a table's index, held open, with the handle of each of its entries
@@ -46,7 +89,7 @@ struct RootIndex {
 }
 
 impl RootIndex {
-    /// Decodes the handles; a block that does not restart at every entry, or holds an entry
+    /// Decodes the handles of `block`; a block that does not restart at every entry, or holds an entry
     /// that does not decode, is searched whole instead (and the damage reported by the
     /// lookups that reach it).
     fn new(block: Block) -> RootIndex {
@@ -136,10 +179,19 @@ impl Table {
             number,
             footer,
             cache,
-            filter: OnceLock::new(),
-            index_root: OnceLock::new(),
+            pinned: ArcSwapOption::empty(),
+            used: AtomicBool::new(false),
+            loading: Mutex::new(()),
+            budget: None,
             mapped: None,
         })
+    }
+
+    /// Counts this table's pinned blocks against `budget`, which lets them go when other
+    /// tables' blocks are more in use.
+    pub(crate) fn with_budget(mut self, budget: &Arc<PinBudget>) -> Table {
+        self.budget = Some(budget.clone());
+        self
     }
 
     /// Reads this table's blocks through a mapping of its file, under `pages`' budget, where
@@ -270,35 +322,62 @@ impl Table {
         Ok(block)
     }
 
-    /// Bytes of the filter and root index block, once loaded.
-    pub(crate) fn pinned_bytes(&self) -> usize {
-        self.filter.get().map_or(0, BloomFilter::size)
-            + self.index_root.get().map_or(0, RootIndex::size)
+    /// The filter and root index block, read from the file unless the table holds them.
+    pub(crate) fn pinned(self: &Arc<Self>) -> Result<PinnedRef> {
+        let held = self.pinned.load();
+        if held.is_some() {
+            // Read first: once set, the bit stays set without a store to a shared line.
+            if !self.used.load(atomic::Ordering::Relaxed) {
+                self.used.store(true, atomic::Ordering::Relaxed);
+            }
+            return Ok(PinnedRef(held));
+        }
+        drop(held);
+        self.load_pinned()
     }
 
-    pub(crate) fn filter(&self) -> Result<&BloomFilter> {
-        if let Some(f) = self.filter.get() {
-            return Ok(f);
+    #[cold]
+    fn load_pinned(self: &Arc<Self>) -> Result<PinnedRef> {
+        let loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        // A racing lookup may have loaded them while this one waited.
+        let held = self.pinned.load();
+        if held.is_some() {
+            return Ok(PinnedRef(held));
         }
+        drop(held);
         let raw = self.read_raw(self.footer.filter)?;
         let filter =
             BloomFilter::new(raw).map_err(|e| e.at(&self.path, self.footer.filter.offset))?;
-        // Two readers may race to load it; both loaded the same bytes.
-        Ok(self.filter.get_or_init(|| filter))
+        let root = self.read_root()?;
+        let pinned = Arc::new(Pinned {
+            filter,
+            root: RootIndex::new(root),
+        });
+        self.used.store(true, atomic::Ordering::Relaxed);
+        self.pinned.store(Some(pinned.clone()));
+        drop(loading);
+        if let Some(budget) = &self.budget {
+            budget.admit(self, pinned.size());
+        }
+        Ok(PinnedRef(Guard::from_inner(Some(pinned))))
     }
 
-    /// The root block of the index.
-    fn index_root(&self) -> Result<&RootIndex> {
-        if let Some(root) = self.index_root.get() {
-            return Ok(root);
-        }
-        let at = self.footer.index.offset;
-        let root = Block::new(self.read_raw(self.footer.index)?)
+    /// Reads the root block of the index from the file.
+    fn read_root(&self) -> Result<Block> {
+        Block::new(self.read_raw(self.footer.index)?)
             .and_then(Block::with_search_heads)
-            .map(RootIndex::new)
-            .map_err(|e| e.at(&self.path, at))?;
-        // Two readers may race to load it; both built the same block.
-        Ok(self.index_root.get_or_init(|| root))
+            .map_err(|e| e.at(&self.path, self.footer.index.offset))
+    }
+
+    /// Clears the bit that says the pinned blocks were used since the last call; returns it.
+    pub(super) fn take_used(&self) -> bool {
+        self.used.swap(false, atomic::Ordering::Relaxed)
+    }
+
+    /// Lets the pinned blocks go (lookups holding them keep them until they end); returns the
+    /// bytes they took.
+    pub(super) fn unpin(&self) -> usize {
+        self.pinned.swap(None).map_or(0, |p| p.size())
     }
 
     fn with_path(&self, e: Error, offset: u64) -> Error {
@@ -308,19 +387,20 @@ impl Table {
         }
     }
 
-    /// Descends the index to the handle of the data block that may hold `target`.
+    /// Descends the index, from the root in `pinned`, to the handle of the data block that
+    /// may hold `target`.
     pub(crate) fn find_data_block(
         &self,
+        pinned: &Pinned,
         target: &[u8],
         fill_cache: bool,
     ) -> Result<Option<BlockHandle>> {
         let mut handle = self.footer.index;
         for depth in 0..self.footer.index_depth {
             let found = if depth == 0 {
-                let root = self.index_root()?;
-                match root.settled(target) {
+                match pinned.root.settled(target) {
                     Some(settled) => settled,
-                    None => self.seek_index(&root.block, handle, target)?,
+                    None => self.seek_index(&pinned.root.block, handle, target)?,
                 }
             } else {
                 let block = self.read_block(handle, fill_cache)?;
@@ -353,15 +433,16 @@ impl Table {
 
     /// The first entry at or after `lookup` if it has the same user key.
     pub(crate) fn get(
-        &self,
+        self: &Arc<Self>,
         lookup: &[u8],
         user_key: &[u8],
         fill_cache: bool,
     ) -> Result<Option<TableEntry>> {
-        if !self.filter()?.may_contain(user_key) {
+        let pinned = self.pinned()?;
+        if !pinned.filter.may_contain(user_key) {
             return Ok(None);
         }
-        let Some(handle) = self.find_data_block(lookup, fill_cache)? else {
+        let Some(handle) = self.find_data_block(&pinned, lookup, fill_cache)? else {
             return Ok(None);
         };
         // A cached block is searched where it lies, under the cache's read lock.
@@ -461,7 +542,7 @@ impl Table {
     /// Verifies the checksum of every block and the order of every key (for `check`);
     /// returns the number of entries.
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
-        self.filter()?;
+        self.pinned()?;
         self.properties()?;
         for h in self.data_block_handles()? {
             self.read_block(h, false)?;
@@ -484,6 +565,14 @@ impl Table {
             it.next()?;
         }
         Ok(entries)
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.release(self.unpin());
+        }
     }
 }
 
@@ -543,10 +632,19 @@ impl TableIter {
         }
     }
 
+    /// A cursor over the root block of the index: the table's pinned one, or for a cursor
+    /// that does not fill the cache (a compaction's, which seeks once), one read for itself.
     fn root(&self) -> Result<(BlockIter, u64)> {
         let h = self.table.footer.index;
-        let root = self.table.index_root()?;
-        Ok((root.block.iter(compare_internal), h.offset))
+        let root = if self.fill_cache {
+            self.table.pinned()?.root.block.clone()
+        } else {
+            match self.table.pinned.load().as_deref() {
+                Some(p) => p.root.block.clone(),
+                None => Arc::new(self.table.read_root()?),
+            }
+        };
+        Ok((root.iter(compare_internal), h.offset))
     }
 
     /// After the data cursor ran off one end, moves to the neighbouring data block.
@@ -659,6 +757,7 @@ mod tests {
     use super::*;
     use crate::fs::{FileSystem, MemFs};
     use crate::key::{SeqNo, ValueKind, internal_key, lookup_key};
+    use crate::sstable::pinned::PinBudget;
 
     fn build(n: u32, kind: IndexKind, compression: Compression) -> (MemFs, Arc<Table>) {
         let fs = MemFs::new();
@@ -741,6 +840,49 @@ mod tests {
                 assert!(t.verify().unwrap() == u64::from(n));
             }
         }
+    }
+
+    #[test]
+    fn tables_over_the_pin_budget_let_their_blocks_go_and_read_them_again() {
+        let n = 500;
+        let (fs, t) = build(n, IndexKind::Flat, Compression::None);
+        let one = t.pinned().unwrap().size();
+        drop(t);
+        // Room for two tables' blocks, among six.
+        let budget = Arc::new(PinBudget::new(2 * one + one / 2));
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let path = Path::new("/t/1.sst");
+        let tables: Vec<Arc<Table>> = (1..=6)
+            .map(|i| {
+                let t = Table::open(fs.open(path).unwrap(), path, FileNumber(i), cache.clone());
+                Arc::new(t.unwrap().with_budget(&budget))
+            })
+            .collect();
+        for round in 0..3 {
+            for (j, t) in tables.iter().enumerate() {
+                for i in (round..n).step_by(7) {
+                    let uk = format!("key{:06}", i * 2);
+                    let lookup = lookup_key(uk.as_bytes(), SeqNo::MAX);
+                    let e = t.get(&lookup, uk.as_bytes(), true).unwrap().unwrap();
+                    assert_eq!(e.value, format!("value{i}").as_bytes());
+                }
+                assert!(
+                    budget.held() <= 2 * one + one / 2,
+                    "table {j}: {}",
+                    budget.held()
+                );
+            }
+        }
+        let holding = tables.iter().filter(|t| t.pinned.load().is_some()).count();
+        assert_eq!(holding, 2, "the two tables used last hold their blocks");
+        assert_eq!(budget.held(), 2 * one);
+        // A lookup's hold outlives the table's: the blocks stay readable after they are let go.
+        let held = tables[5].pinned().unwrap();
+        assert_eq!(tables[5].unpin(), one);
+        budget.release(one);
+        assert!(held.filter().may_contain(b"key000004"));
+        drop(tables);
+        assert_eq!(budget.held(), 0, "closed tables give their bytes back");
     }
 
     #[test]

@@ -13,10 +13,10 @@ use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::{FileNumber, Level, NUM_LEVELS, compare_internal, user_key};
 use crate::sstable::block::Block;
-use crate::sstable::filter::BloomFilter;
 use crate::sstable::format::BlockHandle;
 use crate::sstable::mapped::MappedPages;
-use crate::sstable::reader::{Table, TableEntry};
+use crate::sstable::pinned::PinBudget;
+use crate::sstable::reader::{PinnedRef, Table, TableEntry};
 
 /// Where the tables of one database live, and how they are opened.
 pub(crate) struct TableStore {
@@ -24,6 +24,7 @@ pub(crate) struct TableStore {
     pub dir: PathBuf,
     pub cache: Arc<BlockCache>,
     pub mapped: Arc<MappedPages>,
+    pub pins: Arc<PinBudget>,
 }
 
 impl TableStore {
@@ -117,11 +118,6 @@ impl FileMeta {
     }
 
     /// The open table, opened on first use.
-    /// Bytes the open table holds outside the block cache (0 while it is not open).
-    pub(crate) fn pinned_bytes(&self) -> u64 {
-        self.table.get().map_or(0, |t| t.pinned_bytes() as u64)
-    }
-
     pub(crate) fn table(&self) -> Result<&Arc<Table>> {
         if let Some(t) = self.table.get() {
             return Ok(t);
@@ -133,7 +129,8 @@ impl FileMeta {
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
         let table = Table::open(file, &path, self.number, self.store.cache.clone())?
-            .with_mapping(&self.store.mapped);
+            .with_mapping(&self.store.mapped)
+            .with_budget(&self.store.pins);
         // A racing opener may have won; either table is equally good.
         let _ = self.table.set(Arc::new(table));
         self.table
@@ -209,7 +206,7 @@ pub(crate) struct Probes<'a> {
     charges: Vec<ReadCharge<'a>>,
     /// (key, file): the file of the current level or level-0 file that may hold the key.
     files: Vec<(usize, &'a Arc<FileMeta>)>,
-    tables: Vec<(usize, &'a Table, &'a BloomFilter)>,
+    tables: Vec<(usize, &'a Table, PinnedRef)>,
     handles: Vec<(usize, &'a Table, BlockHandle)>,
     blocks: Vec<(usize, &'a Table, BlockHandle, Arc<Block>)>,
 }
@@ -235,18 +232,19 @@ impl<'a> Probes<'a> {
         };
         self.tables.clear();
         for &(i, f) in &self.files {
-            match f.table().and_then(|t| Ok((t, t.filter()?))) {
-                Ok((t, filter)) => {
-                    filter.prefetch(key(i));
-                    self.tables.push((i, t, filter));
+            match f.table().and_then(|t| Ok((t, t.pinned()?))) {
+                Ok((t, pinned)) => {
+                    pinned.filter().prefetch(key(i));
+                    self.tables.push((i, t, pinned));
                 }
                 Err(e) => fail(i, e),
             }
         }
         self.handles.clear();
-        for &(i, t, filter) in &self.tables {
-            if filter.may_contain(key(i)) {
-                match t.find_data_block(lookup(i), fill_cache) {
+        // Each key's hold on its table's pinned blocks ends with this step.
+        for (i, t, pinned) in self.tables.drain(..) {
+            if pinned.filter().may_contain(key(i)) {
+                match t.find_data_block(&pinned, lookup(i), fill_cache) {
                     Ok(Some(h)) => self.handles.push((i, t, h)),
                     Ok(None) => {}
                     Err(e) => fail(i, e),

@@ -20,6 +20,8 @@ pub fn tiny_options(fs: Option<MemFs>, size_ratio: u64) -> Options {
         level0_slowdown_trigger: 4,
         level0_stop_trigger: 8,
         block_cache_bytes: 64 * 1024,
+        // A few tables' filters and root indexes: lookups keep reading them again.
+        table_pinned_bytes: 2048,
         // Four 64 KiB windows: on a real file system, scans release mapped pages often.
         table_map_bytes: 256 * 1024,
         // Tests that look at the tree's shape must not find it merged behind their back;
