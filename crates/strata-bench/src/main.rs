@@ -58,6 +58,10 @@ struct Cli {
     write_buffer_size: usize,
     #[arg(long, default_value_t = 4096)]
     block_size: usize,
+    /// Strata only: bytes of Bloom filters and root index blocks its open tables may hold
+    /// (default: Strata's, 32 MiB).
+    #[arg(long)]
+    table_pinned_bytes: Option<usize>,
     /// Sync every write (as fillsync does).
     #[arg(long)]
     sync: bool,
@@ -100,6 +104,7 @@ fn settings(cli: &Cli) -> Settings {
         bloom_bits: cli.bloom_bits,
         block_size: cli.block_size,
         compression: cli.compression_type.clone(),
+        table_pinned_bytes: cli.table_pinned_bytes,
     }
 }
 

@@ -21,6 +21,10 @@ pub struct Settings {
     pub block_size: usize,
     /// `none`, `lz4` or `zstd`.
     pub compression: String,
+    /// Strata's budget for the filters and root indexes open tables hold
+    /// (`Options::table_pinned_bytes`). The other engines keep theirs by their own defaults:
+    /// RocksDB holds every open table's, LevelDB those of up to 1,000 open tables.
+    pub table_pinned_bytes: Option<usize>,
 }
 
 /// A key-value engine as the benchmarks use it.

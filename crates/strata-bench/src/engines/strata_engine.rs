@@ -24,13 +24,15 @@ impl StrataEngine {
                 ));
             }
         };
+        let defaults = Options::default();
         let opts = Options {
             write_buffer_size: s.write_buffer_size,
             block_cache_bytes: s.cache_size,
             bloom_bits_per_key: s.bloom_bits,
             block_size: s.block_size,
             compression,
-            ..Options::default()
+            table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
+            ..defaults
         };
         Ok(StrataEngine {
             db: Db::open(dir, opts).map_err(err)?,
