@@ -330,6 +330,7 @@ mod mapped {
     use std::fs::{File, OpenOptions};
     use std::io;
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
     use std::path::Path;
     use std::ptr;
 
@@ -345,6 +346,11 @@ mod mapped {
         chunk_start: u64,
         /// Bytes appended.
         len: u64,
+        /// True when the last record was synced rather than flushed: the next is written with
+        /// `pwrite`, not stored into the mapping. `fdatasync` write-protects the pages it
+        /// cleans, and the first store into one faults into the file system, which cost more
+        /// than the system call (a synced 140-byte record: 6,390 against 6,770 per second).
+        after_sync: bool,
     }
 
     // SAFETY: the mapping is owned by this value alone and touched only through `&mut self`.
@@ -366,6 +372,7 @@ mod mapped {
                 map: ptr::null_mut(),
                 chunk_start: 0,
                 len: 0,
+                after_sync: false,
             };
             match log.map_chunk(0) {
                 Ok(()) => Ok(Some(log)),
@@ -434,8 +441,13 @@ mod mapped {
                 let at = (self.len - self.chunk_start) as usize;
                 let n = data.len().min(CHUNK - at);
                 let (head, _) = data.split_at(n);
-                // SAFETY: `at + n <= CHUNK`, inside the mapping, which the file covers.
-                unsafe { copy_in_order(head, self.map.add(at)) };
+                if self.after_sync {
+                    // Within the reserved chunk: the file's length does not change.
+                    self.file.write_all_at(head, self.len)?;
+                } else {
+                    // SAFETY: `at + n <= CHUNK`, inside the mapping, which the file covers.
+                    unsafe { copy_in_order(head, self.map.add(at)) };
+                }
                 self.len += n as u64;
                 data = data.get(n..).unwrap_or_default();
             }
@@ -444,11 +456,13 @@ mod mapped {
 
         fn flush(&mut self) -> io::Result<()> {
             // Stores into a shared mapping are in the page cache already.
+            self.after_sync = false;
             Ok(())
         }
 
         fn sync(&mut self) -> io::Result<()> {
             // On Linux, fdatasync writes back pages dirtied through a mapping too.
+            self.after_sync = true;
             self.file.sync_data()
         }
     }
@@ -796,7 +810,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_mapped_log_keeps_every_byte_across_chunks_and_ends_at_its_length() {
+    fn a_mapped_log_keeps_every_byte_across_chunks_and_ends_at_its_length_synced_or_not() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         let mut expect = Vec::new();
@@ -807,10 +821,13 @@ mod tests {
                 let piece: Vec<u8> = (0..(i * 37) % 3001 + 1).map(|j| (i + j) as u8).collect();
                 log.append(&piece).unwrap();
                 expect.extend_from_slice(&piece);
-                if i % 500 == 0 {
+                // Synced and flushed records mixed: a record after a synced one is written
+                // with pwrite, one after a flushed one stored into the mapping.
+                if i % 3 == 0 {
                     log.sync().unwrap();
+                } else {
+                    log.flush().unwrap();
                 }
-                log.flush().unwrap();
             }
             assert!(expect.len() > 2 * mapped::CHUNK);
             // While the log is open, the bytes are readable by others, zeros after them.
