@@ -349,7 +349,8 @@ mod mapped {
         /// True when the last record was synced rather than flushed: the next is written with
         /// `pwrite`, not stored into the mapping. `fdatasync` write-protects the pages it
         /// cleans, and the first store into one faults into the file system, which cost more
-        /// than the system call (a synced 140-byte record: 6,390 against 6,770 per second).
+        /// than the system call (fillsync: 6,678 writes a second stored, 7,038 written; see
+        /// docs/BENCHMARKS.md).
         after_sync: bool,
     }
 

@@ -89,9 +89,9 @@ struct RootIndex {
 }
 
 impl RootIndex {
-    /// Decodes the handles of `block`; a block that does not restart at every entry, or holds an entry
-    /// that does not decode, is searched whole instead (and the damage reported by the
-    /// lookups that reach it).
+    /// Decodes the handles of `block`; a block that does not restart at every entry, or holds
+    /// an entry that does not decode, is searched whole instead (and the damage reported by
+    /// the lookups that reach it).
     fn new(block: Block) -> RootIndex {
         let block = Arc::new(block);
         let mut handles = Vec::with_capacity(block.num_restarts());
@@ -511,6 +511,7 @@ impl Table {
         TableIter {
             table: self.clone(),
             fill_cache,
+            root: None,
             stack: Vec::new(),
             data: None,
         }
@@ -580,6 +581,8 @@ impl Drop for Table {
 pub(crate) struct TableIter {
     table: Arc<Table>,
     fill_cache: bool,
+    /// The root block of the index, kept from the first seek for the cursor's next ones.
+    root: Option<Arc<Block>>,
     /// One cursor per index level, root first, with the offset of its block.
     stack: Vec<(BlockIter, u64)>,
     data: Option<(BlockIter, u64)>,
@@ -632,10 +635,14 @@ impl TableIter {
         }
     }
 
-    /// A cursor over the root block of the index: the table's pinned one, or for a cursor
-    /// that does not fill the cache (a compaction's, which seeks once), one read for itself.
-    fn root(&self) -> Result<(BlockIter, u64)> {
-        let h = self.table.footer.index;
+    /// A cursor over the root block of the index. The first seek takes the table's pinned
+    /// one; a cursor that does not fill the cache (a compaction's) reads one for itself
+    /// rather than pin it, unless the table holds it already. Later seeks reuse it.
+    fn root(&mut self) -> Result<(BlockIter, u64)> {
+        let offset = self.table.footer.index.offset;
+        if let Some(root) = &self.root {
+            return Ok((root.iter(compare_internal), offset));
+        }
         let root = if self.fill_cache {
             self.table.pinned()?.root.block.clone()
         } else {
@@ -644,7 +651,9 @@ impl TableIter {
                 None => Arc::new(self.table.read_root()?),
             }
         };
-        Ok((root.iter(compare_internal), h.offset))
+        let it = root.iter(compare_internal);
+        self.root = Some(root);
+        Ok((it, offset))
     }
 
     /// After the data cursor ran off one end, moves to the neighbouring data block.
