@@ -62,6 +62,10 @@ struct Cli {
     /// (default: Strata's, 32 MiB).
     #[arg(long)]
     table_pinned_bytes: Option<usize>,
+    /// Strata only: B-tree indexes and partitioned Bloom filters (as RocksDB's flag of the
+    /// name), so that open tables hold only the roots of both.
+    #[arg(long)]
+    partition_index_and_filters: bool,
     /// Sync every write (as fillsync does).
     #[arg(long)]
     sync: bool,
@@ -105,6 +109,7 @@ fn settings(cli: &Cli) -> Settings {
         block_size: cli.block_size,
         compression: cli.compression_type.clone(),
         table_pinned_bytes: cli.table_pinned_bytes,
+        partition_index_and_filters: cli.partition_index_and_filters,
     }
 }
 

@@ -5,7 +5,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
-use strata::{Db, IndexKind, Options, ReadOptions};
+use strata::{Db, FilterKind, IndexKind, Options, ReadOptions};
 
 use crate::text::{show, split_words};
 
@@ -19,6 +19,7 @@ commands:
   scan <start> <end> [limit]    keys in [start, end) in order (limit 50 by default)
   rscan <start> <end> [limit]   the same in reverse order
   index <flat|btree>            the index new SST files get (compact to rewrite old ones)
+  filter <whole|partitioned>    the Bloom filter new SST files get (likewise)
   flush                         write the memtable to an SST
   compact                       compact the whole database
   stats                         levels, amplification, cache
@@ -227,6 +228,21 @@ impl Shell {
                     self.open(dir, None)?;
                 }
                 println!("new SST files get a {kind:?} index; `compact` rewrites the old ones");
+            }
+            "filter" => {
+                want(1..=1, "filter <whole|partitioned>")?;
+                let kind = match text(&args[0]).as_str() {
+                    "whole" => FilterKind::Whole,
+                    "partitioned" => FilterKind::Partitioned,
+                    other => {
+                        return Err(format!("unknown filter {other:?} (whole or partitioned)"));
+                    }
+                };
+                self.options.filter_kind = kind;
+                if let Some(dir) = self.dir.clone() {
+                    self.open(dir, None)?;
+                }
+                println!("new SST files get a {kind:?} filter; `compact` rewrites the old ones");
             }
             "flush" => {
                 want(0..=0, "flush")?;

@@ -131,7 +131,7 @@ fn shell_runs_a_script_from_stdin() {
     let (_t, db) = db_dir();
     let script = format!(
         "open {db}\nput a 1\nput \"b c\" \"two\\x00\"\nput d 4\nget a\nget \"b c\"\nget zz\n\
-         scan a z\nrscan a z 2\ndel a\nget a\nbogus\nput onlykey\nindex btree\nflush\ncompact\nget d\nclose\nget d\nquit\n"
+         scan a z\nrscan a z 2\ndel a\nget a\nbogus\nput onlykey\nindex btree\nfilter partitioned\nfilter some\nflush\ncompact\nget d\nclose\nget d\nquit\n"
     );
     let o = strata_stdin(&["shell"], &script);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -143,6 +143,8 @@ fn shell_runs_a_script_from_stdin() {
          error: unknown command \"bogus\" (type `help`)\n\
          error: usage: put <key> <value>\n\
          new SST files get a BTree index; `compact` rewrites the old ones\n\
+         new SST files get a Partitioned filter; `compact` rewrites the old ones\n\
+         error: unknown filter \"some\" (whole or partitioned)\n\
          ok\nok\n4\nclosed\n\
          error: no database is open (use `open <dir>`)\n"
     );

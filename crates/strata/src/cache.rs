@@ -1,6 +1,7 @@
-//! The block cache (the buffer pool): decoded data blocks and lower index blocks, bounded in
-//! bytes, split into shards that each evict with the CLOCK algorithm. (Filters and root index
-//! blocks are held by their open tables instead.)
+//! The block cache (the buffer pool): decoded data blocks, lower index blocks and the
+//! partitions of partitioned filters, bounded in bytes, split into shards that each evict
+//! with the CLOCK algorithm. (Whole filters, filter indexes and root index blocks are held by
+//! their open tables instead.)
 //!
 //! A lookup takes its shard's lock for reading only and marks the entry referenced with an
 //! atomic; an insert takes the write lock and sweeps the clock hand, giving each referenced

@@ -274,6 +274,7 @@ impl Db {
             bloom_bits_per_key: options.bloom_bits_per_key,
             compression: options.compression,
             index_kind: options.index_kind,
+            filter_kind: options.filter_kind,
         };
         let counters = Counters::default();
 

@@ -198,14 +198,14 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
         FileKind::Sst => {
             let table = open_table(&fs, path)?;
             let footer = table.footer();
-            dump.summary.push((
-                "format".into(),
-                format!("SST v{}", crate::sstable::format::TABLE_FORMAT_VERSION),
-            ));
+            dump.summary
+                .push(("format".into(), format!("SST v{}", footer.version())));
             dump.summary.push((
                 "index".into(),
                 format!("{:?}, depth {}", footer.index_kind, footer.index_depth),
             ));
+            dump.summary
+                .push(("filter".into(), format!("{:?}", footer.filter_kind)));
             for (name, value) in table.properties()? {
                 dump.summary.push((name, value.to_string()));
             }

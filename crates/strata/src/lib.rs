@@ -62,5 +62,5 @@ pub use fs::{FileLock, FileSystem, MemFs, RandomAccessFile, StdFs, WritableFile}
 pub use log::RecoveryMode;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
-pub use sstable::{Compression, IndexKind};
+pub use sstable::{Compression, FilterKind, IndexKind};
 pub use stats::{FileInfo, LevelStats, Stats};

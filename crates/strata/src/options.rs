@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::fs::{FileSystem, StdFs};
 use crate::log::RecoveryMode;
 use crate::snapshot::Snapshot;
-use crate::sstable::{Compression, IndexKind};
+use crate::sstable::{Compression, FilterKind, IndexKind};
 
 /// How a database is opened and shaped. `Options::default()` suits most uses.
 ///
@@ -44,6 +44,13 @@ pub struct Options {
     pub compression: Compression,
     /// How SST indexes are stored and searched (flat, binary-searched).
     pub index_kind: IndexKind,
+    /// How SST Bloom filters are stored (whole). With [`FilterKind::Partitioned`] and
+    /// [`IndexKind::BTree`], an open table holds only two small blocks, the roots of its
+    /// index and of its filter's partitions, and the rest goes through the block cache: for
+    /// a database whose filters and indexes are much larger than
+    /// [`Options::table_pinned_bytes`], random lookups then read a few small blocks rather
+    /// than whole filters and indexes again (docs/BENCHMARKS.md).
+    pub filter_kind: FilterKind,
     /// Bytes of the block cache for data blocks and lower index levels (8 MiB). Open tables
     /// hold their Bloom filters and root index blocks besides, under
     /// [`Options::table_pinned_bytes`].
@@ -116,6 +123,7 @@ impl std::fmt::Debug for Options {
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
             .field("index_kind", &self.index_kind)
+            .field("filter_kind", &self.filter_kind)
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("table_pinned_bytes", &self.table_pinned_bytes)
             .field("table_map_bytes", &self.table_map_bytes)
@@ -137,6 +145,7 @@ impl Default for Options {
             bloom_bits_per_key: 10,
             compression: Compression::None,
             index_kind: IndexKind::Flat,
+            filter_kind: FilterKind::Whole,
             block_cache_bytes: 8 << 20,
             table_pinned_bytes: 32 << 20,
             table_map_bytes: 32 << 20,

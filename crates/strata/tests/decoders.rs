@@ -12,40 +12,49 @@ fn cases() -> u32 {
         .unwrap_or(3000)
 }
 
-/// A real SST, WAL and MANIFEST to mutate, made once.
+/// Real SSTs (with a whole filter and with a partitioned one), WALs and MANIFESTs to mutate,
+/// made once.
 fn samples() -> &'static Vec<(String, Vec<u8>)> {
     static SAMPLES: std::sync::OnceLock<Vec<(String, Vec<u8>)>> = std::sync::OnceLock::new();
     SAMPLES.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let db = strata::Db::open(
-            dir.path(),
-            strata::Options {
-                block_size: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        for i in 0..300u32 {
-            db.put(
-                format!("key{i:04}").as_bytes(),
-                format!("value{i}").as_bytes(),
-            )
-            .unwrap();
-        }
-        db.flush().unwrap();
-        db.put(b"after", b"flush").unwrap();
-        db.delete(b"key0001").unwrap();
-        drop(db);
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(dir.path()).unwrap() {
-            let p = e.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().to_string();
-            if name.ends_with(".sst") || name.ends_with(".wal") || name.starts_with("MANIFEST") {
-                out.push((name, std::fs::read(&p).unwrap()));
-            }
-        }
+        let whole = strata::Options {
+            block_size: 256,
+            ..Default::default()
+        };
+        let partitioned = strata::Options {
+            index_kind: strata::IndexKind::BTree,
+            filter_kind: strata::FilterKind::Partitioned,
+            ..whole.clone()
+        };
+        let mut out = sample_files(whole);
+        out.extend(sample_files(partitioned));
         out
     })
+}
+
+fn sample_files(options: strata::Options) -> Vec<(String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let db = strata::Db::open(dir.path(), options).unwrap();
+    for i in 0..300u32 {
+        db.put(
+            format!("key{i:04}").as_bytes(),
+            format!("value{i}").as_bytes(),
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    db.put(b"after", b"flush").unwrap();
+    db.delete(b"key0001").unwrap();
+    drop(db);
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".sst") || name.ends_with(".wal") || name.starts_with("MANIFEST") {
+            out.push((name, std::fs::read(&p).unwrap()));
+        }
+    }
+    out
 }
 
 fn run_all(data: &[u8]) {

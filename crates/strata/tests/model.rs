@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use proptest::prelude::*;
-use strata::{Db, IndexKind, MemFs, ReadOptions, WriteBatch, WriteOptions};
+use strata::{Db, FilterKind, IndexKind, MemFs, ReadOptions, WriteBatch, WriteOptions};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -136,11 +136,24 @@ struct Harness {
     snapshots: Vec<(strata::Snapshot, Model)>,
     size_ratio: u64,
     index: IndexKind,
+    filter: FilterKind,
+}
+
+/// Options whose filters are partitioned, with the index they go with, and partitions of
+/// about 32 keys: several to each of the tests' small tables.
+fn partitioned(mut o: strata::Options) -> strata::Options {
+    o.index_kind = IndexKind::BTree;
+    o.filter_kind = FilterKind::Partitioned;
+    o.bloom_bits_per_key = o.block_size * 8 / 32;
+    o
 }
 
 impl Harness {
     fn options(&self) -> strata::Options {
         let mut o = common::tiny_options(Some(self.fs.clone()), self.size_ratio);
+        if self.filter == FilterKind::Partitioned {
+            o = partitioned(o);
+        }
         o.index_kind = self.index;
         // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
@@ -270,7 +283,7 @@ impl Harness {
     }
 }
 
-fn run_ops(ops: &[Op], size_ratio: u64, index: IndexKind) {
+fn run_ops(ops: &[Op], size_ratio: u64, index: IndexKind, filter: FilterKind) {
     let fs = MemFs::new();
     let mut h = Harness {
         fs,
@@ -279,6 +292,7 @@ fn run_ops(ops: &[Op], size_ratio: u64, index: IndexKind) {
         snapshots: Vec::new(),
         size_ratio,
         index,
+        filter,
     };
     h.db = Some(Db::open(Path::new("/db"), h.options()).unwrap());
     for op in ops {
@@ -303,12 +317,17 @@ proptest! {
 
     #[test]
     fn engine_matches_model_ratio_2(ops in proptest::collection::vec(op_strategy(120), 1..120)) {
-        run_ops(&ops, 2, IndexKind::Flat);
+        run_ops(&ops, 2, IndexKind::Flat, FilterKind::Whole);
     }
 
     #[test]
     fn engine_matches_model_ratio_10_btree(ops in proptest::collection::vec(op_strategy(60), 1..120)) {
-        run_ops(&ops, 10, IndexKind::BTree);
+        run_ops(&ops, 10, IndexKind::BTree, FilterKind::Whole);
+    }
+
+    #[test]
+    fn engine_matches_model_partitioned_filters(ops in proptest::collection::vec(op_strategy(60), 1..120)) {
+        run_ops(&ops, 4, IndexKind::BTree, FilterKind::Partitioned);
     }
 }
 
@@ -319,7 +338,8 @@ fn long_random_runs_reach_deep_levels() {
     let seed = common::seed("long_random_runs_reach_deep_levels");
     let mut rng = common::Rng(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = common::tiny_options(None, 2);
+    // Partitioned filters: their partitions are read through the mappings of real files.
+    let mut opts = partitioned(common::tiny_options(None, 2));
     opts.write_buffer_size = 8 * 1024;
     let mut db = Db::open(dir.path(), opts.clone()).unwrap();
     let mut model = Model::new();

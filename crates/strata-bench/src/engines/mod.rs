@@ -25,6 +25,9 @@ pub struct Settings {
     /// (`Options::table_pinned_bytes`). The other engines keep theirs by their own defaults:
     /// RocksDB holds every open table's, LevelDB those of up to 1,000 open tables.
     pub table_pinned_bytes: Option<usize>,
+    /// Strata's B-tree index and partitioned filters (`IndexKind::BTree`,
+    /// `FilterKind::Partitioned`) rather than its defaults.
+    pub partition_index_and_filters: bool,
 }
 
 /// A key-value engine as the benchmarks use it.

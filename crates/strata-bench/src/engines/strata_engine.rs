@@ -1,6 +1,8 @@
 use std::path::Path;
 
-use strata::{Compression, Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata::{
+    Compression, Db, FilterKind, IndexKind, Options, ReadOptions, WriteBatch, WriteOptions,
+};
 
 use super::{Engine, Result, Settings};
 
@@ -25,6 +27,10 @@ impl StrataEngine {
             }
         };
         let defaults = Options::default();
+        let (index_kind, filter_kind) = match s.partition_index_and_filters {
+            true => (IndexKind::BTree, FilterKind::Partitioned),
+            false => (defaults.index_kind, defaults.filter_kind),
+        };
         let opts = Options {
             write_buffer_size: s.write_buffer_size,
             block_cache_bytes: s.cache_size,
@@ -32,6 +38,8 @@ impl StrataEngine {
             block_size: s.block_size,
             compression,
             table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
+            index_kind,
+            filter_kind,
             ..defaults
         };
         Ok(StrataEngine {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::TableOptions;
 use super::block::BlockBuilder;
 use super::filter::FilterBuilder;
-use super::format::{BlockHandle, Footer, IndexKind, block_trailer, compress_block};
+use super::format::{BlockHandle, FilterKind, Footer, IndexKind, block_trailer, compress_block};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::key::{ValueKind, parse_internal_key, user_key};
@@ -41,6 +41,9 @@ pub(crate) struct TableBuilder {
     data: BlockBuilder,
     index_entries: Vec<(Vec<u8>, BlockHandle)>,
     filter: FilterBuilder,
+    /// Partitioned filters: each partition finished so far, as the last internal key it
+    /// covers and its block, written after the data blocks.
+    partitions: Vec<(Vec<u8>, Vec<u8>)>,
     summary: TableSummary,
     raw_key_bytes: u64,
     raw_value_bytes: u64,
@@ -57,6 +60,7 @@ impl TableBuilder {
             opts,
             offset: 0,
             index_entries: Vec::new(),
+            partitions: Vec::new(),
             summary: TableSummary::default(),
             raw_key_bytes: 0,
             raw_value_bytes: 0,
@@ -101,9 +105,47 @@ impl TableBuilder {
         let last = self.data.last_key().to_vec();
         let raw = self.data.finish();
         let handle = self.write_block(&raw, self.opts.compression)?;
+        // A partition ends with a data block once it holds a block's worth of filter bits.
+        let per_partition = self.opts.block_size * 8 / self.opts.bloom_bits_per_key.max(1);
+        if self.opts.filter_kind == FilterKind::Partitioned
+            && self.filter.keys() >= per_partition.max(1)
+        {
+            self.cut_partition(last.clone());
+        }
         self.index_entries.push((last, handle));
         self.data_blocks += 1;
         Ok(())
+    }
+
+    /// Ends the filter partition of the keys added since the last one; `last` is the last
+    /// internal key it covers. A partition is a block of one entry, an empty key with the
+    /// filter as its value, so that it is cached and checked as every other block is.
+    fn cut_partition(&mut self, last: Vec<u8>) {
+        let bits = self.filter.finish();
+        let mut block = BlockBuilder::new(1);
+        block.add(&[], &bits);
+        self.partitions.push((last, block.finish()));
+    }
+
+    /// Writes the filter: whole, or its partitions and then their index, whose handle the
+    /// footer keeps.
+    fn write_filter(&mut self) -> Result<BlockHandle> {
+        if self.opts.filter_kind == FilterKind::Whole {
+            let filter = self.filter.finish();
+            return self.write_block(&filter, super::Compression::None);
+        }
+        if self.filter.keys() > 0 {
+            self.cut_partition(self.summary.largest.clone());
+        }
+        let mut index = BlockBuilder::new(1);
+        for (last, block) in std::mem::take(&mut self.partitions) {
+            let handle = self.write_block(&block, super::Compression::None)?;
+            let mut v = Vec::with_capacity(20);
+            handle.encode_varint(&mut v);
+            index.add(&last, &v);
+        }
+        let raw = index.finish();
+        self.write_block(&raw, super::Compression::None)
     }
 
     fn write_block(&mut self, raw: &[u8], compression: super::Compression) -> Result<BlockHandle> {
@@ -165,8 +207,8 @@ impl TableBuilder {
     pub(crate) fn finish(mut self) -> Result<TableSummary> {
         self.flush_data_block()?;
         let data_bytes = self.offset;
-        let filter = self.filter.finish();
-        let filter_handle = self.write_block(&filter, super::Compression::None)?;
+        let filter_handle = self.write_filter()?;
+        let filter_bytes = self.offset - data_bytes;
         let index_start = self.offset;
         let (index_handle, index_depth) = self.write_index()?;
         let index_bytes = self.offset - index_start;
@@ -177,7 +219,7 @@ impl TableBuilder {
             (prop::DATA_BYTES, data_bytes),
             (prop::DELETIONS, self.summary.deletions),
             (prop::ENTRIES, self.summary.entries),
-            (prop::FILTER_BYTES, filter.len() as u64),
+            (prop::FILTER_BYTES, filter_bytes),
             (prop::INDEX_BYTES, index_bytes),
             (prop::RAW_KEY_BYTES, self.raw_key_bytes),
             (prop::RAW_VALUE_BYTES, self.raw_value_bytes),
@@ -196,6 +238,7 @@ impl TableBuilder {
             properties: props_handle,
             index_kind: self.opts.index_kind,
             index_depth,
+            filter_kind: self.opts.filter_kind,
         };
         self.append(&footer.encode())?;
         self.file

@@ -1,4 +1,4 @@
-//! The Bloom filter of an SST: one filter over every user key of the file.
+//! The Bloom filters of an SST: one over every user key of the file, or one per partition.
 //!
 //! Layout: `bits: ceil(m / 8) bytes | k: u8`. Probe `i` of a key sets bit
 //! `(h1 + i * h2) mod m`, with `h1`, `h2` the halves of the key's 64-bit hash.
@@ -48,6 +48,12 @@ impl FilterBuilder {
         }
     }
 
+    /// Distinct keys added since the last [`FilterBuilder::finish`] (a key added twice in a
+    /// row counts once).
+    pub(crate) fn keys(&self) -> usize {
+        self.hashes.len()
+    }
+
     pub(crate) fn add_key(&mut self, user_key: &[u8]) {
         let h = hash64(user_key);
         if self.hashes.last() != Some(&h) {
@@ -80,7 +86,7 @@ impl FilterBuilder {
     }
 }
 
-/// A decoded filter.
+/// A decoded filter that owns its bytes.
 pub(crate) struct BloomFilter {
     data: Vec<u8>,
     bits: u64,
@@ -89,11 +95,8 @@ pub(crate) struct BloomFilter {
 
 impl BloomFilter {
     pub(crate) fn new(mut data: Vec<u8>) -> Result<BloomFilter, DecodeError> {
-        let k = data.pop().ok_or(DecodeError("empty filter"))?;
-        if k == 0 || k > 30 || data.is_empty() {
-            return Err(DecodeError("filter has a bad probe count or no bits"));
-        }
-        let bits = data.len() as u64 * 8;
+        let FilterRef { bits, k, .. } = FilterRef::new(&data)?;
+        data.pop();
         Ok(BloomFilter { data, bits, k })
     }
 
@@ -102,7 +105,39 @@ impl BloomFilter {
         self.data.len()
     }
 
-    /// Hints that [`BloomFilter::may_contain`] of `user_key` will come soon: asks for the
+    /// The filter, borrowed.
+    pub(crate) fn view(&self) -> FilterRef<'_> {
+        FilterRef {
+            data: &self.data,
+            bits: self.bits,
+            k: self.k,
+        }
+    }
+}
+
+/// A decoded filter over borrowed bytes (a partition in a cached block).
+#[derive(Clone, Copy)]
+pub(crate) struct FilterRef<'a> {
+    data: &'a [u8],
+    bits: u64,
+    k: u8,
+}
+
+impl<'a> FilterRef<'a> {
+    /// The filter stored in `stored` (`bits | k`).
+    pub(crate) fn new(stored: &'a [u8]) -> Result<FilterRef<'a>, DecodeError> {
+        let (&k, data) = stored.split_last().ok_or(DecodeError("empty filter"))?;
+        if k == 0 || k > 30 || data.is_empty() {
+            return Err(DecodeError("filter has a bad probe count or no bits"));
+        }
+        Ok(FilterRef {
+            data,
+            bits: data.len() as u64 * 8,
+            k,
+        })
+    }
+
+    /// Hints that [`FilterRef::may_contain`] of `user_key` will come soon: asks for the
     /// line of every bit it probes.
     pub(crate) fn prefetch(&self, user_key: &[u8]) {
         let h = hash64(user_key);
@@ -144,7 +179,7 @@ mod tests {
         }
         let f = BloomFilter::new(b.finish()).unwrap();
         for i in 0..10_000u32 {
-            assert!(f.may_contain(&i.to_be_bytes()));
+            assert!(f.view().may_contain(&i.to_be_bytes()));
         }
     }
 
@@ -159,7 +194,7 @@ mod tests {
             let f = BloomFilter::new(b.finish()).unwrap();
             let probes = 100_000u64;
             let fp = (0..probes)
-                .filter(|i| f.may_contain(format!("other{i:014}").as_bytes()))
+                .filter(|i| f.view().may_contain(format!("other{i:014}").as_bytes()))
                 .count() as f64
                 / probes as f64;
             let k = f.k as f64;

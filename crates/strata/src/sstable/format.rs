@@ -4,7 +4,8 @@
 //! data block 0 | trailer
 //! ...
 //! data block n | trailer
-//! filter block | trailer          Bloom filter over every user key of the file
+//! filter block | trailer          whole: Bloom filter over every user key of the file
+//!                                 partitioned: the partitions, then their index block
 //! index blocks | trailer each     flat: one block; B-tree: leaves, inner levels, root last
 //! properties   | trailer
 //! footer (FOOTER_BYTES)
@@ -14,10 +15,13 @@
 //! stored (possibly compressed) block bytes and the compression byte.
 //!
 //! The footer is `filter handle | index root handle | properties handle` (each `offset: u64 LE,
-//! size: u64 LE`), `index_kind: u8`, `index_depth: u8`, two reserved zero bytes,
-//! `masked_crc32c(u32 LE)`, `format_version: u32 LE`, `magic: u64 LE`. The checksum covers
-//! the 52 bytes before it and the version and magic after it, so that a damaged version
-//! number reads as damage, and only an intact footer of a newer version as unsupported.
+//! size: u64 LE`), `index_kind: u8`, `index_depth: u8`, `filter_kind: u8` (version 2; zero
+//! in version 1), a reserved zero byte, `masked_crc32c(u32 LE)`, `format_version: u32 LE`,
+//! `magic: u64 LE`. The checksum covers the 52 bytes before it and the version and magic
+//! after it, so that a damaged version number reads as damage, and only an intact footer of
+//! a newer version as unsupported. A file with a whole filter is written as version 1, which
+//! every release reads; one with a partitioned filter as version 2, which a release that
+//! would take its filter index for a Bloom filter refuses.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -26,9 +30,9 @@ use crate::error::DecodeError;
 
 /// "STRATAst" little-endian: the last eight bytes of every SST file.
 pub(crate) const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRATAst");
-/// The SST format version written by this build. Bump when the layout changes and keep
-/// reading the old ones.
-pub(crate) const TABLE_FORMAT_VERSION: u32 = 1;
+/// The SST format versions this build reads and writes: 1, and 2 for files whose filter is
+/// partitioned. Bump when the layout changes and keep reading the old ones.
+const TABLE_FORMAT_VERSIONS: [u32; 2] = [1, 2];
 pub(crate) const FOOTER_BYTES: usize = 3 * 16 + 4 + 4 + 4 + 8;
 pub(crate) const BLOCK_TRAILER_BYTES: usize = 5;
 
@@ -103,6 +107,29 @@ impl IndexKind {
     }
 }
 
+/// How the Bloom filter of an SST is stored. Written to disk: discriminants are frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum FilterKind {
+    /// One filter over every key of the file, held whole by the open table.
+    #[default]
+    Whole = 0,
+    /// A filter per run of data blocks (about one block size each), found through an index
+    /// of the partitions: the open table holds only that index, and the partitions go
+    /// through the block cache.
+    Partitioned = 1,
+}
+
+impl FilterKind {
+    pub(crate) fn from_u8(b: u8) -> Option<FilterKind> {
+        match b {
+            0 => Some(FilterKind::Whole),
+            1 => Some(FilterKind::Partitioned),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Footer {
     pub filter: BlockHandle,
@@ -111,9 +138,19 @@ pub(crate) struct Footer {
     pub index_kind: IndexKind,
     /// Number of index levels from the root to the data blocks (1 for a flat index).
     pub index_depth: u8,
+    /// What `filter` points at: the whole filter, or the index of its partitions.
+    pub filter_kind: FilterKind,
 }
 
 impl Footer {
+    /// The format version of a file with this footer: the oldest that can describe it.
+    pub(crate) fn version(&self) -> u32 {
+        match self.filter_kind {
+            FilterKind::Whole => 1,
+            FilterKind::Partitioned => 2,
+        }
+    }
+
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(FOOTER_BYTES);
         for h in [self.filter, self.index, self.properties] {
@@ -122,9 +159,9 @@ impl Footer {
         }
         v.push(self.index_kind as u8);
         v.push(self.index_depth);
-        v.extend_from_slice(&[0, 0]);
+        v.extend_from_slice(&[self.filter_kind as u8, 0]);
         let mut tail = Vec::with_capacity(12);
-        put_u32(&mut tail, TABLE_FORMAT_VERSION);
+        put_u32(&mut tail, self.version());
         put_u64(&mut tail, TABLE_MAGIC);
         let crc = masked_crc(&[&v, &tail]);
         put_u32(&mut v, crc);
@@ -159,7 +196,7 @@ impl Footer {
         }
         // Checked after the checksum: a damaged version number is damage, not a newer file.
         let version = u32_at(src, FOOTER_BYTES - 12).map_err(FooterError::Damaged)?;
-        if version != TABLE_FORMAT_VERSION {
+        if !TABLE_FORMAT_VERSIONS.contains(&version) {
             return Err(FooterError::Version(version));
         }
         let mut r = Reader::new(body);
@@ -181,12 +218,17 @@ impl Footer {
         if depth == 0 {
             return Err(FooterError::Damaged(DecodeError("index depth of zero")));
         }
+        // Version 1 wrote the byte as zero, a whole filter.
+        let filter_kind = FilterKind::from_u8(body.get(50).copied().unwrap_or(u8::MAX))
+            .filter(|k| version == 2 || *k == FilterKind::Whole)
+            .ok_or(FooterError::Damaged(DecodeError("unknown filter kind")))?;
         Ok(Footer {
             filter,
             index,
             properties,
             index_kind,
             index_depth: depth,
+            filter_kind,
         })
     }
 }
@@ -284,20 +326,59 @@ mod tests {
 
     #[test]
     fn footer_round_trips_and_detects_damage() {
-        let f = Footer {
-            filter: BlockHandle { offset: 1, size: 2 },
-            index: BlockHandle { offset: 3, size: 4 },
-            properties: BlockHandle { offset: 5, size: 6 },
-            index_kind: IndexKind::BTree,
-            index_depth: 3,
-        };
-        let enc = f.encode();
-        assert_eq!(Footer::decode(&enc).unwrap(), f);
-        for i in 0..FOOTER_BYTES {
-            let mut bad = enc.clone();
-            bad[i] ^= 0x10;
-            assert!(Footer::decode(&bad).is_err(), "flip at {i} went unnoticed");
+        for filter_kind in [FilterKind::Whole, FilterKind::Partitioned] {
+            let f = Footer {
+                filter: BlockHandle { offset: 1, size: 2 },
+                index: BlockHandle { offset: 3, size: 4 },
+                properties: BlockHandle { offset: 5, size: 6 },
+                index_kind: IndexKind::BTree,
+                index_depth: 3,
+                filter_kind,
+            };
+            let enc = f.encode();
+            assert_eq!(Footer::decode(&enc).unwrap(), f);
+            for i in 0..FOOTER_BYTES {
+                let mut bad = enc.clone();
+                bad[i] ^= 0x10;
+                assert!(Footer::decode(&bad).is_err(), "flip at {i} went unnoticed");
+            }
         }
+    }
+
+    /// Re-seals a footer's checksum after its bytes were changed on purpose.
+    fn reseal(enc: &mut [u8]) {
+        let crc = masked_crc(&[&enc[..52], &enc[56..]]);
+        enc[52..56].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn the_version_names_the_filter_kinds_it_may_hold() {
+        let f = Footer {
+            filter: BlockHandle::default(),
+            index: BlockHandle::default(),
+            properties: BlockHandle::default(),
+            index_kind: IndexKind::Flat,
+            index_depth: 1,
+            filter_kind: FilterKind::Whole,
+        };
+        let whole = f.encode();
+        assert_eq!(u32_at(&whole, 56).unwrap(), 1);
+        // A version-1 footer claiming a partitioned filter is damaged, not partitioned.
+        let mut claims = whole.clone();
+        claims[50] = FilterKind::Partitioned as u8;
+        reseal(&mut claims);
+        assert!(matches!(
+            Footer::decode(&claims),
+            Err(FooterError::Damaged(_))
+        ));
+        // An intact footer of a version to come is unsupported, not damaged.
+        let mut newer = whole;
+        newer[56..60].copy_from_slice(&3u32.to_le_bytes());
+        reseal(&mut newer);
+        assert!(matches!(
+            Footer::decode(&newer),
+            Err(FooterError::Version(3))
+        ));
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub(crate) mod mapped;
 pub(crate) mod pinned;
 pub(crate) mod reader;
 
-pub use format::{Compression, IndexKind};
+pub use format::{Compression, FilterKind, IndexKind};
 
 /// How tables are built.
 #[derive(Debug, Clone)]
@@ -18,4 +18,5 @@ pub(crate) struct TableOptions {
     pub bloom_bits_per_key: usize,
     pub compression: Compression,
     pub index_kind: IndexKind,
+    pub filter_kind: FilterKind,
 }

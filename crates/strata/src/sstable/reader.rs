@@ -2,8 +2,9 @@
 //! bidirectional iteration. The filter and the root index block are read once and held by
 //! the open table, as LevelDB and RocksDB (by default) hold them: in the block cache, a stream
 //! of data blocks would evict them, and every lookup would read them again whole. A budget
-//! shared by the tables bounds what they hold ([`super::pinned`]). Data blocks, and lower
-//! index levels, come from the block cache when they are there.
+//! shared by the tables bounds what they hold ([`super::pinned`]). Data blocks, lower index
+//! levels and the partitions of a partitioned filter (whose index the table holds) come from
+//! the block cache when they are there.
 
 use std::cmp::Ordering;
 use std::ops::Deref;
@@ -14,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use arc_swap::{ArcSwapOption, Guard};
 
 use super::block::{Block, BlockData, BlockIter};
-use super::filter::BloomFilter;
+use super::filter::{BloomFilter, FilterRef};
 use super::format::{
-    BLOCK_TRAILER_BYTES, BlockHandle, Compression, FOOTER_BYTES, Footer, FooterError, check_block,
-    decompress_block, unwrap_block,
+    BLOCK_TRAILER_BYTES, BlockHandle, Compression, FOOTER_BYTES, FilterKind, Footer, FooterError,
+    check_block, decompress_block, unwrap_block,
 };
 use super::mapped::{MappedPages, MappedTable};
 use super::pinned::PinBudget;
@@ -48,17 +49,32 @@ pub(crate) struct Table {
 
 /// The blocks a lookup reads in every table it consults, held by the open table.
 pub(crate) struct Pinned {
-    filter: BloomFilter,
+    filter: PinnedFilter,
     root: RootIndex,
 }
 
+/// A table's filter as its table holds it.
+enum PinnedFilter {
+    Whole(BloomFilter),
+    /// The index of the filter's partitions, by the last internal key each covers.
+    Partitions(RootIndex),
+}
+
 impl Pinned {
-    pub(crate) fn filter(&self) -> &BloomFilter {
-        &self.filter
+    /// Hints that [`Table::may_contain`] of `user_key` will come soon, where the filter is
+    /// held whole.
+    pub(crate) fn prefetch_filter(&self, user_key: &[u8]) {
+        if let PinnedFilter::Whole(f) = &self.filter {
+            f.view().prefetch(user_key);
+        }
     }
 
     fn size(&self) -> usize {
-        self.filter.size() + self.root.size()
+        let filter = match &self.filter {
+            PinnedFilter::Whole(f) => f.size(),
+            PinnedFilter::Partitions(index) => index.size(),
+        };
+        filter + self.root.size()
     }
 }
 
@@ -345,10 +361,16 @@ impl Table {
             return Ok(PinnedRef(held));
         }
         drop(held);
-        let raw = self.read_raw(self.footer.filter)?;
-        let filter =
-            BloomFilter::new(raw).map_err(|e| e.at(&self.path, self.footer.filter.offset))?;
-        let root = self.read_root()?;
+        let at = self.footer.filter;
+        let filter = match self.footer.filter_kind {
+            FilterKind::Whole => PinnedFilter::Whole(
+                BloomFilter::new(self.read_raw(at)?).map_err(|e| e.at(&self.path, at.offset))?,
+            ),
+            FilterKind::Partitioned => {
+                PinnedFilter::Partitions(RootIndex::new(self.read_index_root(self.footer.filter)?))
+            }
+        };
+        let root = self.read_index_root(self.footer.index)?;
         let pinned = Arc::new(Pinned {
             filter,
             root: RootIndex::new(root),
@@ -362,11 +384,12 @@ impl Table {
         Ok(PinnedRef(Guard::from_inner(Some(pinned))))
     }
 
-    /// Reads the root block of the index from the file.
-    fn read_root(&self) -> Result<Block> {
-        Block::new(self.read_raw(self.footer.index)?)
+    /// Reads the root block of the index, or the index of the filter's partitions, from the
+    /// file.
+    fn read_index_root(&self, at: BlockHandle) -> Result<Block> {
+        Block::new(self.read_raw(at)?)
             .and_then(Block::with_search_heads)
-            .map_err(|e| e.at(&self.path, self.footer.index.offset))
+            .map_err(|e| e.at(&self.path, at.offset))
     }
 
     /// Clears the bit that says the pinned blocks were used since the last call; returns it.
@@ -385,6 +408,73 @@ impl Table {
             Error::Corruption { reason, .. } => Error::corruption(&self.path, offset, reason),
             other => other,
         }
+    }
+
+    /// False only when the table certainly holds no entry of `user_key` at or after `lookup`
+    /// (an internal key of `user_key`): the answer of the whole filter, or of the partition
+    /// that a seek for `lookup` lands in. A partition covers whole data blocks, and each user
+    /// key is in the partition of every block that holds one of its entries, so the entry a
+    /// lookup finds is always in the partition asked.
+    pub(crate) fn may_contain(
+        &self,
+        pinned: &Pinned,
+        lookup: &[u8],
+        user_key: &[u8],
+        fill_cache: bool,
+    ) -> Result<bool> {
+        let index = match &pinned.filter {
+            PinnedFilter::Whole(f) => return Ok(f.view().may_contain(user_key)),
+            PinnedFilter::Partitions(index) => index,
+        };
+        let found = match index.settled(lookup) {
+            Some(settled) => settled,
+            None => self.seek_index(&index.block, self.footer.filter, lookup)?,
+        };
+        // Past the last partition: every key of the table is below `lookup`.
+        let Some(handle) = found else {
+            return Ok(false);
+        };
+        let probe = |block: &Block| self.probe_partition(block, handle, user_key);
+        match self.cache.with(&(self.number.0, handle.offset), probe) {
+            Some(answer) => answer,
+            None => probe(&*self.load_block(handle, fill_cache, false)?),
+        }
+    }
+
+    /// Asks the filter partition in `block` (read from `handle`) about `user_key`.
+    fn probe_partition(&self, block: &Block, handle: BlockHandle, user_key: &[u8]) -> Result<bool> {
+        let mut it = block.iter_ref(bytewise);
+        it.seek_to_first()
+            .map_err(|e| self.with_path(e, handle.offset))?;
+        if !it.valid() {
+            return Err(Error::corruption(
+                &self.path,
+                handle.offset,
+                "filter partition without a filter",
+            ));
+        }
+        let filter = FilterRef::new(it.value()).map_err(|e| e.at(&self.path, handle.offset))?;
+        Ok(filter.may_contain(user_key))
+    }
+
+    /// The handles of a partitioned filter's partitions, in key order; none for a whole one.
+    fn filter_partition_handles(&self) -> Result<Vec<BlockHandle>> {
+        if self.footer.filter_kind == FilterKind::Whole {
+            return Ok(Vec::new());
+        }
+        let at = self.footer.filter;
+        let block = self.read_block(at, false)?;
+        let mut it = block.iter(compare_internal);
+        it.seek_to_first()
+            .map_err(|e| self.with_path(e, at.offset))?;
+        let mut out = Vec::new();
+        while it.valid() {
+            out.push(
+                BlockHandle::decode_varint(it.value()).map_err(|e| e.at(&self.path, at.offset))?,
+            );
+            it.next().map_err(|e| self.with_path(e, at.offset))?;
+        }
+        Ok(out)
     }
 
     /// Descends the index, from the root in `pinned`, to the handle of the data block that
@@ -439,7 +529,7 @@ impl Table {
         fill_cache: bool,
     ) -> Result<Option<TableEntry>> {
         let pinned = self.pinned()?;
-        if !pinned.filter.may_contain(user_key) {
+        if !self.may_contain(&pinned, lookup, user_key, fill_cache)? {
             return Ok(None);
         }
         let Some(handle) = self.find_data_block(&pinned, lookup, fill_cache)? else {
@@ -545,6 +635,9 @@ impl Table {
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
         self.pinned()?;
         self.properties()?;
+        for h in self.filter_partition_handles()? {
+            self.probe_partition(&*self.read_block(h, false)?, h, b"")?;
+        }
         for h in self.data_block_handles()? {
             self.read_block(h, false)?;
         }
@@ -648,7 +741,7 @@ impl TableIter {
         } else {
             match self.table.pinned.load().as_deref() {
                 Some(p) => p.root.block.clone(),
-                None => Arc::new(self.table.read_root()?),
+                None => Arc::new(self.table.read_index_root(self.table.footer.index)?),
             }
         };
         let it = root.iter(compare_internal);
@@ -762,45 +855,70 @@ impl InternalIterator for TableIter {
 #[cfg(test)]
 mod tests {
     use super::super::builder::TableBuilder;
-    use super::super::{Compression, IndexKind, TableOptions};
+    use super::super::{Compression, FilterKind, IndexKind, TableOptions};
     use super::*;
     use crate::fs::{FileSystem, MemFs};
     use crate::key::{SeqNo, ValueKind, internal_key, lookup_key};
     use crate::sstable::pinned::PinBudget;
 
-    fn build(n: u32, kind: IndexKind, compression: Compression) -> (MemFs, Arc<Table>) {
-        let fs = MemFs::new();
-        fs.create_dir_all(Path::new("/t")).unwrap();
-        let path = Path::new("/t/1.sst");
-        let opts = TableOptions {
+    fn options(kind: IndexKind, compression: Compression, filter: FilterKind) -> TableOptions {
+        TableOptions {
             block_size: 256,
             restart_interval: 4,
             bloom_bits_per_key: 10,
             compression,
             index_kind: kind,
-        };
-        let mut b = TableBuilder::new(fs.create(path).unwrap(), path.to_path_buf(), opts);
-        for i in 0..n {
-            let k = internal_key(
-                format!("key{:06}", i * 2).as_bytes(),
-                SeqNo(u64::from(i) + 1),
-                ValueKind::Value,
-            );
-            b.add(&k, format!("value{i}").as_bytes()).unwrap();
+            filter_kind: filter,
         }
-        let s = b.finish().unwrap();
-        assert_eq!(s.entries, u64::from(n));
+    }
+
+    /// A table at `/t/1.sst` of `entries` (internal key, value), opened.
+    fn build_from(
+        opts: TableOptions,
+        entries: impl Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    ) -> (MemFs, Arc<Table>) {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/t")).unwrap();
+        let path = Path::new("/t/1.sst");
+        let mut b = TableBuilder::new(fs.create(path).unwrap(), path.to_path_buf(), opts);
+        for (k, v) in entries {
+            b.add(&k, &v).unwrap();
+        }
+        b.finish().unwrap();
         let cache = Arc::new(BlockCache::new(1 << 20));
         let t = Table::open(fs.open(path).unwrap(), path, FileNumber(1), cache).unwrap();
         (fs, Arc::new(t))
     }
 
+    /// `n` entries, `key000000` = `value0`, `key000002` = `value1`, ...
+    fn build_with(n: u32, opts: TableOptions) -> (MemFs, Arc<Table>) {
+        let entries = (0..n).map(|i| {
+            let k = internal_key(
+                format!("key{:06}", i * 2).as_bytes(),
+                SeqNo(u64::from(i) + 1),
+                ValueKind::Value,
+            );
+            (k, format!("value{i}").into_bytes())
+        });
+        let (fs, t) = build_from(opts, entries);
+        assert_eq!(t.verify().unwrap(), u64::from(n));
+        (fs, t)
+    }
+
+    fn build(n: u32, kind: IndexKind, compression: Compression) -> (MemFs, Arc<Table>) {
+        build_with(n, options(kind, compression, FilterKind::Whole))
+    }
+
     #[test]
     fn both_index_kinds_find_every_key_and_iterate_both_ways() {
-        for kind in [IndexKind::Flat, IndexKind::BTree] {
+        let kinds = [IndexKind::Flat, IndexKind::BTree]
+            .into_iter()
+            .flat_map(|k| [FilterKind::Whole, FilterKind::Partitioned].map(|f| (k, f)));
+        for (kind, filter) in kinds {
             for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
                 let n = 2000;
-                let (_fs, t) = build(n, kind, c);
+                let (_fs, t) = build_with(n, options(kind, c, filter));
+                assert_eq!(t.footer().filter_kind, filter);
                 if kind == IndexKind::BTree {
                     assert!(
                         t.footer().index_depth >= 2,
@@ -889,14 +1007,82 @@ mod tests {
         let held = tables[5].pinned().unwrap();
         assert_eq!(tables[5].unpin(), one);
         budget.release(one);
-        assert!(held.filter().may_contain(b"key000004"));
+        let lookup = lookup_key(b"key000004", SeqNo::MAX);
+        assert!(
+            tables[5]
+                .may_contain(&held, &lookup, b"key000004", true)
+                .unwrap()
+        );
         drop(tables);
         assert_eq!(budget.held(), 0, "closed tables give their bytes back");
     }
 
+    /// Every version of every key, and each key seen from before its newest versions: a
+    /// lookup must find the newest version at or below its sequence number when the versions
+    /// of a key straddle the boundary of two filter partitions.
+    #[test]
+    fn partitioned_filters_find_every_version_across_partition_boundaries() {
+        const VERSIONS: u64 = 12;
+        let keys = 3000u64;
+        let entries = (0..keys).flat_map(|i| {
+            // Newest first, as internal keys order.
+            (1..=VERSIONS).rev().map(move |v| {
+                let k = internal_key(
+                    format!("key{:06}", i * 2).as_bytes(),
+                    SeqNo(i * VERSIONS + v),
+                    ValueKind::Value,
+                );
+                (k, format!("v{i}.{v}").into_bytes())
+            })
+        });
+        let opts = options(IndexKind::BTree, Compression::None, FilterKind::Partitioned);
+        let (_fs, t) = build_from(opts, entries);
+        let partitions = t.filter_partition_handles().unwrap().len();
+        assert!(partitions > 10, "only {partitions} partitions");
+        assert_eq!(t.verify().unwrap(), keys * VERSIONS);
+        let pinned = t.pinned().unwrap();
+        for i in 0..keys {
+            let uk = format!("key{:06}", i * 2);
+            for v in 1..=VERSIONS {
+                let lookup = lookup_key(uk.as_bytes(), SeqNo(i * VERSIONS + v));
+                assert!(
+                    t.may_contain(&pinned, &lookup, uk.as_bytes(), true)
+                        .unwrap()
+                );
+                let e = t.get(&lookup, uk.as_bytes(), true).unwrap().unwrap();
+                assert_eq!(e.value, format!("v{i}.{v}").as_bytes());
+            }
+        }
+        // Absent keys: the partitions answer no for nearly all (10 bits a key: about 1%).
+        let mut maybe = 0;
+        for i in 0..keys {
+            let uk = format!("key{:06}", i * 2 + 1);
+            let lookup = lookup_key(uk.as_bytes(), SeqNo::MAX);
+            maybe += usize::from(
+                t.may_contain(&pinned, &lookup, uk.as_bytes(), true)
+                    .unwrap(),
+            );
+            assert!(t.get(&lookup, uk.as_bytes(), true).unwrap().is_none());
+        }
+        assert!(
+            maybe < 100,
+            "{maybe} of {keys} absent keys passed the filters"
+        );
+        // Past the last key, no partition is asked at all.
+        let past = lookup_key(b"zzz", SeqNo::MAX);
+        assert!(!t.may_contain(&pinned, &past, b"zzz", true).unwrap());
+    }
+
     #[test]
     fn flipped_bytes_are_reported_with_the_file_name() {
-        let (fs, t) = build(500, IndexKind::Flat, Compression::None);
+        for filter in [FilterKind::Whole, FilterKind::Partitioned] {
+            flipped_bytes_are_reported(filter);
+        }
+    }
+
+    fn flipped_bytes_are_reported(filter: FilterKind) {
+        let opts = options(IndexKind::Flat, Compression::None, filter);
+        let (fs, t) = build_with(500, opts);
         let size = fs.file_size(Path::new("/t/1.sst")).unwrap() as usize;
         drop(t);
         let mut detected = 0;

@@ -234,7 +234,7 @@ impl<'a> Probes<'a> {
         for &(i, f) in &self.files {
             match f.table().and_then(|t| Ok((t, t.pinned()?))) {
                 Ok((t, pinned)) => {
-                    pinned.filter().prefetch(key(i));
+                    pinned.prefetch_filter(key(i));
                     self.tables.push((i, t, pinned));
                 }
                 Err(e) => fail(i, e),
@@ -243,12 +243,16 @@ impl<'a> Probes<'a> {
         self.handles.clear();
         // Each key's hold on its table's pinned blocks ends with this step.
         for (i, t, pinned) in self.tables.drain(..) {
-            if pinned.filter().may_contain(key(i)) {
-                match t.find_data_block(&pinned, lookup(i), fill_cache) {
-                    Ok(Some(h)) => self.handles.push((i, t, h)),
-                    Ok(None) => {}
-                    Err(e) => fail(i, e),
-                }
+            let found = t
+                .may_contain(&pinned, lookup(i), key(i), fill_cache)
+                .and_then(|maybe| match maybe {
+                    true => t.find_data_block(&pinned, lookup(i), fill_cache),
+                    false => Ok(None),
+                });
+            match found {
+                Ok(Some(h)) => self.handles.push((i, t, h)),
+                Ok(None) => {}
+                Err(e) => fail(i, e),
             }
         }
         self.blocks.clear();
