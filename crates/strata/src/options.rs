@@ -62,7 +62,9 @@ pub struct Options {
     /// Past the budget, the tables whose blocks were used least recently let them go, and
     /// read them from the file again at their next lookup (as LevelDB's table cache closes
     /// tables past `max_open_files`). A database much larger than the budget covers then
-    /// pays those reads on random lookups, and its memory stays bounded.
+    /// pays those reads on random lookups, and its memory stays bounded; with
+    /// [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a table holds is two small
+    /// blocks, and such lookups read about 4 KiB per table instead.
     pub table_pinned_bytes: usize,
     /// Bytes of table files the process may hold resident through memory mappings (32 MiB).
     /// Reads that fill the block cache take their blocks in place from a mapping of the
