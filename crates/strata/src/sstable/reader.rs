@@ -367,7 +367,7 @@ impl Table {
                 BloomFilter::new(self.read_raw(at)?).map_err(|e| e.at(&self.path, at.offset))?,
             ),
             FilterKind::Partitioned => {
-                PinnedFilter::Partitions(RootIndex::new(self.read_index_root(self.footer.filter)?))
+                PinnedFilter::Partitions(RootIndex::new(self.read_index_root(at)?))
             }
         };
         let root = self.read_index_root(self.footer.index)?;
@@ -459,10 +459,15 @@ impl Table {
 
     /// The handles of a partitioned filter's partitions, in key order; none for a whole one.
     fn filter_partition_handles(&self) -> Result<Vec<BlockHandle>> {
-        if self.footer.filter_kind == FilterKind::Whole {
-            return Ok(Vec::new());
+        match self.footer.filter_kind {
+            FilterKind::Whole => Ok(Vec::new()),
+            FilterKind::Partitioned => self.handles_in(self.footer.filter),
         }
-        let at = self.footer.filter;
+    }
+
+    /// The handle in every entry of the index block at `at` (of the index or of the filter's
+    /// partitions), in order.
+    fn handles_in(&self, at: BlockHandle) -> Result<Vec<BlockHandle>> {
         let block = self.read_block(at, false)?;
         let mut it = block.iter(compare_internal);
         it.seek_to_first()
@@ -613,17 +618,7 @@ impl Table {
         for _ in 0..self.footer.index_depth {
             let mut next = Vec::new();
             for h in level {
-                let block = self.read_block(h, false)?;
-                let mut it = block.iter(compare_internal);
-                it.seek_to_first()
-                    .map_err(|e| self.with_path(e, h.offset))?;
-                while it.valid() {
-                    next.push(
-                        BlockHandle::decode_varint(it.value())
-                            .map_err(|e| e.at(&self.path, h.offset))?,
-                    );
-                    it.next().map_err(|e| self.with_path(e, h.offset))?;
-                }
+                next.extend(self.handles_in(h)?);
             }
             level = next;
         }

@@ -245,9 +245,12 @@ impl<'a> Probes<'a> {
         for (i, t, pinned) in self.tables.drain(..) {
             let found = t
                 .may_contain(&pinned, lookup(i), key(i), fill_cache)
-                .and_then(|maybe| match maybe {
-                    true => t.find_data_block(&pinned, lookup(i), fill_cache),
-                    false => Ok(None),
+                .and_then(|maybe| {
+                    if maybe {
+                        t.find_data_block(&pinned, lookup(i), fill_cache)
+                    } else {
+                        Ok(None)
+                    }
                 });
             match found {
                 Ok(Some(h)) => self.handles.push((i, t, h)),
