@@ -1,9 +1,9 @@
 //! The user's view of the merged internal stream: one entry per user key, its newest version
 //! visible at the read's sequence number, deletions hidden, within `[lower, upper)`.
 
-use super::BoxedIter;
 #[allow(unused_imports)]
 use super::InternalIterator as _;
+use super::{BoxedIter, LentSlice};
 use crate::error::{Error, Result};
 use crate::key::{
     SeqNo, ValueKind, compare_bytes, internal_key, lookup_key, parse_internal_key, user_key,
@@ -26,6 +26,18 @@ pub(crate) struct DbIter {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// Going forward, the current user key and value as the inner cursor lent them: the user
+    /// reads them, and the read sampler, and the next step, each without walking down the
+    /// merge, level, table and block cursors again. Set whenever `valid` is set going
+    /// forward; the inner cursor moves only in this type's own `&mut` methods.
+    lent_key: LentSlice,
+    lent_value: LentSlice,
+}
+
+#[cold]
+fn not_valid() -> ! {
+    // Callers must check valid() first: this is a broken precondition, not bad data.
+    panic!("database iterator used while not valid")
 }
 
 fn malformed() -> Error {
@@ -48,6 +60,8 @@ impl DbIter {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            lent_key: LentSlice::EMPTY,
+            lent_value: LentSlice::EMPTY,
         }
     }
 
@@ -56,18 +70,21 @@ impl DbIter {
     }
 
     pub(crate) fn key(&self) -> &[u8] {
-        debug_assert!(self.valid);
-        match self.direction {
-            Direction::Forward => user_key(self.inner.key()),
-            Direction::Reverse => &self.saved_key,
+        match (self.valid, self.direction) {
+            // SAFETY: valid going forward, so `lent_key` was lent by the inner cursor at its
+            // current position (see the field), and the result borrows `self`.
+            (true, Direction::Forward) => unsafe { self.lent_key.get() },
+            (true, Direction::Reverse) => &self.saved_key,
+            (false, _) => not_valid(),
         }
     }
 
     pub(crate) fn value(&self) -> &[u8] {
-        debug_assert!(self.valid);
-        match self.direction {
-            Direction::Forward => self.inner.value(),
-            Direction::Reverse => &self.saved_value,
+        match (self.valid, self.direction) {
+            // SAFETY: as in `key`.
+            (true, Direction::Forward) => unsafe { self.lent_value.get() },
+            (true, Direction::Reverse) => &self.saved_value,
+            (false, _) => not_valid(),
         }
     }
 
@@ -107,6 +124,8 @@ impl DbIter {
                     }
                     ValueKind::Value => {
                         if !(skipping && compare_bytes(p.user_key, &self.saved_key).is_le()) {
+                            self.lent_key = LentSlice::new(p.user_key);
+                            self.lent_value = LentSlice::new(self.inner.value());
                             self.valid = true;
                             self.saved_key.clear();
                             return Ok(());
@@ -235,7 +254,12 @@ impl DbIter {
             }
         } else {
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(user_key(self.inner.key()));
+            // SAFETY: valid going forward (next's precondition, checked by `key`), as there.
+            let key = match self.valid {
+                true => unsafe { self.lent_key.get() },
+                false => not_valid(),
+            };
+            self.saved_key.extend_from_slice(key);
             self.inner.next()?;
         }
         self.find_next_user_entry(true)

@@ -7,10 +7,13 @@
 //! the smallest took one comparison per child per step. The heap remembers which child of
 //! the top is above the other while neither moves, so a step that leaves the top child on
 //! top takes one comparison.
+//!
+//! Each child in the heap has its key as it lent it at its last movement, so comparisons and
+//! the merge's own `key` read it without a call down that child's cursors.
 
 use std::cmp::Ordering;
 
-use super::{BoxedIter, InternalIterator};
+use super::{BoxedIter, InternalIterator, LentSlice};
 use crate::error::Result;
 use crate::key::compare_internal;
 
@@ -28,27 +31,49 @@ pub(crate) struct MergingIterator {
     /// Which of heap slots 1 and 2 is above the other, when known; forgotten whenever either
     /// slot changes.
     runner_up: Option<usize>,
+    /// Per child, its key lent at its current position; meaningful for the children in the
+    /// heap, and renewed at every movement of a child before the heap looks at it again.
+    keys: Vec<LentSlice>,
 }
 
 impl MergingIterator {
     pub(crate) fn new(children: Vec<BoxedIter>) -> Self {
         let heap = Vec::with_capacity(children.len());
+        let keys = vec![LentSlice::EMPTY; children.len()];
         MergingIterator {
             children,
             heap,
             direction: Direction::Forward,
             runner_up: None,
+            keys,
         }
     }
 
     /// True when child `a` belongs above child `b`: its key comes first in the direction of
     /// travel. Equal keys (never expected) go to the newer source going forward.
     fn above(&self, a: usize, b: usize) -> bool {
-        let o = compare_internal(self.children[a].key(), self.children[b].key()).then(a.cmp(&b));
+        let o = compare_internal(self.key_of(a), self.key_of(b)).then(a.cmp(&b));
         match self.direction {
             Direction::Forward => o == Ordering::Less,
             Direction::Reverse => o == Ordering::Greater,
         }
+    }
+
+    /// The key of child `i`, which is in the heap.
+    fn key_of(&self, i: usize) -> &[u8] {
+        // SAFETY: children in the heap had their key lent at their current position (see
+        // `keys`), they move only through `&mut self`, and the result borrows `self`.
+        unsafe { self.keys[i].get() }
+    }
+
+    /// Takes child `i`'s key after it moved; `false` when it is no longer valid.
+    fn lend(&mut self, i: usize) -> bool {
+        let c = &self.children[i];
+        let valid = c.valid();
+        if valid {
+            self.keys[i] = LentSlice::new(c.key());
+        }
+        valid
     }
 
     fn sift_down(&mut self, mut i: usize) {
@@ -74,8 +99,11 @@ impl MergingIterator {
         self.direction = direction;
         self.runner_up = None;
         self.heap.clear();
-        self.heap
-            .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
+        for i in 0..self.children.len() {
+            if self.lend(i) {
+                self.heap.push(i);
+            }
+        }
         for i in (0..self.heap.len() / 2).rev() {
             self.sift_down(i);
         }
@@ -86,7 +114,7 @@ impl MergingIterator {
         let Some(&top) = self.heap.first() else {
             return;
         };
-        if !self.children[top].valid() {
+        if !self.lend(top) {
             self.heap.swap_remove(0);
             self.runner_up = None;
         }
@@ -213,11 +241,20 @@ impl InternalIterator for MergingIterator {
         self.step_top(|c| c.prev())
     }
     fn key(&self) -> &[u8] {
-        self.cur().key()
+        match self.heap.first() {
+            Some(&top) => self.key_of(top),
+            None => not_valid(),
+        }
     }
     fn value(&self) -> &[u8] {
         self.cur().value()
     }
+}
+
+#[cold]
+fn not_valid() -> ! {
+    // Callers must check valid() first: this is a broken precondition, not bad data.
+    panic!("merging iterator used while not valid")
 }
 
 #[cfg(test)]
@@ -275,6 +312,62 @@ mod tests {
 
     fn k(user: &str, seq: u64) -> Vec<u8> {
         internal_key(user.as_bytes(), SeqNo(seq), ValueKind::Value)
+    }
+
+    /// Three children whose keys interleave: every step in either direction, and every turn,
+    /// yields the merged order, read through the keys the heap keeps for each child.
+    #[test]
+    fn merges_interleaved_children_in_both_directions() {
+        let lists: [&[&str]; 3] = [
+            &["a", "d", "g", "j"],
+            &["b", "e", "h"],
+            &["c", "f", "i", "k"],
+        ];
+        let children: Vec<BoxedIter> = lists
+            .iter()
+            .map(|l| {
+                Box::new(ListIter {
+                    keys: l.iter().map(|u| k(u, 1)).collect(),
+                    pos: 0,
+                    gain_before_prev: None,
+                }) as BoxedIter
+            })
+            .collect();
+        let all: Vec<Vec<u8>> = "abcdefghijk"
+            .chars()
+            .map(|c| k(&c.to_string(), 1))
+            .collect();
+        let mut it = MergingIterator::new(children);
+        it.seek_to_first().unwrap();
+        for want in &all {
+            assert_eq!(it.key(), want.as_slice());
+            it.next().unwrap();
+        }
+        assert!(!it.valid());
+        it.seek_to_last().unwrap();
+        for want in all.iter().rev() {
+            assert_eq!(it.key(), want.as_slice());
+            it.prev().unwrap();
+        }
+        assert!(!it.valid());
+        // Turns in both directions, each step checked.
+        it.seek(&k("c", 1)).unwrap();
+        assert_eq!(it.key(), k("c", 1).as_slice());
+        let moves = [
+            (true, "d"),
+            (true, "e"),
+            (false, "d"),
+            (false, "c"),
+            (false, "b"),
+            (true, "c"),
+            (true, "d"),
+            (true, "e"),
+            (true, "f"),
+        ];
+        for (forward, want) in moves {
+            if forward { it.next() } else { it.prev() }.unwrap();
+            assert_eq!(it.key(), k(want, 1).as_slice());
+        }
     }
 
     /// Regression: turning back from a forward position, another child re-sought to the

@@ -34,3 +34,41 @@ pub(crate) trait InternalIterator: Send {
 }
 
 pub(crate) type BoxedIter = Box<dyn InternalIterator>;
+
+/// A slice that a cursor lent out, kept past the borrow so that asking for it again costs a
+/// load instead of a walk down the stack of cursors. Whoever keeps one owns the cursor that
+/// lent it and drops or replaces it at every movement of that cursor: the bytes it names
+/// (a key buffer, a block, a memtable node) stay put while the cursor stays put.
+#[derive(Clone, Copy)]
+pub(crate) struct LentSlice {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a `LentSlice` is only read by the owner of the cursor that lent it, and the
+// cursors are `Send`.
+unsafe impl Send for LentSlice {}
+
+impl LentSlice {
+    pub(crate) const EMPTY: LentSlice = LentSlice {
+        ptr: std::ptr::NonNull::<u8>::dangling().as_ptr(),
+        len: 0,
+    };
+
+    pub(crate) fn new(bytes: &[u8]) -> LentSlice {
+        LentSlice {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+        }
+    }
+
+    /// The bytes again.
+    ///
+    /// # Safety
+    /// The cursor that lent them has not moved or been dropped since, and the result does
+    /// not outlive the borrow of its owner that it is tied to.
+    pub(crate) unsafe fn get<'a>(self) -> &'a [u8] {
+        // SAFETY: the caller's promise; EMPTY is a dangling, aligned pointer of length 0.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
