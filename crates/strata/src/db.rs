@@ -1289,7 +1289,9 @@ impl DbInner {
         let seq = self.read_seq(options);
         let sv = self.super_version();
         let fill = !options.skip_cache;
-        let mut children: Vec<BoxedIter> = Vec::new();
+        let levels = sv.version.levels.iter().skip(1).filter(|f| !f.is_empty());
+        let mut children: Vec<BoxedIter> =
+            Vec::with_capacity(1 + sv.imm.len() + sv.version.levels[0].len() + levels.count());
         children.push(Box::new(sv.mem.iter()));
         for m in &sv.imm {
             children.push(Box::new(m.iter()));

@@ -6,7 +6,8 @@ use super::InternalIterator as _;
 use super::{BoxedIter, LentSlice};
 use crate::error::{Error, Result};
 use crate::key::{
-    SeqNo, ValueKind, compare_bytes, internal_key, lookup_key, parse_internal_key, user_key,
+    SeqNo, ValueKind, append_internal_key, compare_bytes, internal_key, lookup_key,
+    parse_internal_key, user_key,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -176,12 +177,16 @@ impl DbIter {
 
     pub(crate) fn seek(&mut self, target: &[u8]) -> Result<()> {
         let target = match &self.lower {
-            Some(l) if target < l.as_slice() => l.clone(),
-            _ => target.to_vec(),
+            Some(l) if target < l.as_slice() => l.as_slice(),
+            _ => target,
         };
-        self.direction = Direction::Forward;
+        // The lookup key is built in `saved_key`, which the seek leaves cleared: a seek
+        // allocates nothing once the cursor has seen a key as long.
         self.saved_key.clear();
-        let r = self.inner.seek(&lookup_key(&target, self.seq));
+        append_internal_key(&mut self.saved_key, target, self.seq, ValueKind::Value);
+        self.direction = Direction::Forward;
+        let r = self.inner.seek(&self.saved_key);
+        self.saved_key.clear();
         let r = r.and_then(|()| self.find_next_user_entry(false));
         self.guard(r)
     }

@@ -8,8 +8,8 @@
 //! the top is above the other while neither moves, so a step that leaves the top child on
 //! top takes one comparison.
 //!
-//! Each child in the heap has its key as it lent it at its last movement, so comparisons and
-//! the merge's own `key` read it without a call down that child's cursors.
+//! Each heap entry holds its child's key as the child lent it at its last movement, so
+//! comparisons and the merge's own `key` read it without a call down that child's cursors.
 
 use std::cmp::Ordering;
 
@@ -23,67 +23,67 @@ enum Direction {
     Reverse,
 }
 
+/// A valid child in the heap, with its key as it lent it at its current position. The key
+/// is renewed at every movement of the child, before the heap looks at it again.
+#[derive(Clone, Copy)]
+struct Entry {
+    child: usize,
+    key: LentSlice,
+}
+
 pub(crate) struct MergingIterator {
     children: Vec<BoxedIter>,
-    /// Indexes of the valid children, a heap ordered by [`MergingIterator::above`].
-    heap: Vec<usize>,
+    /// The valid children, a heap ordered by [`MergingIterator::above`].
+    heap: Vec<Entry>,
     direction: Direction,
     /// Which of heap slots 1 and 2 is above the other, when known; forgotten whenever either
     /// slot changes.
     runner_up: Option<usize>,
-    /// Per child, its key lent at its current position; meaningful for the children in the
-    /// heap, and renewed at every movement of a child before the heap looks at it again.
-    keys: Vec<LentSlice>,
 }
 
 impl MergingIterator {
     pub(crate) fn new(children: Vec<BoxedIter>) -> Self {
         let heap = Vec::with_capacity(children.len());
-        let keys = vec![LentSlice::EMPTY; children.len()];
         MergingIterator {
             children,
             heap,
             direction: Direction::Forward,
             runner_up: None,
-            keys,
         }
     }
 
-    /// True when child `a` belongs above child `b`: its key comes first in the direction of
-    /// travel. Equal keys (never expected) go to the newer source going forward.
+    /// True when the child in heap slot `a` belongs above the one in slot `b`: its key comes
+    /// first in the direction of travel. Equal keys (never expected) go to the newer source
+    /// going forward.
     fn above(&self, a: usize, b: usize) -> bool {
-        let o = compare_internal(self.key_of(a), self.key_of(b)).then(a.cmp(&b));
+        let (a, b) = (&self.heap[a], &self.heap[b]);
+        // SAFETY: the children in the heap lent their keys at their current positions (see
+        // `Entry`), and they move only through `&mut self`.
+        let (ka, kb) = unsafe { (a.key.get(), b.key.get()) };
+        let o = compare_internal(ka, kb).then(a.child.cmp(&b.child));
         match self.direction {
             Direction::Forward => o == Ordering::Less,
             Direction::Reverse => o == Ordering::Greater,
         }
     }
 
-    /// The key of child `i`, which is in the heap.
-    fn key_of(&self, i: usize) -> &[u8] {
-        // SAFETY: children in the heap had their key lent at their current position (see
-        // `keys`), they move only through `&mut self`, and the result borrows `self`.
-        unsafe { self.keys[i].get() }
-    }
-
-    /// Takes child `i`'s key after it moved; `false` when it is no longer valid.
-    fn lend(&mut self, i: usize) -> bool {
-        let c = &self.children[i];
-        let valid = c.valid();
-        if valid {
-            self.keys[i] = LentSlice::new(c.key());
-        }
-        valid
+    /// Child `child`'s heap entry at its current position; `None` when it is not valid.
+    fn entry(&self, child: usize) -> Option<Entry> {
+        let c = &self.children[child];
+        c.valid().then(|| Entry {
+            child,
+            key: LentSlice::new(c.key()),
+        })
     }
 
     fn sift_down(&mut self, mut i: usize) {
         loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut top = i;
-            if l < self.heap.len() && self.above(self.heap[l], self.heap[top]) {
+            if l < self.heap.len() && self.above(l, top) {
                 top = l;
             }
-            if r < self.heap.len() && self.above(self.heap[r], self.heap[top]) {
+            if r < self.heap.len() && self.above(r, top) {
                 top = r;
             }
             if top == i {
@@ -99,9 +99,9 @@ impl MergingIterator {
         self.direction = direction;
         self.runner_up = None;
         self.heap.clear();
-        for i in 0..self.children.len() {
-            if self.lend(i) {
-                self.heap.push(i);
+        for child in 0..self.children.len() {
+            if let Some(e) = self.entry(child) {
+                self.heap.push(e);
             }
         }
         for i in (0..self.heap.len() / 2).rev() {
@@ -114,9 +114,12 @@ impl MergingIterator {
         let Some(&top) = self.heap.first() else {
             return;
         };
-        if !self.lend(top) {
-            self.heap.swap_remove(0);
-            self.runner_up = None;
+        match self.entry(top.child) {
+            Some(e) => self.heap[0] = e,
+            None => {
+                self.heap.swap_remove(0);
+                self.runner_up = None;
+            }
         }
         let second = match self.heap.len() {
             0 | 1 => return,
@@ -124,17 +127,13 @@ impl MergingIterator {
             _ => match self.runner_up {
                 Some(s) => s,
                 None => {
-                    let s = if self.above(self.heap[2], self.heap[1]) {
-                        2
-                    } else {
-                        1
-                    };
+                    let s = if self.above(2, 1) { 2 } else { 1 };
                     self.runner_up = Some(s);
                     s
                 }
             },
         };
-        if self.above(self.heap[0], self.heap[second]) {
+        if self.above(0, second) {
             return;
         }
         self.heap.swap(0, second);
@@ -159,12 +158,12 @@ impl MergingIterator {
 
     fn cur(&self) -> &BoxedIter {
         debug_assert!(self.valid());
-        &self.children[self.heap.first().copied().unwrap_or_default()]
+        &self.children[self.heap.first().map_or(0, |e| e.child)]
     }
 
     /// Moves the top child by `step`, leaving the cursor invalid if it fails.
     fn step_top(&mut self, step: fn(&mut BoxedIter) -> Result<()>) -> Result<()> {
-        let top = self.heap[0];
+        let top = self.heap[0].child;
         if let Err(e) = step(&mut self.children[top]) {
             self.heap.clear();
             return Err(e);
@@ -188,7 +187,7 @@ impl InternalIterator for MergingIterator {
         self.position_all(Direction::Forward, |c| c.seek(target))
     }
     fn next(&mut self) -> Result<()> {
-        let Some(&cur) = self.heap.first() else {
+        let Some(cur) = self.heap.first().map(|e| e.child) else {
             return Ok(());
         };
         if self.direction != Direction::Forward {
@@ -206,12 +205,12 @@ impl InternalIterator for MergingIterator {
             }
             // The current child's key is below every other child's: it is on top again.
             self.rebuild(Direction::Forward);
-            debug_assert_eq!(self.heap.first(), Some(&cur));
+            debug_assert_eq!(self.heap.first().map(|e| e.child), Some(cur));
         }
         self.step_top(|c| c.next())
     }
     fn prev(&mut self) -> Result<()> {
-        let Some(&cur) = self.heap.first() else {
+        let Some(cur) = self.heap.first().map(|e| e.child) else {
             return Ok(());
         };
         if self.direction != Direction::Reverse {
@@ -236,13 +235,14 @@ impl InternalIterator for MergingIterator {
                 }
             }
             self.rebuild(Direction::Reverse);
-            debug_assert_eq!(self.heap.first(), Some(&cur));
+            debug_assert_eq!(self.heap.first().map(|e| e.child), Some(cur));
         }
         self.step_top(|c| c.prev())
     }
     fn key(&self) -> &[u8] {
         match self.heap.first() {
-            Some(&top) => self.key_of(top),
+            // SAFETY: as in `above`; the result borrows `self`.
+            Some(top) => unsafe { top.key.get() },
             None => not_valid(),
         }
     }
