@@ -258,12 +258,12 @@ impl DbIter {
                 self.inner.seek_to_first()?;
             }
         } else {
+            if !self.valid {
+                not_valid();
+            }
+            // SAFETY: valid going forward, as in `key`; the inner cursor moves only below.
+            let key = unsafe { self.lent_key.get() };
             self.saved_key.clear();
-            // SAFETY: valid going forward (next's precondition, checked by `key`), as there.
-            let key = match self.valid {
-                true => unsafe { self.lent_key.get() },
-                false => not_valid(),
-            };
             self.saved_key.extend_from_slice(key);
             self.inner.next()?;
         }
