@@ -103,8 +103,9 @@ pub(crate) fn read_many<'k>(
     let filling = planned().filter(|&(_, p)| p == Plan::ReadAndFill);
     let _stripes = lock_stripes(shared, filling.map(|(k, _)| k));
     let wanted = planned().filter(|&(_, p)| p != Plan::Cached);
-    let mut slots = wanted
-        .clone()
+    // Every key is paired with its own slot before the cached ones are left out: pairing
+    // the engine's answers with the slots of all keys would shift them onto cached keys.
+    let mut slots = planned()
         .zip(out.get_mut(start..).unwrap_or_default())
         .filter(|((_, p), _)| *p != Plan::Cached);
     let each = |v: strata::Result<Option<Vec<u8>>>| {

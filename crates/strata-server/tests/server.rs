@@ -657,3 +657,29 @@ fn the_hot_key_cache_never_serves_a_stale_value() {
     }
     server.shutdown().unwrap();
 }
+
+/// Regression: an MGET whose first key the hot-key cache answered wrote the engine's answer
+/// for the next key into the first key's slot, so a cached empty value came back as nil.
+#[test]
+fn mget_answers_each_key_with_its_own_value_when_some_are_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let _: () = c.set("k00277", "").unwrap();
+    let _: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&[
+            "k00277", "k00150", "k00281", "k00129", "k00244", "k00161", "k00051",
+        ])
+        .query(&mut c)
+        .unwrap();
+    let _: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&["k00110", "k00277", "k00240"])
+        .query(&mut c)
+        .unwrap();
+    let got: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&["k00277", "k00106"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, vec![Some(String::new()), None]);
+    server.shutdown().unwrap();
+}

@@ -18,12 +18,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::compaction_filter::{CompactionFilter, FilterDecision};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::iter::level::LevelIterator;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BoxedIter, InternalIterator};
-use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal_key};
+use crate::key::{
+    FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, internal_key, parse_internal_key,
+};
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
@@ -285,10 +288,14 @@ pub(crate) struct JobContext<'a> {
     pub target_file_bytes: u64,
     /// The oldest sequence number any reader may still ask for.
     pub smallest_snapshot: SeqNo,
+    /// The newest sequence number a snapshot holds (`None`: no snapshot lives).
+    pub newest_snapshot: Option<SeqNo>,
     pub new_file_number: &'a dyn Fn() -> FileNumber,
     pub shutting_down: &'a AtomicBool,
     /// Asked now and then while the job runs; true gives the job up (see [`run`]).
     pub cancel: &'a dyn Fn() -> bool,
+    /// The user's filter, shown the newest version of each key that every reader sees.
+    pub filter: Option<&'a dyn CompactionFilter>,
 }
 
 /// The outcome of a compaction job: the edit to log and what it cost.
@@ -394,11 +401,20 @@ fn merge_into(
             have_key = true;
             last_seq_for_key = SeqNo::MAX;
         }
+        // The filter may change only what reads of the present see: an entry that a
+        // snapshot sees stays as it is.
+        let filterable =
+            last_seq_for_key == SeqNo::MAX && ctx.newest_snapshot.is_none_or(|s| p.seq > s);
+        let removed = filterable
+            && p.kind == ValueKind::Value
+            && ctx.filter.is_some_and(|f| {
+                f.filter(c.output_level(), p.user_key, it.value()) == FilterDecision::Remove
+            });
         let drop = if last_seq_for_key <= ctx.smallest_snapshot {
             // A newer version of this key is visible to every reader.
             true
         } else {
-            p.kind == ValueKind::Delete
+            (p.kind == ValueKind::Delete || removed)
                 && p.seq <= ctx.smallest_snapshot
                 && is_bottom_for_key(&c.version, c.output_level(), p.user_key)
         };
@@ -416,7 +432,13 @@ fn merge_into(
                 ));
             }
             if let Some((b, _)) = &mut builder {
-                b.add(key, it.value())?;
+                if removed {
+                    // Older versions of the key may lie below the output level: a tombstone
+                    // in the removed entry's place keeps them hidden until it reaches them.
+                    b.add(&internal_key(p.user_key, p.seq, ValueKind::Delete), &[])?;
+                } else {
+                    b.add(key, it.value())?;
+                }
             }
         }
         it.next()?;

@@ -1567,9 +1567,11 @@ impl DbInner {
             table_options: &self.table_options,
             target_file_bytes: self.opts.target_file_size,
             smallest_snapshot,
+            newest_snapshot: self.snapshots.newest(),
             new_file_number: &alloc,
             shutting_down: &self.shutting_down,
             cancel: &cancel,
+            filter: self.opts.compaction_filter.as_deref(),
         };
         let job = compaction::run(c, &ctx).and_then(|job| {
             if job.as_ref().is_some_and(|j| !j.edit.added.is_empty()) {

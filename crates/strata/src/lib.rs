@@ -36,6 +36,7 @@ mod batch;
 mod cache;
 mod coding;
 mod compaction;
+mod compaction_filter;
 mod db;
 mod error;
 mod fault;
@@ -55,6 +56,7 @@ mod stats;
 mod version;
 
 pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
+pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use db::{Db, DbIterator, Scan};
 pub use error::{Error, Result};
 pub use fault::{FaultFs, FaultOp};

@@ -115,6 +115,9 @@ pub struct Options {
     pub wal_recovery: RecoveryMode,
     /// The file system all I/O goes through.
     pub fs: Arc<dyn FileSystem>,
+    /// Decides which entries compaction keeps (`None`: all that reads can see); see
+    /// [`CompactionFilter`](crate::CompactionFilter).
+    pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -162,6 +165,7 @@ impl Default for Options {
             max_background_compactions: 1,
             wal_recovery: RecoveryMode::Strict,
             fs: Arc::new(StdFs),
+            compaction_filter: None,
         }
     }
 }

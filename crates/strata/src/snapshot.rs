@@ -32,6 +32,12 @@ impl SnapshotList {
         live.keys().next().copied().unwrap_or_else(current)
     }
 
+    /// The newest sequence number a snapshot holds, if any snapshot lives.
+    pub(crate) fn newest(&self) -> Option<SeqNo> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.keys().next_back().copied()
+    }
+
     pub(crate) fn count(&self) -> usize {
         self.live
             .lock()

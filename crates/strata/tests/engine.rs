@@ -899,3 +899,107 @@ fn reads_go_on_through_the_idle_merge_and_see_the_same() {
     assert_eq!((s.idle_merges, s.idle_merges_given_up), (1, 0));
     assert!(common::dump(&db) == model);
 }
+
+/// Removes every entry whose value starts with `dead`.
+struct DropDead;
+
+impl strata::CompactionFilter for DropDead {
+    fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> strata::FilterDecision {
+        if value.starts_with(b"dead") {
+            strata::FilterDecision::Remove
+        } else {
+            strata::FilterDecision::Keep
+        }
+    }
+}
+
+/// Every SST entry under `dir`, by reading the files as `strata inspect-file` does.
+fn sst_entries(dir: &Path) -> Vec<strata::inspect::DumpEntry> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "sst") {
+            all.extend(strata::inspect::dump_file(&path, true).unwrap().entries);
+        }
+    }
+    all
+}
+
+/// A compaction filter's removal takes the key's older versions with it, even when they lie
+/// in a deeper level than the compaction writes; a snapshot older than the entry keeps it.
+#[test]
+fn a_compaction_filter_removes_keys_and_their_older_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = no_auto_compaction(common::tiny_options(None, 10));
+    o.compaction_filter = Some(Arc::new(DropDead));
+    let db = Db::open(dir.path(), o).unwrap();
+    // Old, live versions pushed to the bottom level.
+    for i in 0..200u32 {
+        db.put(format!("k{i:04}").as_bytes(), b"alive-old").unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    // Newer versions, every third one dead, in level 0 above them.
+    for i in 0..200u32 {
+        let v: &[u8] = if i % 3 == 0 { b"dead" } else { b"alive-new" };
+        db.put(format!("k{i:04}").as_bytes(), v).unwrap();
+    }
+    // A snapshot taken now sees the dead values; a merge while it lives keeps them.
+    let snap = db.snapshot();
+    db.compact_range(None, None).unwrap();
+    let at_snap = ReadOptions {
+        snapshot: Some(snap.clone()),
+        ..ReadOptions::default()
+    };
+    assert_eq!(
+        db.get_with(b"k0000", &at_snap).unwrap(),
+        Some(b"dead".to_vec())
+    );
+    drop(at_snap);
+    drop(snap);
+    db.compact_range(None, None).unwrap();
+    for i in 0..200u32 {
+        let want = (i % 3 != 0).then(|| b"alive-new".to_vec());
+        assert_eq!(db.get(format!("k{i:04}").as_bytes()).unwrap(), want, "k{i}");
+    }
+    let entries = sst_entries(dir.path());
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.value != b"dead" && e.value != b"alive-old"),
+        "a removed key or an older version of it is still on disk"
+    );
+    assert_eq!(entries.len(), 133, "the live keys, once each");
+    // Reopened, the answers stand.
+    drop(db);
+    let mut o = no_auto_compaction(common::tiny_options(None, 10));
+    o.compaction_filter = Some(Arc::new(DropDead));
+    let db = Db::open(dir.path(), o).unwrap();
+    assert_eq!(db.get(b"k0003").unwrap(), None);
+    assert_eq!(db.get(b"k0004").unwrap(), Some(b"alive-new".to_vec()));
+}
+
+/// A removal over an older version that a snapshot still needs leaves a tombstone: reads of
+/// the present find the key gone, not its older version back, and the snapshot keeps it.
+#[test]
+fn a_compaction_filter_removal_over_older_versions_leaves_a_tombstone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = no_auto_compaction(common::tiny_options(None, 10));
+    o.compaction_filter = Some(Arc::new(DropDead));
+    let db = Db::open(dir.path(), o).unwrap();
+    db.put(b"a", b"old").unwrap();
+    db.put(b"z", b"old").unwrap();
+    db.compact_range(None, None).unwrap();
+    let snap = db.snapshot();
+    db.put(b"a", b"dead").unwrap();
+    db.compact_range(None, None).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    assert_eq!(db.get(b"z").unwrap(), Some(b"old".to_vec()));
+    let at_snap = ReadOptions {
+        snapshot: Some(snap),
+        ..ReadOptions::default()
+    };
+    assert_eq!(db.get_with(b"a", &at_snap).unwrap(), Some(b"old".to_vec()));
+    let entries = sst_entries(dir.path());
+    assert!(entries.iter().all(|e| e.value != b"dead"));
+    assert!(entries.iter().any(|e| e.key == b"a" && e.deletion));
+}
