@@ -227,6 +227,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     block_cache_bytes,
                     ..Options::default()
                 },
+                ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;
             eprintln!(

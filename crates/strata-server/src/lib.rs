@@ -1,5 +1,10 @@
-//! A server that speaks the Redis protocol (RESP2) over a Strata database, so that redis-cli,
-//! redis-benchmark and every Redis client library work with it unchanged.
+//! A server that speaks the Redis protocol (RESP2 and RESP3) over a Strata database, so that
+//! redis-cli, redis-benchmark and every Redis client library work with it unchanged.
+//!
+//! Sixteen databases (`SELECT 0` to `15`) and key expiry are laid out in the engine as the
+//! `store` module describes. Expired keys are invisible to reads at once; an active-expiry
+//! thread removes those that nothing reads, and compaction drops what is left of them
+//! through the engine's compaction filter.
 //!
 //! A few worker threads each poll their share of the connections (the `net` module); requests
 //! of a connection are answered in order and may be pipelined. Commands that read and then
@@ -20,11 +25,14 @@ mod glob;
 mod hotcache;
 mod net;
 pub mod resp;
+mod store;
+
+pub use store::Clock;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -79,8 +87,14 @@ pub struct Config {
     pub cache_bytes: usize,
     /// Worker threads serving connections (0: half the CPUs, at least one).
     pub threads: usize,
-    /// Engine options (the directory's database is opened with them).
+    /// Engine options (the directory's database is opened with them; the server adds its
+    /// compaction filter, which drops expired keys).
     pub engine: Options,
+    /// The clock expiry is judged by.
+    pub clock: Clock,
+    /// How often the active-expiry cycle looks for due keys (`None`: never; reads still
+    /// hide expired keys, and compaction still removes them).
+    pub active_expiry: Option<Duration>,
 }
 
 impl Default for Config {
@@ -96,6 +110,8 @@ impl Default for Config {
             cache_bytes: 64 * 1024 * 1024,
             threads: 0,
             engine: Options::default(),
+            clock: Clock::system(),
+            active_expiry: Some(Duration::from_millis(100)),
         }
     }
 }
@@ -111,33 +127,99 @@ pub(crate) struct Counters {
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub protocol_errors: AtomicU64,
+    pub expired_keys: AtomicU64,
 }
 
 /// State shared by every connection.
 pub(crate) struct Shared {
     pub db: Db,
     pub config: Config,
+    pub clock: Clock,
     pub cache: HotCache,
     /// Per-key locks for read-modify-write commands, chosen by hash.
     pub stripes: Vec<Mutex<()>>,
     /// FLUSHALL takes it for writing; every command that touches keys, for reading.
     pub keyspace: RwLock<()>,
     pub counters: Counters,
+    /// One row per row of the command table.
+    pub command_stats: Vec<commands::CommandStats>,
     pub started: Instant,
+    pub started_unix: u64,
+    pub run_id: u128,
     pub shutdown: AtomicBool,
-    /// SCAN cursors: cursor number to the key to continue after.
+    /// SCAN cursors: cursor number to the database and key to continue after.
     pub cursors: Mutex<CursorTable>,
     pub port: u16,
+    /// Settings CONFIG SET may change while the server runs.
+    pub max_clients: AtomicUsize,
+    pub max_bulk_bytes: AtomicUsize,
+    /// 0: never.
+    pub idle_timeout_ms: AtomicU64,
+    sync: AtomicU8,
+    next_client_id: AtomicU64,
+    random: AtomicU64,
 }
 
 #[derive(Default)]
 pub(crate) struct CursorTable {
     pub next: u64,
-    pub map: HashMap<u64, Vec<u8>>,
+    pub map: HashMap<u64, (u8, Vec<u8>)>,
     pub order: std::collections::VecDeque<u64>,
 }
 
 impl Shared {
+    // Relaxed throughout: settings and counters, each read on its own.
+    pub(crate) fn sync_mode(&self) -> SyncMode {
+        match self.sync.load(Ordering::Relaxed) {
+            0 => SyncMode::Always,
+            1 => SyncMode::EverySec,
+            _ => SyncMode::No,
+        }
+    }
+
+    pub(crate) fn set_sync_mode(&self, mode: SyncMode) {
+        let n = match mode {
+            SyncMode::Always => 0,
+            SyncMode::EverySec => 1,
+            SyncMode::No => 2,
+        };
+        self.sync.store(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn new_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A pseudo-random number (xorshift), for RANDOMKEY.
+    pub(crate) fn random_seed(&self) -> u64 {
+        let mut x = self.random.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random.store(x, Ordering::Relaxed);
+        x
+    }
+
+    pub(crate) fn reset_stats(&self) {
+        for s in &self.command_stats {
+            s.calls.store(0, Ordering::Relaxed);
+            s.micros.store(0, Ordering::Relaxed);
+            s.rejected.store(0, Ordering::Relaxed);
+            s.failed.store(0, Ordering::Relaxed);
+        }
+        let c = &self.counters;
+        for n in [
+            &c.commands,
+            &c.keyspace_hits,
+            &c.keyspace_misses,
+            &c.protocol_errors,
+            &c.expired_keys,
+            &c.rejected,
+        ] {
+            n.store(0, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn stripe(&self, key: &[u8]) -> usize {
         let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
         for &b in key {
@@ -159,23 +241,44 @@ pub struct Server {
 impl Server {
     /// Opens the database and starts listening.
     pub fn start(config: Config) -> Result<Server, String> {
-        let db = Db::open(&config.dir, config.engine.clone()).map_err(|e| e.to_string())?;
+        let mut engine = config.engine.clone();
+        engine.compaction_filter = Some(Arc::new(store::ExpiryFilter {
+            clock: config.clock.clone(),
+        }));
+        let db = Db::open(&config.dir, engine).map_err(|e| e.to_string())?;
+        store::prepare_layout(&db)?;
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
             .map_err(|e| format!("cannot listen on {}:{}: {e}", config.bind, config.port))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         let shared = Arc::new(Shared {
             db,
+            clock: config.clock.clone(),
             cache: HotCache::new(config.cache_bytes),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             keyspace: RwLock::new(()),
             counters: Counters::default(),
+            command_stats: commands::TABLE.iter().map(|_| Default::default()).collect(),
             started: Instant::now(),
+            started_unix: now.as_secs(),
+            run_id: now.as_nanos() ^ (u128::from(std::process::id()) << 64),
             shutdown: AtomicBool::new(false),
             cursors: Mutex::new(CursorTable::default()),
             port: addr.port(),
+            max_clients: AtomicUsize::new(config.max_clients),
+            max_bulk_bytes: AtomicUsize::new(config.max_request_bytes),
+            idle_timeout_ms: AtomicU64::new(
+                config.idle_timeout.map_or(0, |t| t.as_millis() as u64),
+            ),
+            sync: AtomicU8::new(0),
+            next_client_id: AtomicU64::new(0),
+            random: AtomicU64::new((now.as_nanos() as u64) | 1),
             config,
         });
+        shared.set_sync_mode(shared.config.sync);
         let threads = match shared.config.threads {
             // Half the CPUs: the rest is left to the engine's flush and compaction threads.
             0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
@@ -195,32 +298,20 @@ impl Server {
                 .spawn(move || net::accept_loop(listener, shared, workers, poll))
                 .map_err(|e| e.to_string())?
         };
-        let syncer = if shared.config.sync == SyncMode::EverySec {
+        // Once a second, the WAL is synced when the mode (which CONFIG SET may change) is
+        // everysec; and every `active_expiry`, due keys are removed.
+        let syncer = {
             let shared = shared.clone();
-            Some(
-                std::thread::Builder::new()
-                    .name("strata-everysec".into())
-                    .spawn(move || {
-                        let mut last = Instant::now();
-                        while !shared.shutdown.load(Ordering::SeqCst) {
-                            std::thread::sleep(Duration::from_millis(50));
-                            if last.elapsed() >= Duration::from_secs(1) {
-                                // A failure poisons the database; writes then report it.
-                                let _ = shared.db.sync_wal();
-                                last = Instant::now();
-                            }
-                        }
-                    })
-                    .map_err(|e| e.to_string())?,
-            )
-        } else {
-            None
+            std::thread::Builder::new()
+                .name("strata-background".into())
+                .spawn(move || background(&shared))
+                .map_err(|e| e.to_string())?
         };
         Ok(Server {
             shared,
             addr,
             accept: Some(accept),
-            syncer,
+            syncer: Some(syncer),
             workers,
         })
     }
@@ -265,6 +356,28 @@ impl Server {
         self.shared.db.flush().map_err(|e| e.to_string())?;
         self.shared.db.sync_wal().map_err(|e| e.to_string())?;
         Ok(())
+    }
+}
+
+/// The server's background duties: the everysec WAL sync and the active-expiry cycle.
+fn background(shared: &Shared) {
+    let mut last_sync = Instant::now();
+    let mut last_expiry = Instant::now();
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+        if shared.sync_mode() == SyncMode::EverySec && last_sync.elapsed() >= Duration::from_secs(1)
+        {
+            // A failure poisons the database; writes then report it.
+            let _ = shared.db.sync_wal();
+            last_sync = Instant::now();
+        }
+        if let Some(every) = shared.config.active_expiry
+            && last_expiry.elapsed() >= every
+        {
+            // Due keys beyond one cycle's share wait for the next cycle, right after.
+            let _ = commands::expire_cycle(shared, shared.clock.now_ms());
+            last_expiry = Instant::now();
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::commands::{self, Connection};
 use crate::resp::{self, Args, Limits, Parsed, Reply};
-use crate::{After, Shared};
+use crate::{After, Shared, store};
 
 /// Stop running a connection's commands while this many reply bytes wait to be sent to it.
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
@@ -123,7 +123,9 @@ pub(crate) fn accept_loop(
                 .connections_received
                 .fetch_add(1, Ordering::Relaxed);
             let _ = stream.set_nodelay(true);
-            if counters.connected.load(Ordering::SeqCst) >= shared.config.max_clients {
+            if counters.connected.load(Ordering::SeqCst)
+                >= shared.max_clients.load(Ordering::Relaxed)
+            {
                 counters.rejected.fetch_add(1, Ordering::Relaxed);
                 // A best-effort note to the refused client; the socket is fresh and empty.
                 let mut s = stream;
@@ -390,7 +392,7 @@ impl Worker {
                 input: Vec::new(),
                 output: Vec::new(),
                 sent: 0,
-                state: Connection::default(),
+                state: Connection::new(self.shared.new_client_id()),
                 // Bytes may have arrived before registration; look once.
                 readable: true,
                 closing: false,
@@ -412,6 +414,8 @@ impl Worker {
     /// Runs the ready connections, writes the round's SETs, sends the replies; connections
     /// with work left are put in `next`.
     fn run_round(&mut self, round: &[usize], next: &mut Vec<usize>) {
+        // CONFIG SET may have changed it. Relaxed: a setting, read on its own.
+        self.limits.max_bulk_bytes = self.shared.max_bulk_bytes.load(Ordering::Relaxed);
         let mut again = Vec::new();
         for &idx in round {
             if let Some(Some(c)) = self.clients.get_mut(idx) {
@@ -481,8 +485,13 @@ impl Worker {
                             let batch = &mut self.batch;
                             batch.bytes += n;
                             batch.set_conns.push(idx);
-                            batch.set_args.push(args.get(1).unwrap_or_default());
-                            batch.set_args.push(args.get(2).unwrap_or_default());
+                            let db = c.state.db;
+                            batch.set_args.push_with(|dst| {
+                                store::data_key_into(db, args.get(1).unwrap_or_default(), dst)
+                            });
+                            batch.set_args.push_with(|dst| {
+                                store::encode_value_into(args.get(2).unwrap_or_default(), None, dst)
+                            });
                             continue;
                         }
                         if commands::is_plain_get(args) {
@@ -497,7 +506,10 @@ impl Worker {
                             let batch = &mut self.batch;
                             batch.bytes += n;
                             batch.get_conns.push(idx);
-                            batch.get_keys.push(args.get(1).unwrap_or_default());
+                            let db = c.state.db;
+                            batch.get_keys.push_with(|dst| {
+                                store::data_key_into(db, args.get(1).unwrap_or_default(), dst)
+                            });
                             continue;
                         }
                         if c.in_batch > 0 {
@@ -506,11 +518,12 @@ impl Worker {
                         pos += n;
                         commands_run += 1;
                         let argv: Vec<&[u8]> = args.iter().collect();
+                        let protocol = c.state.protocol;
                         let after = commands::execute(
                             shared,
                             &mut c.state,
                             &argv,
-                            &mut Reply(&mut c.output),
+                            &mut Reply::new(&mut c.output, protocol),
                         );
                         if matches!(after, After::Close) {
                             c.closing = true;
@@ -526,7 +539,8 @@ impl Worker {
                             .counters
                             .protocol_errors
                             .fetch_add(1, Ordering::Relaxed);
-                        Reply(&mut c.output).error(&format!("ERR Protocol error: {}", e.0));
+                        Reply::new(&mut c.output, c.state.protocol)
+                            .error(&format!("ERR Protocol error: {}", e.0));
                         c.closing = true;
                     }
                 }
@@ -595,19 +609,25 @@ impl Worker {
         if batch.get_conns.is_empty() {
             return;
         }
+        let started = Instant::now();
         commands::read_gets(
             &self.shared,
             batch.get_keys.iter(),
             &mut batch.read_scratch,
             &mut batch.get_values,
         );
+        // Expiry is judged once for the batch, after the reads, as a GET judges it once.
+        let now = self.shared.clock.now_ms();
         for (idx, value) in batch.get_conns.iter().zip(batch.get_values.drain(..)) {
             if let Some(Some(c)) = self.clients.get_mut(*idx) {
                 c.in_batch = c.in_batch.saturating_sub(1);
                 c.gets_in_batch = c.gets_in_batch.saturating_sub(1);
-                commands::answer_get(&self.shared, value, &mut Reply(&mut c.output));
+                let mut reply = Reply::new(&mut c.output, c.state.protocol);
+                commands::answer_get(&self.shared, value, now, &mut reply);
             }
         }
+        let micros = started.elapsed().as_micros() as u64;
+        commands::count_batched(&self.shared, b"get", batch.get_conns.len() as u64, micros);
         batch.get_conns.clear();
         batch.get_keys.clear();
     }
@@ -622,11 +642,14 @@ impl Worker {
             let arg = |j| args.get(j).unwrap_or_default();
             (arg(2 * i), arg(2 * i + 1))
         });
+        let started = Instant::now();
         let result = commands::write_sets(&self.shared, pairs);
+        let micros = started.elapsed().as_micros() as u64;
+        commands::count_batched(&self.shared, b"set", batch.set_conns.len() as u64, micros);
         for idx in &batch.set_conns {
             if let Some(Some(c)) = self.clients.get_mut(*idx) {
                 c.in_batch = c.in_batch.saturating_sub(1);
-                let mut reply = Reply(&mut c.output);
+                let mut reply = Reply::new(&mut c.output, c.state.protocol);
                 match &result {
                     Ok(()) => reply.ok(),
                     Err(e) => reply.error(&format!("ERR {e}")),
@@ -689,8 +712,9 @@ impl Worker {
     }
 
     fn close_idle(&mut self) {
-        let Some(limit) = self.shared.config.idle_timeout else {
-            return;
+        let limit = match self.shared.idle_timeout_ms.load(Ordering::Relaxed) {
+            0 => return,
+            ms => Duration::from_millis(ms),
         };
         for idx in 0..self.clients.len() {
             if let Some(Some(c)) = self.clients.get(idx)

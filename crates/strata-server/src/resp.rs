@@ -1,4 +1,4 @@
-//! The Redis serialization protocol (RESP2): parsing requests and encoding replies.
+//! The Redis serialization protocol (RESP2 and RESP3): parsing requests and encoding replies.
 //!
 //! A request is an array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) or an inline
 //! command (`GET k\r\n`, as typed into telnet). The parser is incremental: given the bytes
@@ -91,6 +91,12 @@ impl Args {
         self.bytes.extend_from_slice(arg);
         self.ends.push(self.bytes.len());
     }
+
+    /// Appends an argument that `write` appends to the buffer it is given.
+    pub fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(&mut self.bytes);
+        self.ends.push(self.bytes.len());
+    }
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
@@ -150,10 +156,8 @@ fn parse_array(buf: &[u8], limits: &Limits, args: &mut Args) -> Result<Parsed, P
             .filter(|&n| n >= 0)
             .ok_or_else(|| ProtocolError("invalid bulk length".into()))? as u64;
         if len > limits.max_bulk_bytes as u64 {
-            return Err(ProtocolError(format!(
-                "bulk string of {len} bytes exceeds the limit of {} bytes",
-                limits.max_bulk_bytes
-            )));
+            // Redis's words for a length over `proto-max-bulk-len`.
+            return Err(ProtocolError("invalid bulk length".into()));
         }
         let start = end + 2;
         let stop = start + len as usize;
@@ -199,6 +203,11 @@ fn split_inline(line: &[u8], args: &mut Args) -> Result<(), ProtocolError> {
                     None => return Err(ProtocolError("unbalanced quotes in request".into())),
                     Some(&c) if c == first => {
                         i += 1;
+                        // A closing quote must end the argument, as redis-cli and Redis
+                        // split lines: `"a"b` is not one argument.
+                        if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+                            return Err(ProtocolError("unbalanced quotes in request".into()));
+                        }
                         break;
                     }
                     Some(b'\\') if first == b'"' => {
@@ -231,48 +240,120 @@ fn split_inline(line: &[u8], args: &mut Args) -> Result<(), ProtocolError> {
     Ok(())
 }
 
-/// Appends replies to an output buffer.
-pub struct Reply<'a>(pub &'a mut Vec<u8>);
+/// Appends replies to an output buffer, in the protocol the connection chose with HELLO: RESP2
+/// or RESP3, whose nulls, maps, sets, doubles and verbatim strings have types of their own.
+pub struct Reply<'a> {
+    out: &'a mut Vec<u8>,
+    resp3: bool,
+}
 
-impl Reply<'_> {
+impl<'a> Reply<'a> {
+    /// Replies in RESP3 when `protocol` is 3, in RESP2 otherwise.
+    pub fn new(out: &'a mut Vec<u8>, protocol: u8) -> Self {
+        Reply {
+            out,
+            resp3: protocol == 3,
+        }
+    }
+
+    /// Replies from here on in RESP3 when `protocol` is 3 (HELLO answers in the protocol
+    /// it switches to).
+    pub fn protocol(&mut self, protocol: u8) {
+        self.resp3 = protocol == 3;
+    }
+
+    pub fn is_resp3(&self) -> bool {
+        self.resp3
+    }
+
+    fn line(&mut self, tag: u8, n: impl std::fmt::Display) {
+        use std::io::Write as _;
+        self.out.push(tag);
+        let _ = write!(self.out, "{n}\r\n");
+    }
+
     pub fn simple(&mut self, s: &str) {
-        self.0.push(b'+');
-        self.0.extend_from_slice(s.as_bytes());
-        self.0.extend_from_slice(b"\r\n");
+        self.out.push(b'+');
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
     }
 
     /// An error reply; `msg` starts with the error code (`ERR`, `WRONGTYPE`, ...).
     pub fn error(&mut self, msg: &str) {
-        self.0.push(b'-');
+        self.out.push(b'-');
         // An error line must not hold a line break.
         for &b in msg.as_bytes() {
-            self.0.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
+            self.out
+                .push(if b == b'\r' || b == b'\n' { b' ' } else { b });
         }
-        self.0.extend_from_slice(b"\r\n");
+        self.out.extend_from_slice(b"\r\n");
     }
 
     pub fn int(&mut self, n: i64) {
-        self.0.push(b':');
-        self.0.extend_from_slice(n.to_string().as_bytes());
-        self.0.extend_from_slice(b"\r\n");
+        self.line(b':', n);
     }
 
     pub fn bulk(&mut self, b: &[u8]) {
-        self.0.push(b'$');
-        self.0.extend_from_slice(b.len().to_string().as_bytes());
-        self.0.extend_from_slice(b"\r\n");
-        self.0.extend_from_slice(b);
-        self.0.extend_from_slice(b"\r\n");
+        self.line(b'$', b.len());
+        self.out.extend_from_slice(b);
+        self.out.extend_from_slice(b"\r\n");
     }
 
+    /// A missing value: RESP2's null bulk string, RESP3's null.
     pub fn null(&mut self) {
-        self.0.extend_from_slice(b"$-1\r\n");
+        if self.resp3 {
+            self.out.extend_from_slice(b"_\r\n");
+        } else {
+            self.out.extend_from_slice(b"$-1\r\n");
+        }
+    }
+
+    /// A missing array: RESP2's null array, RESP3's null.
+    pub fn null_array(&mut self) {
+        if self.resp3 {
+            self.out.extend_from_slice(b"_\r\n");
+        } else {
+            self.out.extend_from_slice(b"*-1\r\n");
+        }
     }
 
     pub fn array(&mut self, n: usize) {
-        self.0.push(b'*');
-        self.0.extend_from_slice(n.to_string().as_bytes());
-        self.0.extend_from_slice(b"\r\n");
+        self.line(b'*', n);
+    }
+
+    /// A map of `n` pairs; in RESP2 an array of `2n` items, key then value.
+    pub fn map(&mut self, n: usize) {
+        if self.resp3 {
+            self.line(b'%', n);
+        } else {
+            self.line(b'*', 2 * n);
+        }
+    }
+
+    /// A set of `n` items; in RESP2 an array.
+    pub fn set(&mut self, n: usize) {
+        self.line(if self.resp3 { b'~' } else { b'*' }, n);
+    }
+
+    /// A floating-point number, formatted as Redis formats it; in RESP2 a bulk string.
+    pub fn double(&mut self, text: &str) {
+        if self.resp3 {
+            self.line(b',', text);
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
+    /// Text to show as it is (INFO, CLIENT LIST); in RESP2 a bulk string.
+    pub fn verbatim(&mut self, text: &str) {
+        if self.resp3 {
+            self.line(b'=', text.len() + 4);
+            self.out.extend_from_slice(b"txt:");
+            self.out.extend_from_slice(text.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
     }
 
     pub fn ok(&mut self) {
@@ -380,6 +461,10 @@ mod tests {
         assert!(parse(b"*1\r\n$-5\r\n", &l).is_err());
         assert!(parse(b"*1\r\n$3\r\nabcXY", &l).is_err());
         assert!(parse(b"\"unbalanced\r\n", &l).is_err());
+        assert_eq!(
+            parse(b"set \"\"\"k\"\"\" v\r\n", &l),
+            Err(ProtocolError("unbalanced quotes in request".into()))
+        );
         let small = Limits {
             max_bulk_bytes: 4,
             ..Limits::default()

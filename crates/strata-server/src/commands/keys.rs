@@ -1,0 +1,563 @@
+//! The keyspace family (DEL, EXISTS, SCAN, RENAME, COPY, ...) and expiry (EXPIRE, TTL, ...),
+//! and the active-expiry cycle that removes expired keys nothing reads.
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+use strata::ReadOptions;
+
+use super::{Ctx, Outcome, Writes, engine, int_arg, syntax, upper};
+use crate::Shared;
+use crate::store::{self, DATABASES};
+
+const MAX_SCAN_CURSORS: usize = 100_000;
+
+pub(super) fn del(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let keys: Vec<Vec<u8>> = a[1..].iter().map(|k| cx.key(k)).collect();
+    let _g = cx.lock(keys.iter().map(Vec::as_slice));
+    let mut w = Writes::default();
+    let mut seen = std::collections::HashSet::new();
+    let mut removed = 0;
+    for k in &keys {
+        if seen.insert(k.as_slice()) && cx.get_locked(k)?.is_some() {
+            removed += 1;
+            w.delete(k);
+        }
+    }
+    if !w.is_empty() {
+        w.commit(cx.shared)?;
+    }
+    cx.out.int(removed);
+    Ok(())
+}
+
+/// EXISTS and TOUCH: how many of the keys exist (a key named twice counts twice).
+pub(super) fn exists(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let mut count = 0;
+    for k in &a[1..] {
+        if cx.get(&cx.key(k))?.is_some() {
+            count += 1;
+        }
+    }
+    cx.out.int(count);
+    Ok(())
+}
+
+pub(super) fn type_(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let found = cx.get(&cx.key(a[1]))?.is_some();
+    cx.out.simple(if found { "string" } else { "none" });
+    Ok(())
+}
+
+/// The live keys of database `db` from `start` on (client keys), in order, with their
+/// values; `each` returns false to stop.
+fn walk(
+    cx: &Ctx<'_, '_>,
+    db: u8,
+    start: Bound<&[u8]>,
+    each: impl FnMut(&[u8], &store::Value) -> bool,
+) -> Outcome {
+    walk_dir(cx, db, start, false, each)
+}
+
+/// As [`walk`]; `backward` walks from `start` down to the database's first key.
+fn walk_dir(
+    cx: &Ctx<'_, '_>,
+    db: u8,
+    start: Bound<&[u8]>,
+    backward: bool,
+    mut each: impl FnMut(&[u8], &store::Value) -> bool,
+) -> Outcome {
+    let (lo, hi) = store::db_range(db);
+    let from = match start {
+        Bound::Included(k) => Bound::Included(store::data_key(db, k)),
+        Bound::Excluded(k) => Bound::Excluded(store::data_key(db, k)),
+        Bound::Unbounded if backward => Bound::Excluded(hi.clone()),
+        Bound::Unbounded => Bound::Included(lo.clone()),
+    };
+    let range = if backward {
+        (Bound::Included(lo), from)
+    } else {
+        (from, Bound::Excluded(hi))
+    };
+    let entries = cx
+        .shared
+        .db
+        .scan_with(range, ReadOptions::default(), backward)
+        .map_err(engine)?;
+    for e in entries {
+        let (k, raw) = e.map_err(engine)?;
+        let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
+        if v.is_live(cx.now) && !each(store::user_key(&k), &v) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The first live key from `start` on, walking forward or backward.
+fn first_key(
+    cx: &Ctx<'_, '_>,
+    start: Bound<&[u8]>,
+    backward: bool,
+) -> Result<Option<Vec<u8>>, String> {
+    let mut found = None;
+    walk_dir(cx, cx.conn.db, start, backward, |k, _| {
+        found = Some(k.to_vec());
+        false
+    })?;
+    Ok(found)
+}
+
+pub(super) fn keys(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let pattern = a[1];
+    // The pattern's literal head bounds the walk.
+    let head: Vec<u8> = pattern
+        .iter()
+        .take_while(|b| !matches!(b, b'*' | b'?' | b'[' | b'\\'))
+        .copied()
+        .collect();
+    let mut found = Vec::new();
+    walk(cx, cx.conn.db, Bound::Included(&head), |k, _| {
+        if !k.starts_with(&head) {
+            return false;
+        }
+        if crate::glob::matches(pattern, k) {
+            found.push(k.to_vec());
+        }
+        true
+    })?;
+    cx.out.array(found.len());
+    for k in found {
+        cx.out.bulk(&k);
+    }
+    Ok(())
+}
+
+pub(super) fn dbsize(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    let mut count = 0i64;
+    walk(cx, cx.conn.db, Bound::Unbounded, |_, _| {
+        count += 1;
+        true
+    })?;
+    cx.out.int(count);
+    Ok(())
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]`: keys in key order. The cursor is a
+/// number that names the key to continue after, kept in a bounded table (the oldest cursors
+/// expire).
+pub(super) fn scan(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let cursor: u64 = std::str::from_utf8(a[1])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or("ERR invalid cursor")?;
+    let mut pattern: Option<&[u8]> = None;
+    let mut type_filter: Option<String> = None;
+    let mut count = 10usize;
+    let mut i = 2;
+    while i < a.len() {
+        let value = a.get(i + 1).ok_or_else(syntax)?;
+        match upper(a[i]).as_str() {
+            "MATCH" => pattern = Some(value),
+            "COUNT" => {
+                count = usize::try_from(int_arg(value)?)
+                    .ok()
+                    .filter(|&c| c > 0)
+                    .ok_or_else(syntax)?;
+            }
+            "TYPE" => type_filter = Some(String::from_utf8_lossy(value).to_ascii_lowercase()),
+            _ => return Err(syntax()),
+        }
+        i += 2;
+    }
+    let after: Option<Vec<u8>> = if cursor == 0 {
+        None
+    } else {
+        let table = cx.shared.cursors.lock().unwrap_or_else(|e| e.into_inner());
+        let (db, key) = table
+            .map
+            .get(&cursor)
+            .cloned()
+            .ok_or("ERR invalid cursor (expired or never issued)")?;
+        if db != cx.conn.db {
+            return Err("ERR invalid cursor (issued for another database)".into());
+        }
+        Some(key)
+    };
+    let start = match &after {
+        Some(k) => Bound::Excluded(k.as_slice()),
+        None => Bound::Unbounded,
+    };
+    // Every key is a string: a TYPE other than string matches none, but the walk goes on so
+    // that the cursor moves as Redis's does.
+    let type_ok = type_filter.as_deref().is_none_or(|t| t == "string");
+    let mut keys = Vec::new();
+    let mut last: Option<Vec<u8>> = None;
+    let mut examined = 0;
+    let mut finished = true;
+    walk(cx, cx.conn.db, start, |k, _| {
+        if examined == count {
+            finished = false;
+            return false;
+        }
+        examined += 1;
+        if type_ok && pattern.is_none_or(|p| crate::glob::matches(p, k)) {
+            keys.push(k.to_vec());
+        }
+        last = Some(k.to_vec());
+        true
+    })?;
+    let next = match (finished, last) {
+        (false, Some(k)) => {
+            let mut table = cx.shared.cursors.lock().unwrap_or_else(|e| e.into_inner());
+            table.next += 1;
+            let id = table.next;
+            table.map.insert(id, (cx.conn.db, k));
+            table.order.push_back(id);
+            while table.order.len() > MAX_SCAN_CURSORS {
+                if let Some(old) = table.order.pop_front() {
+                    table.map.remove(&old);
+                }
+            }
+            id
+        }
+        _ => 0,
+    };
+    cx.out.array(2);
+    cx.out.bulk(next.to_string().as_bytes());
+    cx.out.array(keys.len());
+    for k in keys {
+        cx.out.bulk(&k);
+    }
+    Ok(())
+}
+
+pub(super) fn randomkey(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    // A random point between the first and the last key (their first eight differing bytes
+    // read as numbers), then, by a coin, the first live key at or after it or the last at or
+    // before it: every key can come up, the ones after wide gaps more often.
+    let (Some(first), Some(last)) = (
+        first_key(cx, Bound::Unbounded, false)?,
+        first_key(cx, Bound::Unbounded, true)?,
+    ) else {
+        cx.out.null();
+        return Ok(());
+    };
+    let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
+    let head = |k: &[u8]| {
+        let mut b = [0u8; 8];
+        for (d, s) in b.iter_mut().zip(k.get(common..).unwrap_or_default()) {
+            *d = *s;
+        }
+        u64::from_be_bytes(b)
+    };
+    let (lo, hi) = (head(&first), head(&last));
+    let r = cx.shared.random_seed();
+    let offset = if hi > lo {
+        r % (hi - lo).saturating_add(1)
+    } else {
+        0
+    };
+    let mut point = first.get(..common).unwrap_or_default().to_vec();
+    point.extend_from_slice(&(lo + offset).to_be_bytes());
+    let backward = cx.shared.random_seed() & 1 == 0;
+    let found = match first_key(cx, Bound::Included(&point), backward)? {
+        Some(k) => Some(k),
+        None => first_key(cx, Bound::Included(&point), !backward)?,
+    };
+    match found {
+        Some(k) => cx.out.bulk(&k),
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+fn db_arg(arg: &[u8]) -> Result<u8, String> {
+    let n = int_arg(arg).map_err(|_| super::not_an_integer())?;
+    u8::try_from(n)
+        .ok()
+        .filter(|&n| n < DATABASES)
+        .ok_or_else(|| "ERR DB index is out of range".into())
+}
+
+/// RENAME and RENAMENX. The key keeps its expiry.
+pub(super) fn rename(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let nx = a[0].eq_ignore_ascii_case(b"renamenx");
+    let (src, dst) = (cx.key(a[1]), cx.key(a[2]));
+    let _g = cx.lock([src.as_slice(), dst.as_slice()]);
+    let v = cx.get_locked(&src)?.ok_or("ERR no such key")?;
+    if src == dst {
+        if nx {
+            cx.out.int(0);
+        } else {
+            cx.out.ok();
+        }
+        return Ok(());
+    }
+    if nx && cx.get_locked(&dst)?.is_some() {
+        cx.out.int(0);
+        return Ok(());
+    }
+    let mut w = Writes::default();
+    w.delete(&src);
+    w.put(&dst, &v.data, v.expires_at);
+    w.commit(cx.shared)?;
+    if nx {
+        cx.out.int(1);
+    } else {
+        cx.out.ok();
+    }
+    Ok(())
+}
+
+/// `COPY source destination [DB n] [REPLACE]`. The copy keeps the source's expiry.
+pub(super) fn copy(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let mut db = cx.conn.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < a.len() {
+        match upper(a[i]).as_str() {
+            "REPLACE" => replace = true,
+            "DB" => {
+                db = db_arg(a.get(i + 1).ok_or_else(syntax)?)?;
+                i += 1;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 1;
+    }
+    let src = cx.key(a[1]);
+    let dst = store::data_key(db, a[2]);
+    if src == dst {
+        return Err("ERR source and destination objects are the same".into());
+    }
+    let _g = cx.lock([src.as_slice(), dst.as_slice()]);
+    let Some(v) = cx.get_locked(&src)? else {
+        cx.out.int(0);
+        return Ok(());
+    };
+    if !replace && cx.get_locked(&dst)?.is_some() {
+        cx.out.int(0);
+        return Ok(());
+    }
+    let mut w = Writes::default();
+    w.put(&dst, &v.data, v.expires_at);
+    w.commit(cx.shared)?;
+    cx.out.int(1);
+    Ok(())
+}
+
+/// `MOVE key db`: moves a key to another database unless the key exists there.
+pub(super) fn move_(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let db = db_arg(a[2])?;
+    if db == cx.conn.db {
+        return Err("ERR source and destination objects are the same".into());
+    }
+    let src = cx.key(a[1]);
+    let dst = store::data_key(db, a[1]);
+    let _g = cx.lock([src.as_slice(), dst.as_slice()]);
+    let Some(v) = cx.get_locked(&src)? else {
+        cx.out.int(0);
+        return Ok(());
+    };
+    if cx.get_locked(&dst)?.is_some() {
+        cx.out.int(0);
+        return Ok(());
+    }
+    let mut w = Writes::default();
+    w.delete(&src);
+    w.put(&dst, &v.data, v.expires_at);
+    w.commit(cx.shared)?;
+    cx.out.int(1);
+    Ok(())
+}
+
+/// Deletes every engine key in `[lo, hi)`, in batches. Requires: the key space's write lock.
+fn delete_range(shared: &Shared, lo: Vec<u8>, hi: Vec<u8>) -> Outcome {
+    loop {
+        let mut w = strata::WriteBatch::new();
+        let entries = shared
+            .db
+            .scan_with(lo.clone()..hi.clone(), ReadOptions::default(), false)
+            .map_err(engine)?;
+        for e in entries.take(10_000) {
+            let (k, _) = e.map_err(engine)?;
+            w.delete(&k);
+        }
+        if w.is_empty() {
+            return Ok(());
+        }
+        shared
+            .db
+            .write(w, super::write_opts(shared))
+            .map_err(engine)?;
+    }
+}
+
+fn flush_mode(a: &[&[u8]]) -> Outcome {
+    match a.get(1).map(|m| upper(m)).as_deref() {
+        None | Some("SYNC") | Some("ASYNC") if a.len() <= 2 => Ok(()),
+        _ => Err(syntax()),
+    }
+}
+
+pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    flush_mode(a)?;
+    let (lo, hi) = store::db_range(cx.conn.db);
+    delete_range(cx.shared, lo, hi)?;
+    cx.shared.cache.clear();
+    cx.out.ok();
+    Ok(())
+}
+
+pub(super) fn flushall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    flush_mode(a)?;
+    delete_range(cx.shared, vec![0], vec![DATABASES])?;
+    let (lo, hi) = store::index_range();
+    delete_range(cx.shared, lo, hi)?;
+    cx.shared.cache.clear();
+    cx.out.ok();
+    Ok(())
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT, with NX, XX, GT and LT.
+pub(super) fn expire(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let name = String::from_utf8_lossy(a[0]).to_ascii_lowercase();
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &a[3..] {
+        match upper(opt).as_str() {
+            "NX" => nx = true,
+            "XX" => xx = true,
+            "GT" => gt = true,
+            "LT" => lt = true,
+            other => return Err(format!("ERR Unsupported option {other}")),
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err("ERR NX and XX, GT or LT options at the same time are not compatible".into());
+    }
+    if gt && lt {
+        return Err("ERR GT and LT options at the same time are not compatible".into());
+    }
+    let n = int_arg(a[2])?;
+    let invalid = || format!("ERR invalid expire time in '{name}' command");
+    let ms = if name == "expire" || name == "expireat" {
+        n.checked_mul(1000).ok_or_else(invalid)?
+    } else {
+        n
+    };
+    let at = if name.ends_with("at") {
+        ms
+    } else {
+        ms.checked_add(cx.now as i64).ok_or_else(invalid)?
+    };
+    let key = cx.key(a[1]);
+    let _g = cx.lock([key.as_slice()]);
+    let Some(v) = cx.get_locked(&key)? else {
+        cx.out.int(0);
+        return Ok(());
+    };
+    // No expiry counts as an infinite one.
+    let current = v.expires_at.map(|t| t as i64);
+    let refused = (nx && current.is_some())
+        || (xx && current.is_none())
+        || (gt && current.is_none_or(|c| at <= c))
+        || (lt && current.is_some_and(|c| at >= c));
+    if refused {
+        cx.out.int(0);
+        return Ok(());
+    }
+    let mut w = Writes::default();
+    if at <= cx.now as i64 {
+        w.delete(&key);
+    } else {
+        w.put(&key, &v.data, Some(at as u64));
+    }
+    w.commit(cx.shared)?;
+    cx.out.int(1);
+    Ok(())
+}
+
+/// TTL, PTTL, EXPIRETIME and PEXPIRETIME: -2 for a missing key, -1 for one without expiry.
+pub(super) fn ttl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let name = String::from_utf8_lossy(a[0]).to_ascii_lowercase();
+    let reply = match cx.get(&cx.key(a[1]))? {
+        None => -2,
+        Some(v) => match v.expires_at {
+            None => -1,
+            Some(t) => {
+                let left = t.saturating_sub(cx.now) as i64;
+                match name.as_str() {
+                    "ttl" => (left + 500) / 1000,
+                    "pttl" => left,
+                    "expiretime" => (t / 1000) as i64,
+                    _ => t as i64,
+                }
+            }
+        },
+    };
+    cx.out.int(reply);
+    Ok(())
+}
+
+pub(super) fn persist(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let key = cx.key(a[1]);
+    let _g = cx.lock([key.as_slice()]);
+    match cx.get_locked(&key)? {
+        Some(v) if v.expires_at.is_some() => {
+            let mut w = Writes::default();
+            w.put(&key, &v.data, None);
+            w.commit(cx.shared)?;
+            cx.out.int(1);
+        }
+        _ => cx.out.int(0),
+    }
+    Ok(())
+}
+
+/// Index entries one cycle looks at, at most.
+const EXPIRE_CYCLE_ENTRIES: usize = 1000;
+
+/// One cycle of active expiry: removes the keys whose expiry index entries are due at
+/// `now_ms` (at most [`EXPIRE_CYCLE_ENTRIES`]), and the entries. A key whose value no longer
+/// carries the entry's time (given another expiry, persisted, rewritten, deleted) stays,
+/// and its stale entry goes. Returns the keys removed and whether due entries remain.
+pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), String> {
+    let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    let (lo, hi) = store::due_index_range(now_ms);
+    let mut due: Vec<Vec<u8>> = Vec::new();
+    for e in shared
+        .db
+        .scan_with(lo..hi, ReadOptions::default(), false)
+        .map_err(engine)?
+        .take(EXPIRE_CYCLE_ENTRIES)
+    {
+        due.push(e.map_err(engine)?.0);
+    }
+    let more = due.len() == EXPIRE_CYCLE_ENTRIES;
+    let mut removed = 0;
+    for entry in due {
+        let Some((at, key)) = store::parse_index_key(&entry) else {
+            continue;
+        };
+        let _g = super::lock_stripes(shared, [key]);
+        let mut w = Writes::default();
+        w.delete_raw(&entry);
+        let raw = shared.db.get(key).map_err(engine)?;
+        if let Some(raw) = raw
+            && let Ok((Some(t), _)) = store::parse_value(&raw)
+            && t == at
+            && t <= now_ms
+        {
+            w.delete(key);
+            removed += 1;
+        }
+        w.commit(shared)?;
+    }
+    shared
+        .counters
+        .expired_keys
+        .fetch_add(removed, Ordering::Relaxed);
+    Ok((removed, more))
+}

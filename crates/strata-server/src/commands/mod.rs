@@ -1,0 +1,944 @@
+//! The commands the server answers, in Redis's words and reply shapes.
+//!
+//! Every command is a row of one table ([`TABLE`]): its name, arity, flags, ACL categories,
+//! key positions and handler. Dispatch, arity errors, COMMAND's replies and INFO's
+//! per-command statistics are all answered from it. The handlers live by family:
+//! [`strings`], [`keys`] (the keyspace and expiry) and [`server`] (connection and server).
+//!
+//! Keys and values are stored as [`crate::store`] lays them out; every read judges expiry
+//! by the clock read once when the command starts, so an expired key is invisible to every
+//! read from the moment it expires.
+
+mod keys;
+mod server;
+mod strings;
+
+pub(crate) use keys::expire_cycle;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use strata::{ReadOptions, WriteBatch, WriteOptions};
+
+use crate::resp::{Args, Reply};
+use crate::store::{self, Value};
+use crate::{After, Shared, SyncMode};
+
+/// Per-connection state.
+pub(crate) struct Connection {
+    pub id: u64,
+    pub name: Option<Vec<u8>>,
+    /// The database `SELECT` chose.
+    pub db: u8,
+    /// 2 or 3, as `HELLO` chose.
+    pub protocol: u8,
+}
+
+impl Connection {
+    pub(crate) fn new(id: u64) -> Self {
+        Connection {
+            id,
+            name: None,
+            db: 0,
+            protocol: 2,
+        }
+    }
+}
+
+/// A command's outcome: `Err` holds the whole error line, code first (`ERR ...`).
+pub(crate) type Outcome = Result<(), String>;
+
+/// What a handler works with.
+pub(crate) struct Ctx<'a, 'o> {
+    pub shared: &'a Shared,
+    pub conn: &'a mut Connection,
+    pub out: &'a mut Reply<'o>,
+    /// Unix milliseconds when the command started: every expiry it judges is judged by it.
+    pub now: u64,
+    pub after: After,
+}
+
+/// One command: its row in the table.
+pub(crate) struct Command {
+    /// The name, in lower case.
+    pub name: &'static str,
+    /// Redis's arity: `n` exactly `n` arguments with the name, `-n` at least `n`.
+    pub arity: i32,
+    pub flags: &'static [&'static str],
+    /// ACL categories, without the `@`.
+    pub categories: &'static [&'static str],
+    /// First key, last key (negative: from the end) and step, as COMMAND reports them.
+    pub keys: (i32, i32, i32),
+    pub run: fn(&mut Ctx<'_, '_>, &[&[u8]]) -> Outcome,
+}
+
+/// Calls and time per command, for `INFO commandstats`.
+#[derive(Default)]
+pub(crate) struct CommandStats {
+    pub calls: AtomicU64,
+    pub micros: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+const R: &[&str] = &["readonly", "fast"];
+const W: &[&str] = &["write", "denyoom", "fast"];
+const WS: &[&str] = &["write", "denyoom"];
+const RS: &[&str] = &["readonly"];
+const C: &[&str] = &["fast", "loading", "stale", "no-auth"];
+const A: &[&str] = &["admin", "noscript", "loading", "stale"];
+const ONE: (i32, i32, i32) = (1, 1, 1);
+const ALL: (i32, i32, i32) = (1, -1, 1);
+const NONE: (i32, i32, i32) = (0, 0, 0);
+
+macro_rules! cmd {
+    ($name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path) => {
+        Command {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            categories: &[$($cat),*],
+            keys: $keys,
+            run: $run,
+        }
+    };
+}
+
+/// Every command the server answers.
+pub(crate) static TABLE: &[Command] = &[
+    // Strings.
+    cmd!("get", 2, R, ["read", "string", "fast"], ONE, strings::get),
+    cmd!(
+        "set",
+        -3,
+        WS,
+        ["write", "string", "slow"],
+        ONE,
+        strings::set
+    ),
+    cmd!(
+        "setnx",
+        3,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::setnx
+    ),
+    cmd!(
+        "setex",
+        4,
+        WS,
+        ["write", "string", "slow"],
+        ONE,
+        strings::setex
+    ),
+    cmd!(
+        "psetex",
+        4,
+        WS,
+        ["write", "string", "slow"],
+        ONE,
+        strings::setex
+    ),
+    cmd!(
+        "getex",
+        -2,
+        &["write", "fast"],
+        ["write", "string", "fast"],
+        ONE,
+        strings::getex
+    ),
+    cmd!(
+        "getdel",
+        2,
+        &["write", "fast"],
+        ["write", "string", "fast"],
+        ONE,
+        strings::getdel
+    ),
+    cmd!(
+        "getset",
+        3,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::getset
+    ),
+    cmd!(
+        "mget",
+        -2,
+        R,
+        ["read", "string", "fast"],
+        ALL,
+        strings::mget
+    ),
+    cmd!(
+        "mset",
+        -3,
+        WS,
+        ["write", "string", "slow"],
+        (1, -1, 2),
+        strings::mset
+    ),
+    cmd!(
+        "msetnx",
+        -3,
+        WS,
+        ["write", "string", "slow"],
+        (1, -1, 2),
+        strings::msetnx
+    ),
+    cmd!(
+        "incr",
+        2,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::incr
+    ),
+    cmd!(
+        "decr",
+        2,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::incr
+    ),
+    cmd!(
+        "incrby",
+        3,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::incr
+    ),
+    cmd!(
+        "decrby",
+        3,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::incr
+    ),
+    cmd!(
+        "incrbyfloat",
+        3,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::incrbyfloat
+    ),
+    cmd!(
+        "append",
+        3,
+        W,
+        ["write", "string", "fast"],
+        ONE,
+        strings::append
+    ),
+    cmd!(
+        "strlen",
+        2,
+        R,
+        ["read", "string", "fast"],
+        ONE,
+        strings::strlen
+    ),
+    cmd!(
+        "getrange",
+        4,
+        RS,
+        ["read", "string", "slow"],
+        ONE,
+        strings::getrange
+    ),
+    cmd!(
+        "substr",
+        4,
+        RS,
+        ["read", "string", "slow"],
+        ONE,
+        strings::getrange
+    ),
+    cmd!(
+        "setrange",
+        4,
+        WS,
+        ["write", "string", "slow"],
+        ONE,
+        strings::setrange
+    ),
+    cmd!(
+        "lcs",
+        -3,
+        RS,
+        ["read", "string", "slow"],
+        (1, 2, 1),
+        strings::lcs
+    ),
+    cmd!(
+        "setbit",
+        4,
+        W,
+        ["write", "bitmap", "slow"],
+        ONE,
+        strings::setbit
+    ),
+    cmd!(
+        "getbit",
+        3,
+        R,
+        ["read", "bitmap", "fast"],
+        ONE,
+        strings::getbit
+    ),
+    cmd!(
+        "bitcount",
+        -2,
+        RS,
+        ["read", "bitmap", "slow"],
+        ONE,
+        strings::bitcount
+    ),
+    cmd!(
+        "bitpos",
+        -3,
+        RS,
+        ["read", "bitmap", "slow"],
+        ONE,
+        strings::bitpos
+    ),
+    // The keyspace and expiry.
+    cmd!(
+        "del",
+        -2,
+        &["write"],
+        ["keyspace", "write", "slow"],
+        ALL,
+        keys::del
+    ),
+    cmd!(
+        "unlink",
+        -2,
+        &["write", "fast"],
+        ["keyspace", "write", "fast"],
+        ALL,
+        keys::del
+    ),
+    cmd!(
+        "exists",
+        -2,
+        R,
+        ["keyspace", "read", "fast"],
+        ALL,
+        keys::exists
+    ),
+    cmd!(
+        "touch",
+        -2,
+        R,
+        ["keyspace", "read", "fast"],
+        ALL,
+        keys::exists
+    ),
+    cmd!("type", 2, R, ["keyspace", "read", "fast"], ONE, keys::type_),
+    cmd!(
+        "keys",
+        2,
+        RS,
+        ["keyspace", "read", "slow", "dangerous"],
+        NONE,
+        keys::keys
+    ),
+    cmd!(
+        "scan",
+        -2,
+        RS,
+        ["keyspace", "read", "slow"],
+        NONE,
+        keys::scan
+    ),
+    cmd!(
+        "randomkey",
+        1,
+        RS,
+        ["keyspace", "read", "slow"],
+        NONE,
+        keys::randomkey
+    ),
+    cmd!(
+        "rename",
+        3,
+        &["write"],
+        ["keyspace", "write", "slow"],
+        (1, 2, 1),
+        keys::rename
+    ),
+    cmd!(
+        "renamenx",
+        3,
+        W,
+        ["keyspace", "write", "fast"],
+        (1, 2, 1),
+        keys::rename
+    ),
+    cmd!(
+        "copy",
+        -3,
+        WS,
+        ["keyspace", "write", "slow"],
+        (1, 2, 1),
+        keys::copy
+    ),
+    cmd!(
+        "move",
+        3,
+        &["write", "fast"],
+        ["keyspace", "write", "fast"],
+        ONE,
+        keys::move_
+    ),
+    cmd!(
+        "dbsize",
+        1,
+        R,
+        ["keyspace", "read", "fast"],
+        NONE,
+        keys::dbsize
+    ),
+    cmd!(
+        "flushdb",
+        -1,
+        &["write"],
+        ["keyspace", "write", "slow", "dangerous"],
+        NONE,
+        keys::flushdb
+    ),
+    cmd!(
+        "flushall",
+        -1,
+        &["write"],
+        ["keyspace", "write", "slow", "dangerous"],
+        NONE,
+        keys::flushall
+    ),
+    cmd!(
+        "expire",
+        -3,
+        &["write", "fast"],
+        ["keyspace", "write", "fast"],
+        ONE,
+        keys::expire
+    ),
+    cmd!(
+        "pexpire",
+        -3,
+        &["write", "fast"],
+        ["keyspace", "write", "fast"],
+        ONE,
+        keys::expire
+    ),
+    cmd!(
+        "expireat",
+        -3,
+        &["write", "fast"],
+        ["keyspace", "write", "fast"],
+        ONE,
+        keys::expire
+    ),
+    cmd!(
+        "pexpireat",
+        -3,
+        &["write", "fast"],
+        ["keyspace", "write", "fast"],
+        ONE,
+        keys::expire
+    ),
+    cmd!("ttl", 2, R, ["keyspace", "read", "fast"], ONE, keys::ttl),
+    cmd!("pttl", 2, R, ["keyspace", "read", "fast"], ONE, keys::ttl),
+    cmd!(
+        "expiretime",
+        2,
+        R,
+        ["keyspace", "read", "fast"],
+        ONE,
+        keys::ttl
+    ),
+    cmd!(
+        "pexpiretime",
+        2,
+        R,
+        ["keyspace", "read", "fast"],
+        ONE,
+        keys::ttl
+    ),
+    cmd!(
+        "persist",
+        2,
+        &["write", "fast"],
+        ["keyspace", "write", "fast"],
+        ONE,
+        keys::persist
+    ),
+    // The connection and the server.
+    cmd!("ping", -1, C, ["fast", "connection"], NONE, server::ping),
+    cmd!("echo", 2, C, ["fast", "connection"], NONE, server::echo),
+    cmd!("quit", -1, C, ["fast", "connection"], NONE, server::quit),
+    cmd!("select", 2, C, ["fast", "connection"], NONE, server::select),
+    cmd!("hello", -1, C, ["fast", "connection"], NONE, server::hello),
+    cmd!("reset", 1, C, ["fast", "connection"], NONE, server::reset),
+    cmd!(
+        "client",
+        -2,
+        &["loading", "stale"],
+        ["slow", "connection"],
+        NONE,
+        server::client
+    ),
+    cmd!(
+        "command",
+        -1,
+        &["loading", "stale"],
+        ["slow", "connection"],
+        NONE,
+        server::command
+    ),
+    cmd!(
+        "config",
+        -2,
+        A,
+        ["admin", "slow", "dangerous"],
+        NONE,
+        server::config
+    ),
+    cmd!(
+        "info",
+        -1,
+        &["loading", "stale"],
+        ["slow", "dangerous"],
+        NONE,
+        server::info
+    ),
+    cmd!(
+        "time",
+        1,
+        &["loading", "stale", "fast"],
+        ["fast"],
+        NONE,
+        server::time
+    ),
+    cmd!(
+        "lastsave",
+        1,
+        &["loading", "stale", "fast"],
+        ["fast", "admin", "dangerous"],
+        NONE,
+        server::lastsave
+    ),
+];
+
+/// The table's rows by name.
+fn index() -> &'static HashMap<&'static str, usize> {
+    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    INDEX.get_or_init(|| TABLE.iter().enumerate().map(|(i, c)| (c.name, i)).collect())
+}
+
+/// The row of `name` (any case), with its place in the table.
+pub(crate) fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
+    // Command names are short: lower-cased on the stack, without an allocation.
+    let mut buf = [0u8; 32];
+    let dst = buf.get_mut(..name.len())?;
+    dst.copy_from_slice(name);
+    dst.make_ascii_lowercase();
+    let i = *index().get(std::str::from_utf8(dst).ok()?)?;
+    Some((i, TABLE.get(i)?))
+}
+
+fn arity_ok(cmd: &Command, argc: usize) -> bool {
+    let argc = argc as i64;
+    let arity = i64::from(cmd.arity);
+    if arity >= 0 {
+        argc == arity
+    } else {
+        argc >= -arity
+    }
+}
+
+pub(crate) fn wrong_args(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+pub(crate) fn engine(e: strata::Error) -> String {
+    format!("ERR {e}")
+}
+
+pub(crate) fn syntax() -> String {
+    "ERR syntax error".into()
+}
+
+pub(crate) fn not_an_integer() -> String {
+    "ERR value is not an integer or out of range".into()
+}
+
+pub(crate) fn parse_i64(b: &[u8]) -> Option<i64> {
+    // Redis accepts no sign but `-`, no spaces and no leading zeros (but "0" itself).
+    let s = std::str::from_utf8(b).ok()?;
+    if s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) || s.starts_with("-0") {
+        return None;
+    }
+    s.parse().ok()
+}
+
+pub(crate) fn int_arg(b: &[u8]) -> Result<i64, String> {
+    parse_i64(b).ok_or_else(not_an_integer)
+}
+
+pub(crate) fn upper(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_ascii_uppercase()
+}
+
+pub(crate) fn write_opts(shared: &Shared) -> WriteOptions {
+    WriteOptions {
+        sync: shared.sync_mode() == SyncMode::Always,
+    }
+}
+
+/// Runs one command (`args[0]` is its name) and writes its reply.
+pub(crate) fn execute(
+    shared: &Shared,
+    conn: &mut Connection,
+    args: &[&[u8]],
+    out: &mut Reply<'_>,
+) -> After {
+    let Some(name) = args.first() else {
+        return After::Continue;
+    };
+    let Some((i, cmd)) = lookup(name) else {
+        let shown: String = args
+            .iter()
+            .skip(1)
+            .take(3)
+            .map(|x| format!("'{}' ", String::from_utf8_lossy(x)))
+            .collect();
+        out.error(&format!(
+            "ERR unknown command '{}', with args beginning with: {shown}",
+            String::from_utf8_lossy(name)
+        ));
+        return After::Continue;
+    };
+    let stats = shared.command_stats.get(i);
+    if !arity_ok(cmd, args.len()) {
+        if let Some(s) = stats {
+            s.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        out.error(&wrong_args(cmd.name));
+        return After::Continue;
+    }
+    let started = Instant::now();
+    let mut ctx = Ctx {
+        shared,
+        now: shared.clock.now_ms(),
+        conn,
+        out,
+        after: After::Continue,
+    };
+    // FLUSHALL and FLUSHDB run alone: they wait for every other command and hold new ones back.
+    let result = if cmd.name.starts_with("flush") {
+        let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
+        (cmd.run)(&mut ctx, args)
+    } else {
+        let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+        (cmd.run)(&mut ctx, args)
+    };
+    let after = ctx.after;
+    if let Err(e) = result {
+        out.error(&e);
+        if let Some(s) = stats {
+            s.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if let Some(s) = stats {
+        // Relaxed: statistics.
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        s.micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+    after
+}
+
+// Reading and writing keys.
+
+/// Reads an engine key's stored bytes through the hot-key cache. On a miss the engine is
+/// read and the cache filled under the key's stripe lock, so that a concurrent write cannot
+/// be overtaken by a stale fill.
+fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if !shared.cache.consult() {
+        return shared.db.get(key).map_err(engine);
+    }
+    if let Some(v) = shared.cache.get(key) {
+        return Ok(v);
+    }
+    let _stripe = shared.stripes[shared.stripe(key)]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let v = shared.db.get(key).map_err(engine)?;
+    shared.cache.fill(key, &v);
+    Ok(v)
+}
+
+/// Reads an engine key while the caller holds its stripe lock.
+fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if shared.cache.consult()
+        && let Some(v) = shared.cache.get(key)
+    {
+        return Ok(v);
+    }
+    shared.db.get(key).map_err(engine)
+}
+
+fn live(raw: Option<Vec<u8>>, now: u64) -> Result<Option<Value>, String> {
+    let Some(raw) = raw else { return Ok(None) };
+    let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
+    Ok(v.is_live(now).then_some(v))
+}
+
+impl<'a> Ctx<'a, '_> {
+    /// The engine key of `key` in the connection's database.
+    pub(crate) fn key(&self, key: &[u8]) -> Vec<u8> {
+        store::data_key(self.conn.db, key)
+    }
+
+    /// The live value of an engine key (`None` when absent or expired).
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Value>, String> {
+        live(read_raw(self.shared, key)?, self.now)
+    }
+
+    /// As [`Ctx::get`], for a caller that holds the key's stripe lock.
+    pub(crate) fn get_locked(&self, key: &[u8]) -> Result<Option<Value>, String> {
+        live(read_raw_locked(self.shared, key)?, self.now)
+    }
+
+    pub(crate) fn lock<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> Vec<std::sync::MutexGuard<'a, ()>> {
+        lock_stripes(self.shared, keys)
+    }
+}
+
+/// Writes to make as one atomic batch. Requires: the caller holds the stripe lock of every
+/// key written.
+#[derive(Default)]
+pub(crate) struct Writes {
+    batch: WriteBatch,
+    keys: Vec<Vec<u8>>,
+}
+
+impl Writes {
+    /// Stores `data` under an engine key; an expiry also enters the expiry index.
+    pub(crate) fn put(&mut self, key: &[u8], data: &[u8], expires_at: Option<u64>) {
+        self.batch.put(key, &store::encode_value(data, expires_at));
+        if let Some(t) = expires_at {
+            self.batch.put(&store::index_key(t, key), b"");
+        }
+        self.keys.push(key.to_vec());
+    }
+
+    pub(crate) fn delete(&mut self, key: &[u8]) {
+        self.batch.delete(key);
+        self.keys.push(key.to_vec());
+    }
+
+    /// Deletes a key of the server's own (an expiry index entry), not cached.
+    pub(crate) fn delete_raw(&mut self, key: &[u8]) {
+        self.batch.delete(key);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    pub(crate) fn commit(self, shared: &Shared) -> Outcome {
+        let result = shared
+            .db
+            .write(self.batch, write_opts(shared))
+            .map_err(engine);
+        // A written key leaves the cache (the next read fills it): cheaper than copying every
+        // written value in, and right whatever the write's outcome.
+        for k in &self.keys {
+            shared.cache.remove(k);
+        }
+        result
+    }
+}
+
+/// Locks the stripes of `keys` in a fixed order (no deadlock between multi-key commands).
+pub(crate) fn lock_stripes<'a, 'k>(
+    shared: &'a Shared,
+    keys: impl IntoIterator<Item = &'k [u8]>,
+) -> Vec<std::sync::MutexGuard<'a, ()>> {
+    let mut idx: Vec<usize> = keys.into_iter().map(|k| shared.stripe(k)).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    idx.into_iter()
+        .map(|i| shared.stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
+        .collect()
+}
+
+// The batched path: plain GETs and SETs of many connections in one engine call.
+
+/// What [`read_many`] does for each key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// The hot-key cache answered.
+    Cached,
+    /// The engine answers; the cache is not consulted for this key.
+    Read,
+    /// The engine answers, and its answer fills the cache.
+    ReadAndFill,
+}
+
+/// What [`read_many`] keeps from call to call, so that a worker's batched reads allocate
+/// nothing beyond the values read.
+#[derive(Default)]
+pub(crate) struct ReadScratch {
+    plans: Vec<Plan>,
+}
+
+/// Reads several engine keys as [`read_raw`] reads one, the keys the hot-key cache does not
+/// answer in one batched lookup of the engine ([`strata::Db::get_many_with`]), and appends
+/// each key's stored bytes to `out`, in order. The keys whose misses fill the cache have
+/// their stripe locks held, together, from before the engine is read until the fill; they
+/// are taken in order, as every multi-key command takes them.
+pub(crate) fn read_many<'k>(
+    shared: &Shared,
+    keys: impl Iterator<Item = &'k [u8]> + Clone,
+    scratch: &mut ReadScratch,
+    out: &mut Vec<Result<Option<Vec<u8>>, String>>,
+) {
+    let start = out.len();
+    let plans = &mut scratch.plans;
+    plans.clear();
+    for k in keys.clone() {
+        let (plan, value) = if !shared.cache.consult() {
+            (Plan::Read, None)
+        } else if let Some(v) = shared.cache.get(k) {
+            (Plan::Cached, v)
+        } else {
+            (Plan::ReadAndFill, None)
+        };
+        plans.push(plan);
+        out.push(Ok(value));
+    }
+    if plans.iter().all(|&p| p == Plan::Cached) {
+        return;
+    }
+    let planned = || keys.clone().zip(plans.iter().copied());
+    let filling = planned().filter(|&(_, p)| p == Plan::ReadAndFill);
+    let _stripes = lock_stripes(shared, filling.map(|(k, _)| k));
+    let wanted = planned().filter(|&(_, p)| p != Plan::Cached);
+    // Every key is paired with its own slot before the cached ones are left out: pairing
+    // the engine's answers with the slots of all keys would shift them onto cached keys.
+    let mut slots = planned()
+        .zip(out.get_mut(start..).unwrap_or_default())
+        .filter(|((_, p), _)| *p != Plan::Cached);
+    let each = |v: strata::Result<Option<Vec<u8>>>| {
+        let Some(((k, plan), slot)) = slots.next() else {
+            return;
+        };
+        if plan == Plan::ReadAndFill
+            && let Ok(v) = &v
+        {
+            shared.cache.fill(k, v);
+        }
+        *slot = v.map_err(engine);
+    };
+    shared
+        .db
+        .get_many_with(wanted.map(|(k, _)| k), &ReadOptions::default(), each);
+}
+
+/// Counts a GET's outcome and writes its reply; `stored` is the key's stored bytes.
+pub(crate) fn answer_get(
+    shared: &Shared,
+    stored: Result<Option<Vec<u8>>, String>,
+    now: u64,
+    out: &mut Reply<'_>,
+) {
+    answer_value(shared, stored.and_then(|raw| live(raw, now)), out);
+}
+
+/// Counts a GET's outcome and writes its reply; `value` is the key's live value.
+pub(crate) fn answer_value(
+    shared: &Shared,
+    value: Result<Option<Value>, String>,
+    out: &mut Reply<'_>,
+) {
+    let counters = &shared.counters;
+    match value {
+        Ok(Some(v)) => {
+            counters.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+            out.bulk(&v.data);
+        }
+        Ok(None) => {
+            counters.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+            out.null();
+        }
+        Err(e) => out.error(&e),
+    }
+}
+
+/// True for `GET key`: a read that can join its neighbours' batched lookup.
+pub(crate) fn is_plain_get(args: &Args) -> bool {
+    args.len() == 2 && args.get(0).is_some_and(|c| c.eq_ignore_ascii_case(b"GET"))
+}
+
+/// Reads the engine keys of plain GETs (from [`is_plain_get`], possibly from several
+/// connections) together, under the key space's read lock as every command but FLUSHALL
+/// runs.
+pub(crate) fn read_gets<'k>(
+    shared: &Shared,
+    keys: impl Iterator<Item = &'k [u8]> + Clone,
+    scratch: &mut ReadScratch,
+    out: &mut Vec<Result<Option<Vec<u8>>, String>>,
+) {
+    let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    read_many(shared, keys, scratch, out);
+}
+
+/// True for `SET key value` without options: a write that can join its neighbours' batch.
+pub(crate) fn is_plain_set(args: &Args) -> bool {
+    args.len() == 3 && args.get(0).is_some_and(|c| c.eq_ignore_ascii_case(b"SET"))
+}
+
+/// Writes plain SETs (from [`is_plain_set`], possibly from several connections; engine key
+/// and stored value each) as one atomic batch, in order, under their keys' stripe locks.
+/// Each SET's reply is `+OK` on success and the returned error otherwise.
+pub(crate) fn write_sets<'a>(
+    shared: &Shared,
+    sets: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+) -> Outcome {
+    let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    let _g = lock_stripes(shared, sets.clone().map(|(k, _)| k));
+    let mut batch = WriteBatch::new();
+    for (k, v) in sets.clone() {
+        batch.put(k, v);
+    }
+    let result = shared.db.write(batch, write_opts(shared)).map_err(engine);
+    for (k, _) in sets {
+        shared.cache.remove(k);
+    }
+    result
+}
+
+/// Counts the calls and time of batched GETs and SETs into their commands' statistics.
+pub(crate) fn count_batched(shared: &Shared, name: &[u8], calls: u64, micros: u64) {
+    if let Some((i, _)) = lookup(name)
+        && let Some(s) = shared.command_stats.get(i)
+    {
+        s.calls.fetch_add(calls, Ordering::Relaxed);
+        s.micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}

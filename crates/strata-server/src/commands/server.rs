@@ -1,0 +1,603 @@
+//! The connection and the server: PING, HELLO, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{Command, Ctx, Outcome, TABLE, int_arg, upper};
+use crate::store::DATABASES;
+use crate::{After, Shared, SyncMode};
+
+pub(super) fn ping(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    match a.len() {
+        1 => cx.out.simple("PONG"),
+        2 => cx.out.bulk(a[1]),
+        _ => return Err(super::wrong_args("ping")),
+    }
+    Ok(())
+}
+
+pub(super) fn echo(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    cx.out.bulk(a[1]);
+    Ok(())
+}
+
+pub(super) fn quit(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    cx.out.ok();
+    cx.after = After::Close;
+    Ok(())
+}
+
+pub(super) fn select(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let n = int_arg(a[1])?;
+    cx.conn.db = u8::try_from(n)
+        .ok()
+        .filter(|&n| n < DATABASES)
+        .ok_or("ERR DB index is out of range")?;
+    cx.out.ok();
+    Ok(())
+}
+
+pub(super) fn reset(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    cx.conn.db = 0;
+    cx.conn.protocol = 2;
+    cx.conn.name = None;
+    cx.out.protocol(2);
+    cx.out.simple("RESET");
+    Ok(())
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`: switches the
+/// connection's protocol and answers with a map of facts about the server.
+pub(super) fn hello(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let mut protocol = cx.conn.protocol;
+    if let Some(v) = a.get(1) {
+        protocol = match super::parse_i64(v) {
+            Some(p @ 2..=3) => p as u8,
+            Some(_) => return Err("NOPROTO unsupported protocol version".into()),
+            None => {
+                return Err("ERR Protocol version is not an integer or out of range".into());
+            }
+        };
+    }
+    let mut name = None;
+    let mut i = 2;
+    while i < a.len() {
+        match upper(a[i]).as_str() {
+            "SETNAME" if i + 1 < a.len() => {
+                name = Some(a[i + 1].to_vec());
+                i += 2;
+            }
+            // Without passwords configured, every user is the default one, which has none.
+            "AUTH" if i + 2 < a.len() => i += 3,
+            _ => {
+                return Err(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(a[i])
+                ));
+            }
+        }
+    }
+    if let Some(n) = name {
+        client_name_ok(&n)?;
+        cx.conn.name = Some(n);
+    }
+    cx.conn.protocol = protocol;
+    cx.out.protocol(protocol);
+    cx.out.map(7);
+    for (k, v) in [("server", "redis"), ("version", REDIS_VERSION)] {
+        cx.out.bulk(k.as_bytes());
+        cx.out.bulk(v.as_bytes());
+    }
+    cx.out.bulk(b"proto");
+    cx.out.int(i64::from(protocol));
+    cx.out.bulk(b"id");
+    cx.out.int(cx.conn.id as i64);
+    for (k, v) in [("mode", "standalone"), ("role", "master")] {
+        cx.out.bulk(k.as_bytes());
+        cx.out.bulk(v.as_bytes());
+    }
+    cx.out.bulk(b"modules");
+    cx.out.array(0);
+    Ok(())
+}
+
+/// The Redis version whose commands and replies the server follows.
+const REDIS_VERSION: &str = "7.0.15";
+
+fn client_name_ok(name: &[u8]) -> Outcome {
+    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(
+            "ERR Client names cannot contain spaces, newlines or special characters.".into(),
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let sub = upper(a[1]);
+    match (sub.as_str(), a.len()) {
+        ("SETNAME", 3) => {
+            client_name_ok(a[2])?;
+            cx.conn.name = (!a[2].is_empty()).then(|| a[2].to_vec());
+            cx.out.ok();
+        }
+        ("GETNAME", 2) => match &cx.conn.name {
+            Some(n) => cx.out.bulk(n),
+            None => cx.out.null(),
+        },
+        ("ID", 2) => cx.out.int(cx.conn.id as i64),
+        ("SETINFO", 4) => cx.out.ok(),
+        ("INFO", 2) => {
+            let line = format!(
+                "id={} name={} db={} resp={}\n",
+                cx.conn.id,
+                String::from_utf8_lossy(cx.conn.name.as_deref().unwrap_or_default()),
+                cx.conn.db,
+                cx.conn.protocol
+            );
+            cx.out.verbatim(&line);
+        }
+        ("SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO", _) => {
+            return Err(super::wrong_args(&format!("client|{}", sub.to_lowercase())));
+        }
+        _ => {
+            return Err(format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(a[1])
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn command_info(cx: &mut Ctx<'_, '_>, c: &Command) {
+    cx.out.array(10);
+    cx.out.bulk(c.name.as_bytes());
+    cx.out.int(i64::from(c.arity));
+    cx.out.set(c.flags.len());
+    for f in c.flags {
+        cx.out.simple(f);
+    }
+    cx.out.int(i64::from(c.keys.0));
+    cx.out.int(i64::from(c.keys.1));
+    cx.out.int(i64::from(c.keys.2));
+    cx.out.set(c.categories.len());
+    for cat in c.categories {
+        cx.out.simple(&format!("@{cat}"));
+    }
+    // Tips, key specifications and subcommands: none described.
+    cx.out.set(0);
+    cx.out.array(0);
+    cx.out.array(0);
+}
+
+pub(super) fn command(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    match a.get(1).map(|s| upper(s)).as_deref() {
+        None => {
+            cx.out.array(TABLE.len());
+            for c in TABLE {
+                command_info(cx, c);
+            }
+        }
+        Some("COUNT") => cx.out.int(TABLE.len() as i64),
+        Some("LIST") => {
+            cx.out.array(TABLE.len());
+            for c in TABLE {
+                cx.out.bulk(c.name.as_bytes());
+            }
+        }
+        Some("INFO") => {
+            cx.out.array(a.len() - 2);
+            for name in &a[2..] {
+                match super::lookup(name) {
+                    Some((_, c)) => command_info(cx, c),
+                    None => cx.out.null_array(),
+                }
+            }
+        }
+        Some("DOCS") => {
+            // Summaries are not kept: an empty map, which clients read as "no docs".
+            cx.out.map(0);
+        }
+        Some(_) => {
+            return Err(format!(
+                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(a[1])
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The parameters CONFIG GET reports, and whether CONFIG SET may change each.
+fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
+    let c = &shared.config;
+    let appendfsync = match shared.sync_mode() {
+        SyncMode::Always => "always",
+        SyncMode::EverySec => "everysec",
+        SyncMode::No => "no",
+    };
+    vec![
+        ("appendonly", "yes".into(), false),
+        ("appendfsync", appendfsync.into(), true),
+        ("save", String::new(), false),
+        ("databases", DATABASES.to_string(), false),
+        (
+            "maxclients",
+            shared.max_clients.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
+            "proto-max-bulk-len",
+            shared.max_bulk_bytes.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
+            "timeout",
+            (shared.idle_timeout_ms.load(Ordering::Relaxed) / 1000).to_string(),
+            true,
+        ),
+        ("port", shared.port.to_string(), false),
+        ("bind", c.bind.clone(), false),
+        ("dir", c.dir.display().to_string(), false),
+    ]
+}
+
+fn set_config(shared: &Shared, name: &str, value: &[u8]) -> Outcome {
+    let text = String::from_utf8_lossy(value);
+    let invalid = |why: &str| {
+        Err(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        ))
+    };
+    let number = || text.parse::<u64>().ok();
+    match name {
+        "appendfsync" => match text.parse::<SyncMode>() {
+            Ok(m) => shared.set_sync_mode(m),
+            Err(_) => {
+                return invalid("argument(s) must be one of the following: always, everysec, no");
+            }
+        },
+        "maxclients" => match number().filter(|&n| n > 0) {
+            Some(n) => shared.max_clients.store(n as usize, Ordering::Relaxed),
+            None => return invalid("argument must be a positive number"),
+        },
+        "proto-max-bulk-len" => match number().filter(|&n| n >= 1024 * 1024) {
+            Some(n) => shared
+                .max_bulk_bytes
+                .store((n as usize).min(strata::MAX_VALUE_BYTES), Ordering::Relaxed),
+            None => return invalid("argument must be a memory value of at least 1mb"),
+        },
+        "timeout" => match number() {
+            Some(n) => shared
+                .idle_timeout_ms
+                .store(n.saturating_mul(1000), Ordering::Relaxed),
+            None => return invalid("argument couldn't be parsed into an integer"),
+        },
+        _ => return invalid("unsupported parameter"),
+    }
+    Ok(())
+}
+
+pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let sub = upper(a[1]);
+    match sub.as_str() {
+        "GET" if a.len() >= 3 => {
+            let values = config_values(cx.shared);
+            let hits: Vec<&(&str, String, bool)> = values
+                .iter()
+                .filter(|(k, _, _)| {
+                    a[2..]
+                        .iter()
+                        .any(|p| crate::glob::matches(&p.to_ascii_lowercase(), k.as_bytes()))
+                })
+                .collect();
+            cx.out.map(hits.len());
+            for (k, v, _) in hits {
+                cx.out.bulk(k.as_bytes());
+                cx.out.bulk(v.as_bytes());
+            }
+        }
+        "SET" if a.len() >= 4 && a.len().is_multiple_of(2) => {
+            let values = config_values(cx.shared);
+            // Every parameter is checked before any is changed, as Redis does.
+            let mut changes = Vec::new();
+            for pair in a[2..].chunks(2) {
+                let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
+                match values.iter().find(|(k, _, _)| *k == name) {
+                    Some((_, _, true)) => changes.push((name, pair[1])),
+                    Some((_, _, false)) => {
+                        return Err(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
+                            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                        ));
+                    }
+                }
+            }
+            for (name, value) in changes {
+                set_config(cx.shared, &name, value)?;
+            }
+            cx.out.ok();
+        }
+        "RESETSTAT" if a.len() == 2 => {
+            cx.shared.reset_stats();
+            cx.out.ok();
+        }
+        "GET" | "SET" | "RESETSTAT" => {
+            return Err(super::wrong_args(&format!("config|{}", sub.to_lowercase())));
+        }
+        _ => {
+            return Err(format!(
+                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(a[1])
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn time(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    cx.out.array(2);
+    cx.out.bulk(now.as_secs().to_string().as_bytes());
+    cx.out.bulk(now.subsec_micros().to_string().as_bytes());
+    Ok(())
+}
+
+pub(super) fn lastsave(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    // Every write is in the log: the data is as saved as it will be at the server's start.
+    cx.out.int(cx.shared.started_unix as i64);
+    Ok(())
+}
+
+/// INFO's sections, in order; `true` for those in the default set.
+const SECTIONS: &[(&str, bool)] = &[
+    ("server", true),
+    ("clients", true),
+    ("memory", true),
+    ("persistence", true),
+    ("stats", true),
+    ("replication", true),
+    ("cpu", true),
+    ("commandstats", false),
+    ("errorstats", false),
+    ("keyspace", true),
+    ("lsm", true),
+];
+
+pub(super) fn info(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let asked: Vec<String> = a[1..]
+        .iter()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .collect();
+    let want = |section: &str, default: bool| {
+        asked.is_empty() && default
+            || asked.iter().any(|x| {
+                x == section
+                    || x == "all" && section != "modules"
+                    || x == "everything"
+                    || x == "default" && default
+            })
+    };
+    let mut o = String::new();
+    for &(section, default) in SECTIONS {
+        if want(section, default) {
+            if !o.is_empty() {
+                o.push_str("\r\n");
+            }
+            info_section(cx, section, &mut o)?;
+        }
+    }
+    cx.out.verbatim(&o);
+    Ok(())
+}
+
+/// Seconds of CPU time this process spent in user and system mode, from `/proc/self/stat`.
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name, in ticks
+    // of 1/100 s on Linux.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) / 100.0, ticks(12) / 100.0)
+}
+
+/// The process's resident memory in bytes, from `/proc/self/statm`.
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
+    let shared = cx.shared;
+    let c = &shared.counters;
+    let s = shared.db.stats();
+    match section {
+        "server" => {
+            let _ = write!(
+                o,
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nstrata_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\nrun_id:{:040x}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:strata\r\n",
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::process::id(),
+                shared.run_id,
+                shared.port,
+                shared.started.elapsed().as_secs(),
+                shared.started.elapsed().as_secs() / 86_400,
+            );
+        }
+        "clients" => {
+            let _ = write!(
+                o,
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nrejected_connections:{}\r\n",
+                c.connected.load(Ordering::Relaxed),
+                shared.max_clients.load(Ordering::Relaxed),
+                c.rejected.load(Ordering::Relaxed)
+            );
+        }
+        "memory" => {
+            // What the server holds on purpose: memtables, the engine's block cache and pinned
+            // tables, and the hot-key cache; the resident set besides.
+            let used = s.memtable_bytes
+                + s.block_cache_bytes
+                + s.table_pinned_bytes
+                + shared.cache.bytes() as u64;
+            let _ = write!(
+                o,
+                "# Memory\r\nused_memory:{used}\r\nused_memory_rss:{}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\nhot_cache_bytes:{}\r\n",
+                resident_bytes(),
+                shared.cache.bytes(),
+            );
+        }
+        "persistence" => {
+            let _ = write!(
+                o,
+                "# Persistence\r\nloading:0\r\naof_enabled:1\r\nappendfsync:{}\r\nrdb_changes_since_last_save:0\r\nrdb_last_save_time:{}\r\n",
+                match shared.sync_mode() {
+                    SyncMode::Always => "always",
+                    SyncMode::EverySec => "everysec",
+                    SyncMode::No => "no",
+                },
+                shared.started_unix
+            );
+        }
+        "stats" => {
+            let hits = shared.cache.hits();
+            let misses = shared.cache.misses();
+            let rate = if hits + misses == 0 {
+                0.0
+            } else {
+                hits as f64 / (hits + misses) as f64
+            };
+            let _ = write!(
+                o,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\nhot_cache_hits:{hits}\r\nhot_cache_misses:{misses}\r\nhot_cache_hit_rate:{rate:.4}\r\nhot_cache_bypassed:{}\r\n",
+                c.connections_received.load(Ordering::Relaxed),
+                c.commands.load(Ordering::Relaxed),
+                c.expired_keys.load(Ordering::Relaxed),
+                c.keyspace_hits.load(Ordering::Relaxed),
+                c.keyspace_misses.load(Ordering::Relaxed),
+                shared
+                    .command_stats
+                    .iter()
+                    .map(|s| s.failed.load(Ordering::Relaxed) + s.rejected.load(Ordering::Relaxed))
+                    .sum::<u64>(),
+                c.protocol_errors.load(Ordering::Relaxed),
+                shared.cache.bypassed(),
+            );
+        }
+        "replication" => {
+            o.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_repl_offset:0\r\nrepl_backlog_active:0\r\n");
+        }
+        "cpu" => {
+            let (user, sys) = cpu_seconds();
+            let _ = write!(
+                o,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+            );
+        }
+        "commandstats" => {
+            o.push_str("# Commandstats\r\n");
+            for (cmd, st) in TABLE.iter().zip(&shared.command_stats) {
+                let calls = st.calls.load(Ordering::Relaxed);
+                let rejected = st.rejected.load(Ordering::Relaxed);
+                let failed = st.failed.load(Ordering::Relaxed);
+                if calls + rejected == 0 {
+                    continue;
+                }
+                let usec = st.micros.load(Ordering::Relaxed);
+                let per_call = if calls == 0 {
+                    0.0
+                } else {
+                    usec as f64 / calls as f64
+                };
+                let _ = write!(
+                    o,
+                    "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n",
+                    cmd.name
+                );
+            }
+        }
+        "errorstats" => o.push_str("# Errorstats\r\n"),
+        "keyspace" => {
+            o.push_str("# Keyspace\r\n");
+            // Counted exactly, as DBSIZE counts: a walk over each database that holds keys.
+            for db in 0..DATABASES {
+                let (lo, hi) = crate::store::db_range(db);
+                let (mut keys, mut expires) = (0u64, 0u64);
+                let entries = shared
+                    .db
+                    .scan_with(lo..hi, strata::ReadOptions::default(), false)
+                    .map_err(super::engine)?;
+                for e in entries {
+                    let (_, raw) = e.map_err(super::engine)?;
+                    if let Ok((t, _)) = crate::store::parse_value(&raw)
+                        && t.is_none_or(|t| t > cx.now)
+                    {
+                        keys += 1;
+                        expires += u64::from(t.is_some());
+                    }
+                }
+                if keys > 0 {
+                    let _ = write!(o, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+                }
+            }
+        }
+        "lsm" => {
+            let _ = write!(o, "# LSM\r\n");
+            for (i, l) in s.levels.iter().enumerate() {
+                let _ = write!(
+                    o,
+                    "level{i}:files={},bytes={},target_bytes={}\r\n",
+                    l.files, l.bytes, l.target_bytes
+                );
+            }
+            let _ = write!(
+                o,
+                "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\ntable_pinned_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_compactions:{}\r\nidle_merges:{}\r\nidle_merges_given_up:{}\r\nwrite_stall_micros:{}\r\n",
+                s.memtable_bytes,
+                s.immutable_memtables,
+                s.sst_bytes,
+                s.wal_bytes,
+                s.write_amplification().unwrap_or(0.0),
+                s.block_cache_hits,
+                s.block_cache_misses,
+                s.cache_hit_rate(),
+                s.table_pinned_bytes,
+                s.flushes,
+                s.compactions,
+                s.read_compactions,
+                s.idle_merges,
+                s.idle_merges_given_up,
+                s.write_stall_micros
+            );
+            if let Some(p) = &s.poisoned {
+                let _ = write!(o, "poisoned:{p}\r\n");
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
