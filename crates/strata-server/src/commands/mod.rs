@@ -530,6 +530,14 @@ pub(crate) static TABLE: &[Command] = &[
         server::time
     ),
     cmd!(
+        "compact",
+        -1,
+        A,
+        ["admin", "slow", "dangerous"],
+        NONE,
+        server::compact
+    ),
+    cmd!(
         "lastsave",
         1,
         &["loading", "stale", "fast"],

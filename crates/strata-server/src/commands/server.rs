@@ -351,6 +351,20 @@ pub(super) fn time(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
+/// `COMPACT`: flushes the memtable and merges the whole tree into its deepest level, which
+/// drops overwritten, deleted and expired entries from disk (Kvrocks's command of that name).
+pub(super) fn compact(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    if a.len() > 1 {
+        return Err(super::syntax());
+    }
+    cx.shared
+        .db
+        .compact_range(None, None)
+        .map_err(super::engine)?;
+    cx.out.ok();
+    Ok(())
+}
+
 pub(super) fn lastsave(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     // Every write is in the log: the data is as saved as it will be at the server's start.
     cx.out.int(cx.shared.started_unix as i64);

@@ -1,0 +1,381 @@
+//! The server against a model of Redis's string keyspace: random commands over a few
+//! databases, with empty values, binary keys, repeated keys within one MGET, expiry judged by
+//! a clock the test moves, and restarts. Every reply must equal the model's.
+//!
+//! The seed is printed; `STRATA_SEED=n` replays a run.
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+use strata_server::{Clock, Config, Server, SyncMode};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const KEYS: &[&[u8]] = &[
+    b"",
+    b"a",
+    b"k00277",
+    b"k00106",
+    b"\x00",
+    b"\x00\xff",
+    b"\xff\xfe",
+    b"key with spaces",
+    b"k\r\n",
+    b"k*",
+    b"long-key-long-key-long-key",
+    b"n",
+];
+const VALUES: &[&[u8]] = &[
+    b"",
+    b"",
+    b"0",
+    b"12",
+    b"-3",
+    b"abc",
+    b"\x00\x01\xff",
+    b"x y",
+];
+
+/// Each database's keys: value and expiry time (Unix ms).
+type Model = BTreeMap<(u8, Vec<u8>), (Vec<u8>, Option<u64>)>;
+
+fn live(m: &Model, db: u8, k: &[u8], now: u64) -> Option<(Vec<u8>, Option<u64>)> {
+    m.get(&(db, k.to_vec()))
+        .filter(|(_, t)| t.is_none_or(|t| t > now))
+        .cloned()
+}
+
+fn bulk(v: Option<Vec<u8>>) -> Value {
+    v.map_or(Value::Nil, Value::BulkString)
+}
+
+fn start(dir: &std::path::Path, clock: &Clock) -> (Server, redis::Connection) {
+    let server = Server::start(Config {
+        dir: dir.to_path_buf(),
+        port: 0,
+        sync: SyncMode::No,
+        // Small enough that evictions and refills happen; the hot-key cache is on.
+        cache_bytes: 64 * 1024,
+        clock: clock.clone(),
+        active_expiry: Some(std::time::Duration::from_millis(5)),
+        engine: strata::Options {
+            write_buffer_size: 4096,
+            idle_compaction_after: None,
+            ..strata::Options::default()
+        },
+        ..Config::default()
+    })
+    .unwrap();
+    let c = redis::Client::open(format!("redis://{}/", server.local_addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    (server, c)
+}
+
+fn run(c: &mut redis::Connection, args: &[Vec<u8>]) -> Result<Value, String> {
+    let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap());
+    for a in &args[1..] {
+        cmd.arg(a.as_slice());
+    }
+    cmd.query::<Value>(c).map_err(|e| e.to_string())
+}
+
+fn text(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+#[test]
+fn random_commands_answer_as_the_model_does() {
+    let seed: u64 = std::env::var("STRATA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("STRATA_SEED={seed}");
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_700_000_000_000);
+    let (mut server, mut c) = start(dir.path(), &clock);
+    let mut m: Model = BTreeMap::new();
+    let mut db: u8 = 0;
+    let steps = 3000;
+    for step in 0..steps {
+        let now = clock.now_ms();
+        let key = rng.pick(KEYS).to_vec();
+        let value = rng.pick(VALUES).to_vec();
+        let cur = live(&m, db, &key, now);
+        let (args, want): (Vec<Vec<u8>>, Result<Value, ()>) = match rng.below(20) {
+            0 | 1 => {
+                // SET with one random option.
+                let mut args = vec![text("SET"), key.clone(), value.clone()];
+                let (mut expiry, mut nx, mut xx, mut get) = (None, false, false, false);
+                match rng.below(7) {
+                    0 => {
+                        let ms = 1 + rng.below(4000);
+                        args.extend([text("PX"), text(&ms.to_string())]);
+                        expiry = Some(now + ms);
+                    }
+                    1 => {
+                        let secs = rng.below(4);
+                        args.extend([text("EX"), text(&secs.to_string())]);
+                        expiry = Some(now + secs * 1000);
+                    }
+                    2 => {
+                        args.push(text("NX"));
+                        nx = true;
+                    }
+                    3 => {
+                        args.push(text("XX"));
+                        xx = true;
+                    }
+                    4 => {
+                        args.push(text("GET"));
+                        get = true;
+                    }
+                    5 => {
+                        args.push(text("KEEPTTL"));
+                        expiry = cur.as_ref().and_then(|c| c.1);
+                    }
+                    _ => {}
+                }
+                if expiry == Some(now) {
+                    // EX 0 is an error, as in Redis.
+                    (args, Err(()))
+                } else {
+                    let allowed = !(nx && cur.is_some() || xx && cur.is_none());
+                    if allowed {
+                        m.insert((db, key.clone()), (value.clone(), expiry));
+                    }
+                    let reply = if get {
+                        bulk(cur.map(|c| c.0))
+                    } else if allowed {
+                        Value::Okay
+                    } else {
+                        Value::Nil
+                    };
+                    (args, Ok(reply))
+                }
+            }
+            2 | 3 => (vec![text("GET"), key], Ok(bulk(cur.map(|c| c.0)))),
+            4 | 5 => {
+                // MGET with repeated keys, the regression's shape among them.
+                let n = 1 + rng.below(7) as usize;
+                let keys: Vec<Vec<u8>> = (0..n).map(|_| rng.pick(KEYS).to_vec()).collect();
+                let want = keys
+                    .iter()
+                    .map(|k| bulk(live(&m, db, k, now).map(|c| c.0)))
+                    .collect();
+                let mut args = vec![text("MGET")];
+                args.extend(keys);
+                (args, Ok(Value::Array(want)))
+            }
+            6 => {
+                let other = rng.pick(KEYS).to_vec();
+                let mut n = 0;
+                for k in [&key, &other] {
+                    if live(&m, db, k, now).is_some() {
+                        m.remove(&(db, k.clone()));
+                        n += 1;
+                    }
+                }
+                (vec![text("DEL"), key, other], Ok(Value::Int(n)))
+            }
+            7 => {
+                let n = i64::from(cur.is_some());
+                (
+                    vec![text("EXISTS"), key.clone(), key],
+                    Ok(Value::Int(2 * n)),
+                )
+            }
+            8 => {
+                // PEXPIRE with a flag.
+                let ms = rng.below(3000) as i64 - 500;
+                let flag = *rng.pick(&["", "NX", "XX", "GT", "LT"]);
+                let mut args = vec![text("PEXPIRE"), key.clone(), text(&ms.to_string())];
+                if !flag.is_empty() {
+                    args.push(text(flag));
+                }
+                let at = now as i64 + ms;
+                let reply = match cur {
+                    None => 0,
+                    Some((v, t)) => {
+                        let t = t.map(|t| t as i64);
+                        let refused = match flag {
+                            "NX" => t.is_some(),
+                            "XX" => t.is_none(),
+                            "GT" => t.is_none_or(|t| at <= t),
+                            "LT" => t.is_some_and(|t| at >= t),
+                            _ => false,
+                        };
+                        if refused {
+                            0
+                        } else {
+                            if at <= now as i64 {
+                                m.remove(&(db, key.clone()));
+                            } else {
+                                m.insert((db, key.clone()), (v, Some(at as u64)));
+                            }
+                            1
+                        }
+                    }
+                };
+                (args, Ok(Value::Int(reply)))
+            }
+            9 => {
+                let reply = match &cur {
+                    None => -2,
+                    Some((_, None)) => -1,
+                    Some((_, Some(t))) => (t - now) as i64,
+                };
+                (vec![text("PTTL"), key], Ok(Value::Int(reply)))
+            }
+            10 => {
+                let reply = match cur {
+                    Some((v, Some(_))) => {
+                        m.insert((db, key.clone()), (v, None));
+                        1
+                    }
+                    _ => 0,
+                };
+                (vec![text("PERSIST"), key], Ok(Value::Int(reply)))
+            }
+            11 => {
+                // INCR keeps the expiry; a value that is not an integer is an error.
+                // Redis's integers: no sign but '-', no leading zeros, no "-0".
+                let canonical = |s: &str| s.parse::<i64>().ok().filter(|n| n.to_string() == s);
+                let want = match &cur {
+                    None => Ok(0),
+                    Some((v, _)) => std::str::from_utf8(v).ok().and_then(canonical).ok_or(()),
+                };
+                let want = want.and_then(|n| n.checked_add(1).ok_or(())).map(|n| {
+                    let t = cur.as_ref().and_then(|c| c.1);
+                    m.insert((db, key.clone()), (text(&n.to_string()), t));
+                    Value::Int(n)
+                });
+                (vec![text("INCR"), key], want)
+            }
+            12 => {
+                let (mut v, t) = cur.unwrap_or_default();
+                v.extend_from_slice(&value);
+                let len = v.len() as i64;
+                m.insert((db, key.clone()), (v, t));
+                (vec![text("APPEND"), key, value], Ok(Value::Int(len)))
+            }
+            13 => {
+                let offset = rng.below(6) as usize;
+                let reply = if value.is_empty() {
+                    cur.map_or(0, |c| c.0.len() as i64)
+                } else {
+                    let (mut v, t) = cur.unwrap_or_default();
+                    if v.len() < offset + value.len() {
+                        v.resize(offset + value.len(), 0);
+                    }
+                    v[offset..offset + value.len()].copy_from_slice(&value);
+                    let len = v.len() as i64;
+                    m.insert((db, key.clone()), (v, t));
+                    len
+                };
+                let args = vec![text("SETRANGE"), key, text(&offset.to_string()), value];
+                (args, Ok(Value::Int(reply)))
+            }
+            14 => {
+                if cur.is_some() {
+                    m.remove(&(db, key.clone()));
+                }
+                (vec![text("GETDEL"), key], Ok(bulk(cur.map(|c| c.0))))
+            }
+            15 => {
+                db = rng.below(3) as u8;
+                (vec![text("SELECT"), text(&db.to_string())], Ok(Value::Okay))
+            }
+            16 => {
+                let n = m
+                    .iter()
+                    .filter(|((d, _), (_, t))| *d == db && t.is_none_or(|t| t > now))
+                    .count();
+                (vec![text("DBSIZE")], Ok(Value::Int(n as i64)))
+            }
+            17 => {
+                let keys: Vec<Value> = m
+                    .iter()
+                    .filter(|((d, _), (_, t))| *d == db && t.is_none_or(|t| t > now))
+                    .map(|((_, k), _)| Value::BulkString(k.clone()))
+                    .collect();
+                (vec![text("KEYS"), text("*")], Ok(Value::Array(keys)))
+            }
+            18 => {
+                // RENAME keeps the expiry; a missing source is an error.
+                let to = rng.pick(KEYS).to_vec();
+                let want = match cur {
+                    None => Err(()),
+                    Some(v) => {
+                        m.remove(&(db, key.clone()));
+                        m.insert((db, to.clone()), v);
+                        Ok(Value::Okay)
+                    }
+                };
+                (vec![text("RENAME"), key, to], want)
+            }
+            _ => {
+                // Half the time the clock lands exactly on a key's expiry: the boundary
+                // where the key must just have gone.
+                let due: Vec<u64> = m
+                    .values()
+                    .filter_map(|(_, t)| *t)
+                    .filter(|&t| t > now)
+                    .collect();
+                if !due.is_empty() && rng.below(2) == 0 {
+                    clock.set_ms(*rng.pick(&due));
+                } else {
+                    clock.advance_ms(rng.below(1500));
+                }
+                continue;
+            }
+        };
+        let got = run(&mut c, &args);
+        let shown = |a: &[Vec<u8>]| {
+            a.iter()
+                .map(|x| format!("{:?}", String::from_utf8_lossy(x)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        match (&want, &got) {
+            (Ok(w), Ok(g)) => {
+                assert_eq!(g, w, "seed {seed}, step {step}: {} (db {db})", shown(&args))
+            }
+            (Err(()), Err(_)) => {}
+            _ => panic!(
+                "seed {seed}, step {step}: {} (db {db}): got {got:?}, want {want:?}",
+                shown(&args)
+            ),
+        }
+        if step % 500 == 499 {
+            // A restart: the data, the expiry times and nothing else survive.
+            server.shutdown().unwrap();
+            (server, c) = start(dir.path(), &clock);
+            db = 0;
+        }
+    }
+    server.shutdown().unwrap();
+}
