@@ -683,3 +683,147 @@ fn mget_answers_each_key_with_its_own_value_when_some_are_cached() {
     assert_eq!(got, vec![Some(String::new()), None]);
     server.shutdown().unwrap();
 }
+
+/// With the active-expiry cycle off, keys that expired and that nothing read still leave the
+/// disk: compaction's filter removes them.
+#[test]
+fn compaction_removes_expired_keys_that_nothing_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = strata_server::Clock::manual(1_700_000_000_000);
+    let server = start(dir.path(), |c| {
+        c.clock = clock.clone();
+        c.active_expiry = None;
+    });
+    let mut c = client(&server);
+    for i in 0..100 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("gone{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(1000)
+            .query(&mut c)
+            .unwrap();
+        let _: () = c.set_ex(format!("kept{i}"), "v", 100).unwrap();
+    }
+    clock.advance_ms(1000);
+    assert_eq!(c.get::<_, Option<String>>("gone7").unwrap(), None);
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 100);
+    let _: () = redis::cmd("COMPACT").query(&mut c).unwrap();
+    server.shutdown().unwrap();
+    let mut data_keys = Vec::new();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "sst") {
+            let dump = strata::inspect::dump_file(&path, true).unwrap();
+            // Database 0's keys; the expiry index's entries start with 0xFE.
+            data_keys.extend(
+                dump.entries
+                    .into_iter()
+                    .filter(|e| e.key.first() == Some(&0)),
+            );
+        }
+    }
+    let mut names: Vec<String> = data_keys
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.key[1..]).into_owned())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = (0..100).map(|i| format!("kept{i}")).collect();
+    want.sort();
+    assert_eq!(names, want, "the expired keys are gone, the others stay");
+    assert!(data_keys.iter().all(|e| !e.deletion));
+}
+
+/// After `HELLO 3` replies take RESP3's types; `HELLO 2` turns them back.
+#[test]
+fn resp3_replies_take_their_own_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let got = raw_exchange(
+        server.local_addr(),
+        b"SET k v\r\nHELLO 3\r\nGET missing\r\nMGET k missing\r\nCONFIG GET appendonly\r\nINCRBYFLOAT f 1.5\r\nINFO keyspace\r\nHELLO 2\r\nGET missing\r\nQUIT\r\n",
+    );
+    let got = String::from_utf8_lossy(&got);
+    let hello3 = "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:3\r\n";
+    let info = "# Keyspace\r\ndb0:keys=2,expires=0,avg_ttl=0\r\n";
+    let want_parts = [
+        "+OK\r\n",
+        hello3,
+        "_\r\n",
+        "*2\r\n$1\r\nv\r\n_\r\n",
+        "%1\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n",
+        "$3\r\n1.5\r\n",
+        &format!("={}\r\ntxt:{info}\r\n", info.len() + 4),
+        "*14\r\n$6\r\nserver\r\n",
+        "$-1\r\n+OK\r\n",
+    ];
+    let mut rest = got.as_ref();
+    for part in want_parts {
+        let at = rest
+            .find(part)
+            .unwrap_or_else(|| panic!("{part:?} not found in order in {got:?}"));
+        rest = &rest[at + part.len()..];
+    }
+    // A client library that speaks RESP3 works end to end.
+    let client =
+        redis::Client::open(format!("redis://{}/?protocol=resp3", server.local_addr())).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let _: () = c.set("r3", "").unwrap();
+    assert_eq!(
+        c.get::<_, Option<String>>("r3").unwrap(),
+        Some(String::new())
+    );
+    assert_eq!(c.get::<_, Option<String>>("nope").unwrap(), None);
+    let cfg: std::collections::HashMap<String, String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cfg["appendfsync"], "everysec");
+    server.shutdown().unwrap();
+}
+
+/// Each of the sixteen databases is its own keyspace, and MOVE, COPY ... DB and SWAP of
+/// databases through SELECT keep them apart.
+#[test]
+fn databases_are_separate_keyspaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    for db in 0..16 {
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut c).unwrap();
+        let _: () = c.set("k", db).unwrap();
+    }
+    for db in (0..16).rev() {
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut c).unwrap();
+        assert_eq!(c.get::<_, i64>("k").unwrap(), db);
+        assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 1);
+    }
+    // Now in database 0.
+    let _: () = c.set("m", "moved").unwrap();
+    assert_eq!(
+        redis::cmd("MOVE")
+            .arg("m")
+            .arg(5)
+            .query::<i64>(&mut c)
+            .unwrap(),
+        1
+    );
+    assert_eq!(c.get::<_, Option<String>>("m").unwrap(), None);
+    let copied: i64 = redis::cmd("COPY")
+        .arg("k")
+        .arg("c")
+        .arg("DB")
+        .arg(5)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(copied, 1);
+    let _: () = redis::cmd("FLUSHDB").query(&mut c).unwrap();
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0);
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut c).unwrap();
+    let mut keys: Vec<String> = c.keys("*").unwrap();
+    keys.sort();
+    assert_eq!(keys, ["c", "k", "m"]);
+    assert_eq!(c.get::<_, String>("c").unwrap(), "0");
+    server.shutdown().unwrap();
+}
