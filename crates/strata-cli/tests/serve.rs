@@ -18,7 +18,7 @@ fn free_port() -> u16 {
 
 /// Starts the server on `dir` and waits until it answers.
 fn serve(dir: &Path, port: u16) -> (Child, redis::Connection) {
-    let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args([
             "serve",
             "--dir",
@@ -38,10 +38,11 @@ fn serve(dir: &Path, port: u16) -> (Child, redis::Connection) {
         {
             return (child, c);
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server did not start"
-        );
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not start");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
