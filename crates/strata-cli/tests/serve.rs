@@ -16,7 +16,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts the server on `dir` and waits until it answers.
+/// Starts the server on `dir` and waits until it answers. The caller kills and waits for the
+/// child ([`kill`]).
+#[allow(clippy::zombie_processes)]
 fn serve(dir: &Path, port: u16) -> (Child, redis::Connection) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args([
