@@ -1,0 +1,62 @@
+// node-redis and ioredis against `strata serve`.
+// Usage: node node.js PORT (with both packages where Node finds them). Exits non-zero, with the
+// failed check, on any wrong answer.
+const assert = require("node:assert/strict");
+const { createClient } = require("redis");
+const Redis = require("ioredis");
+
+const port = Number(process.argv[2]);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function nodeRedis(resp) {
+  const c = createClient({ socket: { port }, RESP: resp });
+  await c.connect();
+  await c.flushAll();
+  assert.equal(await c.set("k", "v"), "OK");
+  assert.equal(await c.get("k"), "v");
+  assert.equal(await c.get("missing"), null);
+  await c.set("empty", "");
+  await c.mGet(["empty", "k00150"]);
+  await c.mGet(["k00110", "empty"]);
+  assert.deepEqual(await c.mGet(["empty", "k00106"]), ["", null]);
+  assert.equal(await c.incr("n"), 1);
+  assert.equal(await c.set("t", "v", { EX: 100 }), "OK");
+  assert.ok((await c.ttl("t")) >= 99);
+  await c.set("gone", "v", { PX: 50 });
+  await sleep(100);
+  assert.equal(await c.get("gone"), null);
+  assert.equal(await c.exists(["k", "gone", "t"]), 2);
+  const [a, b] = await Promise.all([c.incr("p"), c.incr("p")]);
+  assert.deepEqual([a, b].sort(), [1, 2]);
+  assert.equal(await c.dbSize(), 5);
+  await c.quit();
+  return `node-redis RESP${resp}`;
+}
+
+async function ioredis() {
+  const c = new Redis({ port, lazyConnect: true });
+  await c.connect();
+  await c.flushall();
+  assert.equal(await c.set("k", "v", "EX", 100), "OK");
+  assert.equal(await c.get("k"), "v");
+  assert.equal(await c.get("missing"), null);
+  assert.equal(await c.incrbyfloat("f", "1.5"), "1.5");
+  const res = await c.pipeline().set("a", "1").incr("a").get("a").exec();
+  assert.deepEqual(res.map(([err, v]) => [err, v]), [[null, "OK"], [null, 2], [null, "2"]]);
+  assert.equal(await c.pexpire("a", 50), 1);
+  await sleep(100);
+  assert.equal(await c.exists("a"), 0);
+  const keys = [];
+  for await (const batch of c.scanStream({ match: "*", count: 1 })) keys.push(...batch);
+  assert.deepEqual(keys.sort(), ["f", "k"]);
+  await c.quit();
+  return "ioredis";
+}
+
+(async () => {
+  const done = [await nodeRedis(2), await nodeRedis(3), await ioredis()];
+  console.log(`${done.join(", ")} ok`);
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

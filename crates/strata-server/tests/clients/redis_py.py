@@ -1,0 +1,57 @@
+"""redis-py against `strata serve`: the default client (redis-py 8 says HELLO 3) and RESP2.
+
+Usage: python3 redis_py.py PORT. Exits non-zero, with the failed check, on any wrong answer.
+"""
+import sys
+import time
+
+import redis
+
+port = int(sys.argv[1])
+
+
+def check(name, got, want):
+    if got != want:
+        sys.exit(f"redis-py: {name}: got {got!r}, want {want!r}")
+
+
+for protocol in (None, 2, 3):
+    kwargs = {} if protocol is None else {"protocol": protocol}
+    label = "default" if protocol is None else f"protocol={protocol}"
+    r = redis.Redis(port=port, **kwargs)
+    r.flushall()
+    check(f"{label} ping", r.ping(), True)
+    check(f"{label} set", r.set("k", "v"), True)
+    check(f"{label} get", r.get("k"), b"v")
+    check(f"{label} get missing", r.get("missing"), None)
+    r.set("empty", "")
+    # The MGET sequence that once answered nil for a cached empty value.
+    r.mget("empty", "k00150", "k00281")
+    r.mget("k00110", "empty", "k00240")
+    check(f"{label} mget", r.mget("empty", "k00106"), [b"", None])
+    check(f"{label} incr", r.incr("n"), 1)
+    check(f"{label} incrbyfloat", r.incrbyfloat("f", 1.5), 1.5)
+    check(f"{label} set ex", r.set("t", "v", ex=100), True)
+    ttl = r.ttl("t")
+    check(f"{label} ttl", 99 <= ttl <= 100, True)
+    check(f"{label} set px", r.set("gone", "v", px=50), True)
+    time.sleep(0.1)
+    check(f"{label} expired", r.get("gone"), None)
+    check(f"{label} exists", r.exists("k", "gone", "t"), 2)
+    check(f"{label} config get", r.config_get("appendonly"), {"appendonly": "yes"})
+    check(f"{label} info", r.info("server")["redis_version"], "7.0.15")
+    check(f"{label} scan", sorted(r.scan_iter(match="k*")), [b"k"])
+    check(f"{label} getex", r.getex("k", persist=True), b"v")
+    check(f"{label} keys", sorted(r.keys("*")), [b"empty", b"f", b"k", b"n", b"t"])
+    check(f"{label} lcs", r.lcs("k", "empty"), b"")
+    check(f"{label} setrange", r.setrange("k", 1, "xy"), 3)
+    check(f"{label} getrange", r.getrange("k", 0, -1), b"vxy")
+    check(f"{label} rename", r.rename("k", "k2"), True)
+    check(f"{label} type", r.type("k2"), b"string")
+    check(f"{label} select", redis.Redis(port=port, db=3, **kwargs).get("k2"), None)
+    pipe = r.pipeline(transaction=False)
+    pipe.set("p", 1).incr("p").get("p")
+    check(f"{label} pipeline", pipe.execute(), [True, 2, b"2"])
+    check(f"{label} dbsize", r.dbsize(), 6)
+    r.close()
+print("redis-py", redis.__version__, "ok: default, RESP2 and RESP3")

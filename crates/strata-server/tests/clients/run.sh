@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The client matrix: redis-cli, redis-py (default handshake, RESP2, RESP3), node-redis (RESP2
+# and RESP3) and ioredis, each a scripted session that checks its answers, against a running
+# `strata serve` on PORT. redis-rs is checked by `cargo test` (crates/strata-server/tests).
+#
+#   run.sh PORT NODE_MODULES
+set -euo pipefail
+port=$1
+node_modules=$2
+here=$(cd "$(dirname "$0")" && pwd)
+cli() { redis-cli -p "$port" "$@"; }
+
+cli flushall >/dev/null
+test "$(cli set greeting hello ex 100)" = OK
+test "$(cli get greeting)" = hello
+test "$(cli ttl greeting)" = 100
+test "$(cli set empty '')" = OK
+test "$(cli strlen empty)" = 0
+test "$(cli -3 hello 3 | grep ^proto)" = "proto 3"
+test "$(cli -3 incrbyfloat f 2.5)" = 2.5
+test "$(cli select 15)" = OK
+test "$(cli -n 15 exists greeting)" = 0
+test "$(cli persist greeting)" = 1
+test "$(cli ttl greeting)" = -1
+echo "redis-cli $(redis-cli --version | awk '{print $2}') ok"
+
+python3 "$here/redis_py.py" "$port"
+NODE_PATH="$node_modules" node "$here/node.js" "$port"
