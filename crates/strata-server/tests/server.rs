@@ -827,3 +827,27 @@ fn databases_are_separate_keyspaces() {
     assert_eq!(c.get::<_, String>("c").unwrap(), "0");
     server.shutdown().unwrap();
 }
+
+/// A data directory written before the server laid out databases and expiry (raw keys and
+/// values) opens with its keys in database 0, once and for good.
+#[test]
+fn a_directory_of_the_earlier_layout_is_converted_into_database_0() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = strata::Db::open(dir.path(), strata::Options::default()).unwrap();
+        db.put(b"old", b"value").unwrap();
+        db.put(b"\x00binary", b"").unwrap();
+        db.put(b"\xfe\xff", b"x").unwrap();
+        db.close().unwrap();
+    }
+    for _ in 0..2 {
+        let server = start(dir.path(), |_| {});
+        let mut c = client(&server);
+        assert_eq!(c.get::<_, String>("old").unwrap(), "value");
+        assert_eq!(c.get::<_, Vec<u8>>(b"\x00binary").unwrap(), b"");
+        assert_eq!(c.get::<_, String>(b"\xfe\xff").unwrap(), "x");
+        assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 3);
+        assert_eq!(c.ttl::<_, i64>("old").unwrap(), -1);
+        server.shutdown().unwrap();
+    }
+}

@@ -875,7 +875,26 @@ pub(crate) fn answer_get(
     now: u64,
     out: &mut Reply<'_>,
 ) {
-    answer_value(shared, stored.and_then(|raw| live(raw, now)), out);
+    // Parsed in place: a GET's value goes from the engine's buffer to the reply uncopied.
+    let counters = &shared.counters;
+    let parsed = match &stored {
+        Ok(Some(raw)) => store::parse_value(raw)
+            .map(Some)
+            .map_err(|e| format!("ERR {e}")),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.clone()),
+    };
+    match parsed {
+        Ok(Some((expires_at, data))) if expires_at.is_none_or(|t| t > now) => {
+            counters.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+            out.bulk(data);
+        }
+        Ok(_) => {
+            counters.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+            out.null();
+        }
+        Err(e) => out.error(&e),
+    }
 }
 
 /// Counts a GET's outcome and writes its reply; `value` is the key's live value.
