@@ -158,6 +158,8 @@ pub(crate) struct Shared {
     sync: AtomicU8,
     next_client_id: AtomicU64,
     random: AtomicU64,
+    /// The active-expiry cycle removed every index entry due before this time (Unix ms).
+    pub expiry_floor: AtomicU64,
 }
 
 #[derive(Default)]
@@ -276,6 +278,7 @@ impl Server {
             sync: AtomicU8::new(0),
             next_client_id: AtomicU64::new(0),
             random: AtomicU64::new((now.as_nanos() as u64) | 1),
+            expiry_floor: AtomicU64::new(0),
             config,
         });
         shared.set_sync_mode(shared.config.sync);
@@ -361,8 +364,14 @@ impl Server {
 
 /// The server's background duties: the everysec WAL sync and the active-expiry cycle.
 fn background(shared: &Shared) {
+    /// Time one round of active expiry may take when many keys are due (Redis gives its
+    /// cycle a quarter of a core).
+    const EXPIRY_BUDGET: Duration = Duration::from_millis(25);
+    /// The expiry cycle's floor goes back to the start this often, for a clock that went back.
+    const FLOOR_RESET: Duration = Duration::from_secs(10);
     let mut last_sync = Instant::now();
     let mut last_expiry = Instant::now();
+    let mut last_floor_reset = Instant::now();
     while !shared.shutdown.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
         if shared.sync_mode() == SyncMode::EverySec && last_sync.elapsed() >= Duration::from_secs(1)
@@ -374,8 +383,17 @@ fn background(shared: &Shared) {
         if let Some(every) = shared.config.active_expiry
             && last_expiry.elapsed() >= every
         {
-            // Due keys beyond one cycle's share wait for the next cycle, right after.
-            let _ = commands::expire_cycle(shared, shared.clock.now_ms());
+            if last_floor_reset.elapsed() >= FLOOR_RESET {
+                shared.expiry_floor.store(0, Ordering::Relaxed);
+                last_floor_reset = Instant::now();
+            }
+            let started = Instant::now();
+            // An error (a poisoned database) is reported to the writes that follow.
+            while let Ok((_, true)) = commands::expire_cycle(shared, shared.clock.now_ms()) {
+                if started.elapsed() >= EXPIRY_BUDGET || shared.shutdown.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
             last_expiry = Instant::now();
         }
     }

@@ -851,3 +851,63 @@ fn a_directory_of_the_earlier_layout_is_converted_into_database_0() {
         server.shutdown().unwrap();
     }
 }
+
+/// The active-expiry cycle removes due keys that nothing reads, several cycles' worth, and
+/// leaves alone a key whose expiry was since lifted or moved.
+#[test]
+fn active_expiry_removes_due_keys_and_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = strata_server::Clock::manual(1_700_000_000_000);
+    let server = start(dir.path(), |c| {
+        c.clock = clock.clone();
+        c.active_expiry = Some(Duration::from_millis(5));
+    });
+    let mut c = client(&server);
+    let mut pipe = redis::pipe();
+    for i in 0..2500 {
+        pipe.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(100)
+            .ignore();
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    // Stale index entries: one key persisted, one given a later expiry, one rewritten.
+    let _: i64 = redis::cmd("PERSIST").arg("k0").query(&mut c).unwrap();
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg("k1")
+        .arg(60_000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = c.set("k2", "new").unwrap();
+    let expired = |c: &mut redis::Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("expired_keys:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(expired(&mut c), 0, "nothing is due yet");
+    clock.advance_ms(100);
+    let started = std::time::Instant::now();
+    while expired(&mut c) < 2497 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(expired(&mut c), 2497);
+    assert_eq!(c.get::<_, String>("k0").unwrap(), "v");
+    assert_eq!(c.get::<_, String>("k1").unwrap(), "v");
+    assert_eq!(c.get::<_, String>("k2").unwrap(), "new");
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 3);
+    // The key with the later expiry goes when that time comes.
+    clock.advance_ms(60_000);
+    let started = std::time::Instant::now();
+    while expired(&mut c) < 2498 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(expired(&mut c), 2498);
+    server.shutdown().unwrap();
+}

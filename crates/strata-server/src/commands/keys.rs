@@ -520,12 +520,21 @@ pub(super) fn persist(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 const EXPIRE_CYCLE_ENTRIES: usize = 1000;
 
 /// One cycle of active expiry: removes the keys whose expiry index entries are due at
-/// `now_ms` (at most [`EXPIRE_CYCLE_ENTRIES`]), and the entries. A key whose value no longer
-/// carries the entry's time (given another expiry, persisted, rewritten, deleted) stays,
-/// and its stale entry goes. Returns the keys removed and whether due entries remain.
+/// `now_ms` (at most [`EXPIRE_CYCLE_ENTRIES`]), and the entries, in one batch. A key whose
+/// value has not expired (its expiry since lifted or moved later, or the key rewritten)
+/// stays, and its stale entry goes. Returns the keys removed and whether due entries
+/// remain.
+///
+/// The cycle starts at `Shared::expiry_floor`, below which it already removed every entry:
+/// the tombstones it left there are not walked again by every cycle. New entries lie above
+/// the floor, since a key is only given an expiry in its future; the background thread
+/// resets the floor now and then, for a clock that went back.
 pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), String> {
     let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-    let (lo, hi) = store::due_index_range(now_ms);
+    // Relaxed: only the background thread moves the floor.
+    let floor = shared.expiry_floor.load(Ordering::Relaxed);
+    let (_, hi) = store::due_index_range(now_ms);
+    let lo = store::index_key(floor, b"");
     let mut due: Vec<Vec<u8>> = Vec::new();
     for e in shared
         .db
@@ -536,25 +545,33 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
         due.push(e.map_err(engine)?.0);
     }
     let more = due.len() == EXPIRE_CYCLE_ENTRIES;
+    let parsed: Vec<(u64, &[u8])> = due
+        .iter()
+        .filter_map(|entry| store::parse_index_key(entry))
+        .collect();
+    let _g = super::lock_stripes(shared, parsed.iter().map(|&(_, key)| key));
+    let mut w = Writes::default();
     let mut removed = 0;
-    for entry in due {
-        let Some((at, key)) = store::parse_index_key(&entry) else {
-            continue;
-        };
-        let _g = super::lock_stripes(shared, [key]);
-        let mut w = Writes::default();
-        w.delete_raw(&entry);
-        let raw = shared.db.get(key).map_err(engine)?;
+    for (entry, &(_, key)) in due.iter().zip(&parsed) {
+        w.delete_raw(entry);
+        let raw = super::read_raw_locked(shared, key)?;
+        // The key goes if its value, as it is now, has expired: whatever entry led here.
         if let Some(raw) = raw
             && let Ok((Some(t), _)) = store::parse_value(&raw)
-            && t == at
             && t <= now_ms
         {
             w.delete(key);
             removed += 1;
         }
+    }
+    if !w.is_empty() {
         w.commit(shared)?;
     }
+    let next_floor = match parsed.last() {
+        Some(&(at, _)) if more => at,
+        _ => now_ms,
+    };
+    shared.expiry_floor.store(next_floor, Ordering::Relaxed);
     shared
         .counters
         .expired_keys

@@ -697,7 +697,7 @@ fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
 }
 
 /// Reads an engine key while the caller holds its stripe lock.
-fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+pub(crate) fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     if shared.cache.consult()
         && let Some(v) = shared.cache.get(key)
     {
