@@ -244,11 +244,15 @@ impl Server {
     /// Opens the database and starts listening.
     pub fn start(config: Config) -> Result<Server, String> {
         let mut engine = config.engine.clone();
+        let filter_enabled = Arc::new(AtomicBool::new(false));
         engine.compaction_filter = Some(Arc::new(store::ExpiryFilter {
             clock: config.clock.clone(),
+            enabled: filter_enabled.clone(),
         }));
         let db = Db::open(&config.dir, engine).map_err(|e| e.to_string())?;
         store::prepare_layout(&db)?;
+        // Release: compactions that see the flag see the converted layout.
+        filter_enabled.store(true, Ordering::Release);
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
             .map_err(|e| format!("cannot listen on {}:{}: {e}", config.bind, config.port))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;

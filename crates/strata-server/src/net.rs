@@ -652,7 +652,8 @@ impl Worker {
                 let mut reply = Reply::new(&mut c.output, c.state.protocol);
                 match &result {
                     Ok(()) => reply.ok(),
-                    Err(e) => reply.error(&format!("ERR {e}")),
+                    // The message carries its code already.
+                    Err(e) => reply.error(e),
                 }
             }
         }

@@ -212,10 +212,23 @@ fn split_inline(line: &[u8], args: &mut Args) -> Result<(), ProtocolError> {
                     }
                     Some(b'\\') if first == b'"' => {
                         let esc = line.get(i + 1).copied().unwrap_or(b'\\');
+                        // `\xHH`, as Redis reads it: a byte in hex.
+                        let hex = line
+                            .get(i + 2..i + 4)
+                            .and_then(|h| std::str::from_utf8(h).ok())
+                            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+                            .and_then(|h| u8::from_str_radix(h, 16).ok());
+                        if let (b'x', Some(byte)) = (esc, hex) {
+                            arg.push(byte);
+                            i += 4;
+                            continue;
+                        }
                         arg.push(match esc {
                             b'n' => b'\n',
                             b'r' => b'\r',
                             b't' => b'\t',
+                            b'b' => 8,
+                            b'a' => 7,
                             other => other,
                         });
                         i += 2;
@@ -393,6 +406,10 @@ mod tests {
             vec![b"SET".to_vec(), b"k".to_vec(), b"a b\n".to_vec()]
         );
         assert_eq!(cmd(b"PING\n"), vec![b"PING".to_vec()]);
+        assert_eq!(
+            cmd(b"SET k \"\\xff\\x00z\\xg\"\r\n"),
+            vec![b"SET".to_vec(), b"k".to_vec(), b"\xff\x00zxg".to_vec()]
+        );
     }
 
     #[test]

@@ -192,16 +192,35 @@ pub(crate) fn index_range() -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Removes expired values when compaction rewrites them, so that they leave the disk without
-/// a read or the active-expiry cycle having to find them.
+/// a read or the active-expiry cycle having to find them; and expiry index entries a minute
+/// past due, which the cycle had its chance at (the keys they name are expired, invisible and
+/// removed by this filter in their turn).
 pub(crate) struct ExpiryFilter {
     pub clock: Clock,
+    /// Set once the directory holds this server's layout: until then keys and values are a
+    /// directory's of the earlier layout, which this filter must not judge.
+    pub enabled: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// How long past due an index entry is left for the active-expiry cycle.
+const INDEX_GRACE_MS: u64 = 60_000;
 
 impl CompactionFilter for ExpiryFilter {
     fn filter(&self, _level: usize, key: &[u8], value: &[u8]) -> FilterDecision {
-        let is_data = key.first().is_some_and(|&b| b < DATABASES);
-        match parse_value(value) {
-            Ok((Some(t), _)) if is_data && t <= self.clock.now_ms() => FilterDecision::Remove,
+        // Acquire: pairs with the release that follows the layout's conversion.
+        if !self.enabled.load(Ordering::Acquire) {
+            return FilterDecision::Keep;
+        }
+        let now = self.clock.now_ms();
+        match key.first() {
+            Some(&b) if b < DATABASES => match parse_value(value) {
+                Ok((Some(t), _)) if t <= now => FilterDecision::Remove,
+                _ => FilterDecision::Keep,
+            },
+            Some(&EXPIRY_INDEX) => match parse_index_key(key) {
+                Some((t, _)) if t.saturating_add(INDEX_GRACE_MS) <= now => FilterDecision::Remove,
+                _ => FilterDecision::Keep,
+            },
             _ => FilterDecision::Keep,
         }
     }

@@ -121,6 +121,12 @@ fn random_commands_answer_as_the_model_does() {
     let mut db: u8 = 0;
     let steps = 3000;
     for step in 0..steps {
+        if step % 500 == 499 {
+            // A restart: the data, the expiry times and nothing else survive.
+            server.shutdown().unwrap();
+            (server, c) = start(dir.path(), &clock);
+            db = 0;
+        }
         let now = clock.now_ms();
         let key = rng.pick(KEYS).to_vec();
         let value = rng.pick(VALUES).to_vec();
@@ -369,12 +375,6 @@ fn random_commands_answer_as_the_model_does() {
                 "seed {seed}, step {step}: {} (db {db}): got {got:?}, want {want:?}",
                 shown(&args)
             ),
-        }
-        if step % 500 == 499 {
-            // A restart: the data, the expiry times and nothing else survive.
-            server.shutdown().unwrap();
-            (server, c) = start(dir.path(), &clock);
-            db = 0;
         }
     }
     server.shutdown().unwrap();

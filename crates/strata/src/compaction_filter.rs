@@ -14,9 +14,11 @@ pub enum FilterDecision {
 
 /// Decides, for entries that compaction rewrites, whether they stay.
 ///
-/// The filter is shown only the newest version of a key, and only when no snapshot sees it
-/// (it is newer than every snapshot), so removing it changes what reads of the present see
-/// and nothing that a snapshot sees. Entries that stay in memtables, or in files that compaction has not
+/// The filter is shown only the newest version of a key, and only when no snapshot that lives
+/// when the compaction starts sees it (it is newer than every such snapshot). A snapshot
+/// taken while the compaction runs may see an entry the filter then removes, as with
+/// RocksDB's filters: a filter that removes what a reader could still want must not be used
+/// with snapshots taken meanwhile. Entries that stay in memtables, or in files that compaction has not
 /// rewritten yet, are not shown: a filter makes dead data leave the disk, it does not hide
 /// it from reads, so the reader must still treat such entries as absent by itself.
 ///

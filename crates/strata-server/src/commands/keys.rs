@@ -431,7 +431,12 @@ pub(super) fn expire(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             "XX" => xx = true,
             "GT" => gt = true,
             "LT" => lt = true,
-            other => return Err(format!("ERR Unsupported option {other}")),
+            _ => {
+                return Err(format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(opt)
+                ));
+            }
         }
     }
     if nx && (xx || gt || lt) {
@@ -491,7 +496,8 @@ pub(super) fn ttl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 match name.as_str() {
                     "ttl" => (left + 500) / 1000,
                     "pttl" => left,
-                    "expiretime" => (t / 1000) as i64,
+                    // Rounded to the nearest second, as Redis rounds TTL and EXPIRETIME.
+                    "expiretime" => (t as i64 + 500) / 1000,
                     _ => t as i64,
                 }
             }
@@ -545,31 +551,36 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
         due.push(e.map_err(engine)?.0);
     }
     let more = due.len() == EXPIRE_CYCLE_ENTRIES;
-    let parsed: Vec<(u64, &[u8])> = due
+    let parsed: Vec<(&[u8], u64, &[u8])> = due
         .iter()
-        .filter_map(|entry| store::parse_index_key(entry))
+        .filter_map(|entry| {
+            store::parse_index_key(entry).map(|(at, key)| (entry.as_slice(), at, key))
+        })
         .collect();
-    let _g = super::lock_stripes(shared, parsed.iter().map(|&(_, key)| key));
-    let mut w = Writes::default();
     let mut removed = 0;
-    for (entry, &(_, key)) in due.iter().zip(&parsed) {
-        w.delete_raw(entry);
-        let raw = super::read_raw_locked(shared, key)?;
-        // The key goes if its value, as it is now, has expired: whatever entry led here.
-        if let Some(raw) = raw
-            && let Ok((Some(t), _)) = store::parse_value(&raw)
-            && t <= now_ms
-        {
-            w.delete(key);
-            removed += 1;
+    // A few keys at a time, so that writers wait for a short batch at most.
+    for chunk in parsed.chunks(64) {
+        let _g = super::lock_stripes(shared, chunk.iter().map(|&(_, _, key)| key));
+        let mut w = Writes::default();
+        for &(entry, _, key) in chunk {
+            w.delete_raw(entry);
+            let raw = super::read_raw_locked(shared, key)?;
+            // The key goes if its value, as it is now, has expired: whatever entry led here.
+            if let Some(raw) = raw
+                && let Ok((Some(t), _)) = store::parse_value(&raw)
+                && t <= now_ms
+            {
+                w.delete(key);
+                removed += 1;
+            }
         }
-    }
-    if !w.is_empty() {
         w.commit(shared)?;
     }
+    // A command that read the clock just before this cycle may still add an entry a little
+    // below `now_ms`: the floor stays a second behind.
     let next_floor = match parsed.last() {
-        Some(&(at, _)) if more => at,
-        _ => now_ms,
+        Some(&(_, at, _)) if more => at,
+        _ => now_ms.saturating_sub(1000),
     };
     shared.expiry_floor.store(next_floor, Ordering::Relaxed);
     shared

@@ -68,8 +68,15 @@ pub(super) fn hello(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 name = Some(a[i + 1].to_vec());
                 i += 2;
             }
-            // Without passwords configured, every user is the default one, which has none.
-            "AUTH" if i + 2 < a.len() => i += 3,
+            // Without passwords configured, the one user is `default`, which takes any.
+            "AUTH" if i + 2 < a.len() => {
+                if a[i + 1] != b"default" {
+                    return Err(
+                        "WRONGPASS invalid username-password pair or user is disabled.".into(),
+                    );
+                }
+                i += 3;
+            }
             _ => {
                 return Err(format!(
                     "ERR Syntax error in HELLO option '{}'",
@@ -244,40 +251,51 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     ]
 }
 
-fn set_config(shared: &Shared, name: &str, value: &[u8]) -> Outcome {
+/// A setting CONFIG SET changes, parsed and checked.
+enum Setting {
+    Sync(SyncMode),
+    MaxClients(usize),
+    MaxBulk(usize),
+    TimeoutSecs(u64),
+}
+
+/// Parses `value` for the parameter `name`, as Redis checks it, without changing anything.
+fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
     let text = String::from_utf8_lossy(value);
     let invalid = |why: &str| {
-        Err(format!(
-            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
-        ))
+        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
     };
     let number = || text.parse::<u64>().ok();
     match name {
-        "appendfsync" => match text.parse::<SyncMode>() {
-            Ok(m) => shared.set_sync_mode(m),
-            Err(_) => {
-                return invalid("argument(s) must be one of the following: always, everysec, no");
-            }
-        },
-        "maxclients" => match number().filter(|&n| n > 0) {
-            Some(n) => shared.max_clients.store(n as usize, Ordering::Relaxed),
-            None => return invalid("argument must be a positive number"),
-        },
-        "proto-max-bulk-len" => match number().filter(|&n| n >= 1024 * 1024) {
-            Some(n) => shared
-                .max_bulk_bytes
-                .store((n as usize).min(strata::MAX_VALUE_BYTES), Ordering::Relaxed),
-            None => return invalid("argument must be a memory value of at least 1mb"),
-        },
-        "timeout" => match number() {
-            Some(n) => shared
-                .idle_timeout_ms
-                .store(n.saturating_mul(1000), Ordering::Relaxed),
-            None => return invalid("argument couldn't be parsed into an integer"),
-        },
-        _ => return invalid("unsupported parameter"),
+        "appendfsync" => text
+            .parse::<SyncMode>()
+            .map(Setting::Sync)
+            .map_err(|_| invalid("argument(s) must be one of the following: always, everysec, no")),
+        "maxclients" => number()
+            .filter(|&n| n > 0)
+            .map(|n| Setting::MaxClients(n as usize))
+            .ok_or_else(|| invalid("argument must be a positive number")),
+        "proto-max-bulk-len" => number()
+            .filter(|&n| n >= 1024 * 1024 && n <= strata::MAX_VALUE_BYTES as u64)
+            .map(|n| Setting::MaxBulk(n as usize))
+            .ok_or_else(|| invalid("argument must be a number of bytes from 1048576 to 67108864")),
+        "timeout" => number()
+            .map(Setting::TimeoutSecs)
+            .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
+        _ => Err(invalid("unsupported parameter")),
     }
-    Ok(())
+}
+
+fn apply_setting(shared: &Shared, setting: Setting) {
+    // Relaxed: settings, each read on its own.
+    match setting {
+        Setting::Sync(m) => shared.set_sync_mode(m),
+        Setting::MaxClients(n) => shared.max_clients.store(n, Ordering::Relaxed),
+        Setting::MaxBulk(n) => shared.max_bulk_bytes.store(n, Ordering::Relaxed),
+        Setting::TimeoutSecs(n) => shared
+            .idle_timeout_ms
+            .store(n.saturating_mul(1000), Ordering::Relaxed),
+    }
 }
 
 pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
@@ -306,7 +324,7 @@ pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             for pair in a[2..].chunks(2) {
                 let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
                 match values.iter().find(|(k, _, _)| *k == name) {
-                    Some((_, _, true)) => changes.push((name, pair[1])),
+                    Some((_, _, true)) => changes.push(parse_setting(&name, pair[1])?),
                     Some((_, _, false)) => {
                         return Err(format!(
                             "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
@@ -319,8 +337,8 @@ pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                     }
                 }
             }
-            for (name, value) in changes {
-                set_config(cx.shared, &name, value)?;
+            for setting in changes {
+                apply_setting(cx.shared, setting);
             }
             cx.out.ok();
         }

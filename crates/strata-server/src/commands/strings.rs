@@ -3,9 +3,10 @@
 use super::{Ctx, Outcome, Writes, int_arg, not_an_integer, parse_i64, syntax, upper};
 use crate::store::Value;
 
-/// Redis's largest string (`proto-max-bulk-len`'s default), also the engine's value limit.
+/// The largest string a key may hold: the engine's value limit less the stored value's
+/// header (a tag and an expiry time). Redis's limit is 512 MiB; Strata's is 64 MiB.
 fn max_string_bytes() -> usize {
-    strata::MAX_VALUE_BYTES.min(512 * 1024 * 1024)
+    strata::MAX_VALUE_BYTES - 9
 }
 
 fn too_big() -> String {
@@ -318,13 +319,21 @@ fn parse_float(b: &[u8]) -> Option<f64> {
     (!f.is_nan()).then_some(f)
 }
 
-/// A double as Redis writes one back: the shortest text that reads back as the same number,
-/// without exponent and without a negative zero.
+/// A double as Redis writes one back: at most 15 significant digits (Redis sums in a wider
+/// type and prints 17 decimals of it, so `0.1 + 0.2` reads `0.3`, not the nearest double's
+/// `0.30000000000000004`), trailing zeros trimmed, no exponent, no negative zero.
 pub(crate) fn format_float(f: f64) -> String {
-    if f == 0.0 {
+    if f == 0.0 || !f.is_finite() {
         return "0".into();
     }
-    format!("{f}")
+    let magnitude = f.abs().log10().floor() as i64;
+    let decimals = (14 - magnitude).clamp(0, 340) as usize;
+    let mut s = format!("{f:.decimals$}");
+    if s.contains('.') {
+        let trimmed = s.trim_end_matches('0').trim_end_matches('.').len();
+        s.truncate(trimmed);
+    }
+    if s == "-0" { "0".into() } else { s }
 }
 
 pub(super) fn incrbyfloat(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
@@ -375,7 +384,11 @@ fn clamp_range(start: i64, end: i64, len: usize) -> Option<std::ops::Range<usize
     } else {
         start
     };
-    let end = if end < 0 { len + end } else { end.min(len - 1) };
+    let end = if end < 0 {
+        (len + end).max(0)
+    } else {
+        end.min(len - 1)
+    };
     (len > 0 && start <= end && start < len).then(|| start as usize..end as usize + 1)
 }
 
