@@ -781,8 +781,8 @@ fn resp3_replies_take_their_own_types() {
     server.shutdown().unwrap();
 }
 
-/// Each of the sixteen databases is its own keyspace, and MOVE, COPY ... DB and SWAP of
-/// databases through SELECT keep them apart.
+/// Each of the sixteen databases is its own keyspace, and MOVE and COPY ... DB move keys
+/// between them.
 #[test]
 fn databases_are_separate_keyspaces() {
     let dir = tempfile::tempdir().unwrap();
@@ -808,6 +808,18 @@ fn databases_are_separate_keyspaces() {
         1
     );
     assert_eq!(c.get::<_, Option<String>>("m").unwrap(), None);
+    // A key that exists in the target database is not moved, and stays where it was.
+    let _: () = c.set("m", "again").unwrap();
+    assert_eq!(
+        redis::cmd("MOVE")
+            .arg("m")
+            .arg(5)
+            .query::<i64>(&mut c)
+            .unwrap(),
+        0
+    );
+    assert_eq!(c.get::<_, String>("m").unwrap(), "again");
+    let _: () = c.del("m").unwrap();
     let copied: i64 = redis::cmd("COPY")
         .arg("k")
         .arg("c")
