@@ -122,14 +122,20 @@ pub(crate) struct Block {
     heads: Option<Box<Heads>>,
 }
 
-/// Eight bytes of the user key of every restart key, past the prefix they all share, as
-/// big-endian words in one dense array.
+/// Eight bytes of the user key of every restart key, past a prefix, as big-endian words in
+/// one dense array.
 ///
 /// A seek in a large index block is a binary search over thousands of restart keys, each
 /// probe a cache miss into the restart array and another into the entry. The heads turn
 /// it into a binary search over eight-byte words that sit side by side; only restart keys
 /// whose head equals the target's are compared whole. A head preserves order one way:
 /// `a < b` gives `head(a) <= head(b)`, so `head(a) < head(b)` proves `a < b`.
+///
+/// The prefix is the one the keys between the first and the last share: a table whose last
+/// key lies elsewhere in the key space (a key of another kind, after all the others) would
+/// otherwise leave no shared prefix, and heads that all read alike. A key without the prefix
+/// heads as 0 when it sorts before the prefixed keys and as `u64::MAX` after them, which
+/// keeps the order.
 struct Heads {
     prefix: Vec<u8>,
     words: Vec<u64>,
@@ -144,19 +150,20 @@ impl Heads {
         u64::from_be_bytes(w)
     }
 
+    /// The head of `user_key` under `prefix`.
+    fn head(prefix: &[u8], user_key: &[u8]) -> u64 {
+        match user_key.strip_prefix(prefix) {
+            Some(rest) => Heads::word(rest),
+            None if user_key < prefix => 0,
+            None => u64::MAX,
+        }
+    }
+
     /// The restart points whose keys may equal or straddle `user_key`: all before the range
     /// sort below it, all after above it.
     fn candidates(&self, user_key: &[u8]) -> std::ops::Range<usize> {
-        let n = self.words.len();
-        let p = self.prefix.len();
-        if user_key.starts_with(&self.prefix) {
-            let w = Heads::word(user_key.get(p..).unwrap_or_default());
-            self.words.partition_point(|&h| h < w)..self.words.partition_point(|&h| h <= w)
-        } else if user_key > &self.prefix[..] {
-            n..n
-        } else {
-            0..0
-        }
+        let w = Heads::head(&self.prefix, user_key);
+        self.words.partition_point(|&h| h < w)..self.words.partition_point(|&h| h <= w)
     }
 }
 
@@ -215,17 +222,18 @@ impl Block {
     pub(crate) fn with_search_heads(mut self) -> Result<Block, DecodeError> {
         // The user key as `compare_internal` sees it, so that heads order as it does.
         let user_key = |i| self.restart_key(i).map(crate::key::user_key);
-        let first = user_key(0)?;
-        let last = user_key(self.num_restarts - 1)?;
+        let (lo, hi) = if self.num_restarts >= 4 {
+            (1, self.num_restarts - 2)
+        } else {
+            (0, self.num_restarts - 1)
+        };
+        let first = user_key(lo)?;
+        let last = user_key(hi)?;
         let p = first.iter().zip(last).take_while(|(a, b)| a == b).count();
         let prefix = first.get(..p).unwrap_or_default().to_vec();
         let mut words = Vec::with_capacity(self.num_restarts);
         for i in 0..self.num_restarts {
-            let k = user_key(i)?;
-            if k.get(..p) != Some(&prefix[..]) {
-                return Err(DecodeError("index keys out of order"));
-            }
-            words.push(Heads::word(k.get(p..).unwrap_or_default()));
+            words.push(Heads::head(&prefix, user_key(i)?));
         }
         if words.is_sorted() {
             self.heads = Some(Box::new(Heads { prefix, words }));
@@ -720,8 +728,9 @@ mod tests {
     }
 
     /// Seeks with search heads land where seeks without them do, over internal keys of
-    /// varied lengths around a shared prefix, with several versions of one user key, and
-    /// targets below, inside and above the prefix.
+    /// varied lengths around a shared prefix (in half the rounds with a key of another kind
+    /// at either end), with several versions of one user key, and targets below, inside and
+    /// above the prefix.
     #[test]
     fn seeks_with_search_heads_match_seeks_without() {
         use crate::key::{SeqNo, ValueKind, compare_internal, internal_key};
@@ -749,6 +758,11 @@ mod tests {
             .enumerate()
         {
             let mut keys: Vec<Vec<u8>> = (0..1 + round * 3).map(|_| user_key(prefix)).collect();
+            if round % 2 == 1 {
+                // Keys of another kind at either end, without the prefix the others share.
+                keys.push(b"\x01first".to_vec());
+                keys.push(b"\xff\xfflast".to_vec());
+            }
             keys.sort();
             keys.dedup();
             let mut b = BlockBuilder::new(1 + round % 3);
@@ -765,9 +779,11 @@ mod tests {
             assert!(headed.heads.is_some());
             let (mut p, mut h) = (plain.iter(compare_internal), headed.iter(compare_internal));
             for _ in 0..200 {
-                let target_user = match rand(4) {
+                let target_user = match rand(6) {
                     0 => keys[rand(keys.len() as u64) as usize].clone(),
                     1 => user_key(&prefix[..rand(prefix.len() as u64 + 1) as usize]),
+                    2 => user_key(b"\xff"),
+                    3 => user_key(b"\x01"),
                     _ => user_key(prefix),
                 };
                 let target = internal_key(&target_user, SeqNo(rand(12)), ValueKind::Value);
