@@ -18,8 +18,13 @@ fn free_port() -> u16 {
 
 /// Starts the server on `dir` and waits until it answers. The caller kills and waits for the
 /// child ([`kill`]).
-#[allow(clippy::zombie_processes)]
 fn serve(dir: &Path, port: u16) -> (Child, redis::Connection) {
+    serve_with(dir, port, &[])
+}
+
+/// As [`serve`], with more flags for the server.
+#[allow(clippy::zombie_processes)]
+fn serve_with(dir: &Path, port: u16, flags: &[&str]) -> (Child, redis::Connection) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args([
             "serve",
@@ -28,6 +33,7 @@ fn serve(dir: &Path, port: u16) -> (Child, redis::Connection) {
             "--port",
             &port.to_string(),
         ])
+        .args(flags)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -161,4 +167,142 @@ fn expiry_survives_sigkill_and_expired_keys_leave_the_disk() {
     for kept in [&b"\x00long"[..], b"\x00plain"] {
         assert!(on_disk.iter().any(|(k, del)| k.as_slice() == kept && !del));
     }
+}
+
+/// What one writer knows of its keys: the acknowledged value of each (`None`: deleted), and
+/// the write in flight when the server died, whose keys may hold either their old or their
+/// new values.
+#[derive(Default)]
+struct Writer {
+    acked: std::collections::HashMap<String, Option<String>>,
+    in_flight: Vec<(String, Option<String>)>,
+}
+
+/// Writes from one connection until the server goes away: SET, MSET, DEL and INCR on keys of
+/// its own, each recorded once its reply came.
+fn write_until_killed(port: u16, id: usize, start: u64, w: &mut Writer) {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return;
+    };
+    let Ok(mut c) = client.get_connection() else {
+        return;
+    };
+    let mut x = start.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ id as u64 | 1;
+    for n in start.. {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = |j: u64| format!("w{id}:k{}", j % 50);
+        let value = format!("{n}");
+        let mut cmd;
+        let changes: Vec<(String, Option<String>)>;
+        match x % 4 {
+            0 => {
+                cmd = redis::cmd("SET");
+                cmd.arg(key(x >> 8)).arg(&value);
+                changes = vec![(key(x >> 8), Some(value))];
+            }
+            1 => {
+                let (a, b) = (key(x >> 8), key(x >> 20));
+                cmd = redis::cmd("MSET");
+                cmd.arg(&a)
+                    .arg(format!("{value}a"))
+                    .arg(&b)
+                    .arg(format!("{value}b"));
+                changes = if a == b {
+                    vec![(a, Some(format!("{value}b")))]
+                } else {
+                    vec![
+                        (a, Some(format!("{value}a"))),
+                        (b, Some(format!("{value}b"))),
+                    ]
+                };
+            }
+            2 => {
+                cmd = redis::cmd("DEL");
+                cmd.arg(key(x >> 8));
+                changes = vec![(key(x >> 8), None)];
+            }
+            _ => {
+                let counter = format!("w{id}:counter");
+                let next = match w.acked.get(&counter) {
+                    Some(Some(v)) => v.parse::<i64>().unwrap() + 1,
+                    _ => 1,
+                };
+                cmd = redis::cmd("INCR");
+                cmd.arg(&counter);
+                changes = vec![(counter, Some(next.to_string()))];
+            }
+        }
+        w.in_flight = changes.clone();
+        match cmd.query::<redis::Value>(&mut c) {
+            Ok(redis::Value::Int(got)) if x % 4 == 3 => {
+                assert_eq!(Some(got.to_string()), changes[0].1, "INCR's answer");
+                w.acked.extend(changes);
+                w.in_flight.clear();
+            }
+            Ok(_) => {
+                w.acked.extend(changes);
+                w.in_flight.clear();
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// `strata serve --sync always` killed with SIGKILL at random moments while four connections
+/// write: after each restart every acknowledged write is there with its value, and a write
+/// in flight is there whole or not at all.
+#[test]
+fn the_server_keeps_every_acknowledged_write_across_sigkills() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("db");
+    let port = free_port();
+    let cycles: u64 = std::env::var("STRATA_SERVER_CRASH_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(8);
+    let mut writers: Vec<Writer> = (0..4).map(|_| Writer::default()).collect();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut checked = 0usize;
+    for cycle in 0..cycles {
+        let (child, _) = serve_with(&dir, port, &["--sync", "always"]);
+        let handles: Vec<_> = std::mem::take(&mut writers)
+            .into_iter()
+            .enumerate()
+            .map(|(id, mut w)| {
+                std::thread::spawn(move || {
+                    write_until_killed(port, id, cycle * 1_000_000, &mut w);
+                    w
+                })
+            })
+            .collect();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(100 + rng % 400));
+        kill(child);
+        writers = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
+        for (id, w) in writers.iter_mut().enumerate() {
+            for (key, want) in &w.acked {
+                let got: Option<String> = c.get(key).unwrap();
+                let in_flight = w.in_flight.iter().find(|(k, _)| k == key);
+                let ok = got == *want || in_flight.is_some_and(|(_, v)| got == *v);
+                assert!(
+                    ok,
+                    "cycle {cycle}, writer {id}: {key} is {got:?}, acknowledged {want:?}, in flight {in_flight:?}"
+                );
+                checked += 1;
+            }
+            // What the write in flight left is now the state to build on.
+            for (key, _) in std::mem::take(&mut w.in_flight) {
+                let got: Option<String> = c.get(&key).unwrap();
+                w.acked.insert(key, got);
+            }
+        }
+        kill(child);
+    }
+    assert!(checked > 100, "{checked} keys checked");
+    eprintln!("server crash test: {cycles} SIGKILLs, {checked} acknowledged keys checked");
 }

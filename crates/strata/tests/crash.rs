@@ -4,7 +4,9 @@
 //! - it opens, without any corruption error;
 //! - its state is exactly the state after some prefix of the issued batches (no half batch,
 //!   no deleted key back, no value from the future);
-//! - that prefix holds every batch acknowledged as synced.
+//! - that prefix holds every acknowledged batch, synced or not: a SIGKILL ends the process,
+//!   not the machine, and an unsynced write is the operating system's once acknowledged;
+//! - and that the child ended by the SIGKILL, not by itself (its stderr is shown if not).
 //!
 //! Flushes and compactions run during the kills (tiny memtables and files).
 //! `STRATA_CRASH_CYCLES` sets the number of cycles (default 150).
@@ -128,10 +130,16 @@ fn crash_cycles() {
             .env("STRATA_CRASH_SEED", seed.to_string())
             .env("STRATA_CRASH_START", next.to_string())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr_reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
         let (tx, rx) = mpsc::channel();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -152,8 +160,15 @@ fn crash_cycles() {
         }
         std::thread::sleep(Duration::from_millis(5 + rng.below(60)));
         child.kill().unwrap();
-        child.wait().unwrap();
+        let status = child.wait().unwrap();
         reader.join().unwrap();
+        let child_stderr = stderr_reader.join().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "cycle {cycle}: the child ended by itself ({status:?}), not by the SIGKILL \
+             (seed {seed}); its stderr:\n{child_stderr}"
+        );
         let mut last_ack: Option<u64> = None;
         let mut last_synced_ack: Option<u64> = None;
         for line in rx.try_iter() {
@@ -183,6 +198,13 @@ fn crash_cycles() {
             assert!(
                 prefix_end > s,
                 "cycle {cycle}: synced batch {s} lost; survived up to {prefix_end} (seed {seed})"
+            );
+        }
+        if let Some(a) = last_ack {
+            assert!(
+                prefix_end > a,
+                "cycle {cycle}: acknowledged batch {a} lost to a SIGKILL; survived up to \
+                 {prefix_end} (seed {seed})"
             );
         }
         // Unacknowledged batches may survive, but only the one in flight when killed.
