@@ -925,7 +925,8 @@ fn active_expiry_removes_due_keys_and_only_those() {
 /// String, bit, expiry and keyspace commands, their options, edge cases and errors, answered
 /// byte for byte as redis-server 7.0.15 answered them (`tests/golden/`: the commands, sent
 /// here as inline commands, and redis-server's replies to them on an empty database).
-/// INCRBYFLOAT's long-double noise (`1000.01050000000000001`) is left out of the list.
+/// INCRBYFLOAT is given sums exact in binary: Redis adds in long double, and its last digits
+/// differ from a double's otherwise (docs/COMPATIBILITY.md).
 #[test]
 fn replies_match_redis_server_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();

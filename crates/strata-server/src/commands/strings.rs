@@ -319,21 +319,15 @@ fn parse_float(b: &[u8]) -> Option<f64> {
     (!f.is_nan()).then_some(f)
 }
 
-/// A double as Redis writes one back: at most 15 significant digits (Redis sums in a wider
-/// type and prints 17 decimals of it, so `0.1 + 0.2` reads `0.3`, not the nearest double's
-/// `0.30000000000000004`), trailing zeros trimmed, no exponent, no negative zero.
+/// A double as Strata writes one back: the shortest text that reads back as the same
+/// number, without exponent and without a negative zero. Redis sums in long double and
+/// prints 17 decimals of it, so its last digits can differ (`0.1 + 0.2` is `0.3` there and
+/// `0.30000000000000004` here); the shortest exact text keeps `x + -x` at exactly 0.
 pub(crate) fn format_float(f: f64) -> String {
     if f == 0.0 || !f.is_finite() {
         return "0".into();
     }
-    let magnitude = f.abs().log10().floor() as i64;
-    let decimals = (14 - magnitude).clamp(0, 340) as usize;
-    let mut s = format!("{f:.decimals$}");
-    if s.contains('.') {
-        let trimmed = s.trim_end_matches('0').trim_end_matches('.').len();
-        s.truncate(trimmed);
-    }
-    if s == "-0" { "0".into() } else { s }
+    format!("{f}")
 }
 
 pub(super) fn incrbyfloat(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
