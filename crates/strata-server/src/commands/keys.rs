@@ -299,10 +299,7 @@ pub(super) fn rename(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         cx.out.int(0);
         return Ok(());
     }
-    let mut w = Writes::default();
-    w.delete(&src);
-    w.put(&dst, &v.data, v.expires_at);
-    w.commit(cx.shared)?;
+    relocate(cx, &src, &dst, &v)?;
     if nx {
         cx.out.int(1);
     } else {
@@ -365,12 +362,18 @@ pub(super) fn move_(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         cx.out.int(0);
         return Ok(());
     }
-    let mut w = Writes::default();
-    w.delete(&src);
-    w.put(&dst, &v.data, v.expires_at);
-    w.commit(cx.shared)?;
+    relocate(cx, &src, &dst, &v)?;
     cx.out.int(1);
     Ok(())
+}
+
+/// Moves a key's value and expiry from engine key `src` to `dst` in one batch (RENAME, MOVE).
+/// Requires: the caller holds both keys' stripe locks.
+fn relocate(cx: &Ctx<'_, '_>, src: &[u8], dst: &[u8], v: &store::Value) -> Outcome {
+    let mut w = Writes::default();
+    w.delete(src);
+    w.put(dst, &v.data, v.expires_at);
+    w.commit(cx.shared)
 }
 
 /// Deletes every engine key in `[lo, hi)`, in batches. Requires: the key space's write lock.
