@@ -706,6 +706,12 @@ pub(crate) fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<
     shared.db.get(key).map_err(engine)
 }
 
+/// The data of stored bytes, read in place, unless expired at `now`.
+pub(crate) fn live_data(raw: &[u8], now: u64) -> Result<Option<&[u8]>, String> {
+    let (expires_at, data) = store::parse_value(raw).map_err(|e| format!("ERR {e}"))?;
+    Ok(expires_at.is_none_or(|t| t > now).then_some(data))
+}
+
 fn live(raw: Option<Vec<u8>>, now: u64) -> Result<Option<Value>, String> {
     let Some(raw) = raw else { return Ok(None) };
     let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
@@ -877,15 +883,13 @@ pub(crate) fn answer_get(
 ) {
     // Parsed in place: a GET's value goes from the engine's buffer to the reply uncopied.
     let counters = &shared.counters;
-    let parsed = match &stored {
-        Ok(Some(raw)) => store::parse_value(raw)
-            .map(Some)
-            .map_err(|e| format!("ERR {e}")),
+    let data = match &stored {
+        Ok(Some(raw)) => live_data(raw, now),
         Ok(None) => Ok(None),
         Err(e) => Err(e.clone()),
     };
-    match parsed {
-        Ok(Some((expires_at, data))) if expires_at.is_none_or(|t| t > now) => {
+    match data {
+        Ok(Some(data)) => {
             counters.keyspace_hits.fetch_add(1, Ordering::Relaxed);
             out.bulk(data);
         }

@@ -204,14 +204,20 @@ pub(super) fn mget(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         &mut super::ReadScratch::default(),
         &mut values,
     );
+    // Every value is read and checked before the reply starts, so an error is the whole
+    // reply; the values go to the reply from the engine's buffers, uncopied.
     let mut live = Vec::with_capacity(values.len());
-    for v in values {
-        live.push(super::live(v?, cx.now)?);
+    for v in &values {
+        live.push(match v {
+            Ok(Some(raw)) => super::live_data(raw, cx.now)?,
+            Ok(None) => None,
+            Err(e) => return Err(e.clone()),
+        });
     }
     cx.out.array(live.len());
     for v in live {
         match v {
-            Some(v) => cx.out.bulk(&v.data),
+            Some(data) => cx.out.bulk(data),
             None => cx.out.null(),
         }
     }
