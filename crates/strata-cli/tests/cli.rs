@@ -299,7 +299,11 @@ fn interactive_shell_starts_and_leaves_on_ctrl_d() {
             std::env::var_os("STRATA_REQUIRE_SCRIPT").is_none(),
             "`script` (util-linux) is not installed, and STRATA_REQUIRE_SCRIPT is set"
         );
-        eprintln!("SKIPPED: `script` (util-linux) is not installed");
+        // Written to stderr itself, which `cargo test` shows; it captures `eprintln!`.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: interactive_shell_starts_and_leaves_on_ctrl_d: `script` (util-linux) is not installed\n",
+        );
         return;
     }
     let (t, db) = db_dir();

@@ -82,7 +82,11 @@ fn two_servers_behind_twemproxy_share_the_keyspace() {
             std::env::var("STRATA_REQUIRE_NUTCRACKER").is_err(),
             "nutcracker is required here but not installed (apt-get install nutcracker)"
         );
-        eprintln!("SKIPPED: nutcracker (twemproxy) is not installed; apt-get install nutcracker");
+        // Written to stderr itself, which `cargo test` shows; it captures `eprintln!`.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: two_servers_behind_twemproxy_share_the_keyspace: nutcracker is not installed; apt-get install nutcracker\n",
+        );
         return;
     };
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];

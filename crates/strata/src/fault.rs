@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::fs::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use crate::fs::{FileLock, FileMap, FileSystem, RandomAccessFile, WritableFile};
 
 /// The kinds of calls a fault can be armed for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -304,6 +304,15 @@ impl RandomAccessFile for FaultReader {
     }
     fn size(&self) -> io::Result<u64> {
         self.inner.size()
+    }
+    /// Mapping the file counts as a read: a fault makes the mapping fail, and the engine
+    /// reads the file with `read_at` instead. (A read through a mapping cannot fail with an
+    /// error; a disk that fails under one kills the process with `SIGBUS`.)
+    fn map(&self) -> Option<Arc<FileMap>> {
+        match self.fs.check(FaultOp::Read) {
+            Verdict::Pass => self.inner.map(),
+            Verdict::Fail | Verdict::Short(_) => None,
+        }
     }
 }
 

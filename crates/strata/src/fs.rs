@@ -42,6 +42,9 @@ pub trait RandomAccessFile: Send + Sync {
 pub struct FileMap {
     ptr: *const u8,
     len: usize,
+    /// Heap bytes the mapping points into, for a file system that keeps files in memory;
+    /// `None` for a mapping made by `mmap`.
+    heap: Option<Box<[u8]>>,
 }
 
 // SAFETY: the mapping is read-only and lives until drop; shared reads from many threads are
@@ -74,6 +77,17 @@ impl FileMap {
         (p != libc::MAP_FAILED).then(|| FileMap {
             ptr: p.cast::<u8>().cast_const(),
             len,
+            heap: None,
+        })
+    }
+
+    /// A mapping of bytes held in memory; `None` when there are none.
+    fn from_heap(bytes: Box<[u8]>) -> Option<FileMap> {
+        (!bytes.is_empty()).then(|| FileMap {
+            // Moving the box does not move its bytes, so the pointer stays good.
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+            heap: Some(bytes),
         })
     }
 
@@ -86,6 +100,9 @@ impl FileMap {
     /// Drops the process's hold on the mapping's pages: they leave its resident set (the page
     /// cache keeps them) and come back on the next touch.
     pub fn release_resident(&self) {
+        if self.heap.is_some() {
+            return;
+        }
         #[cfg(target_os = "linux")]
         // SAFETY: advice on a range this value maps. MADV_DONTNEED on a shared file mapping
         // discards no data: a later read faults the same file bytes back in.
@@ -97,6 +114,9 @@ impl FileMap {
 
 impl Drop for FileMap {
     fn drop(&mut self) {
+        if self.heap.is_some() {
+            return;
+        }
         #[cfg(target_os = "linux")]
         // SAFETY: `ptr` came from mmap with length `len` and is unmapped once.
         unsafe {
@@ -548,11 +568,52 @@ mod mapped {
     }
 }
 
+/// The page size of the simulated disk: a power loss keeps or loses unsynced bytes a whole
+/// page at a time, as the page cache writes them back.
+const MEM_PAGE: usize = 4096;
+
+/// How far a [`MemFs`] log file is reserved ahead of its end with zeros, as the mapped log
+/// of [`StdFs`] reserves chunks (smaller here, to keep copies cheap).
+const MEM_LOG_RESERVE: usize = 64 * 1024;
+
 /// One file of a [`MemFs`]: its bytes, and how many of them a power loss would keep.
 #[derive(Default)]
 struct MemFile {
     data: Vec<u8>,
     synced_len: usize,
+    /// The file's length with its reserve of zeros, while a log writer holds it (0 once the
+    /// writer is gone and the file was cut back to `data`).
+    reserved: usize,
+}
+
+impl MemFile {
+    /// The bytes a reader sees: the data, then the reserve's zeros.
+    fn visible(&self) -> Vec<u8> {
+        let mut v = self.data.clone();
+        v.resize(self.reserved.max(self.data.len()), 0);
+        v
+    }
+
+    /// The bytes left after a power loss. Unsynced pages each either reach the disk whole
+    /// or not at all, as `keep_page` decides (page writeback has no order); a page that
+    /// holds synced bytes keeps at least those.
+    fn after_power_loss(&self, keep_page: &mut dyn FnMut() -> bool) -> Vec<u8> {
+        let synced = self.synced_len.min(self.data.len());
+        let mut v = self.data.get(..synced).unwrap_or_default().to_vec();
+        let mut page = synced - synced % MEM_PAGE;
+        while page < self.data.len() {
+            let end = (page + MEM_PAGE).min(self.data.len());
+            if keep_page() {
+                v.resize(page, 0);
+                v.extend_from_slice(self.data.get(page..end).unwrap_or_default());
+            }
+            page = end;
+        }
+        // A reserved log keeps its length: the reserve was made before any page of it was
+        // written.
+        v.resize(v.len().max(self.reserved), 0);
+        v
+    }
 }
 
 #[derive(Default)]
@@ -569,7 +630,11 @@ struct MemState {
 ///
 /// It keeps track of durability the way a disk does: bytes appended to a file are kept by
 /// [`MemFs::power_loss_copy`] only up to the file's last `sync`, and a create, rename or
-/// remove only once its directory was synced.
+/// remove only once its directory was synced. Appends wait in the writer, as in a buffered
+/// writer, until `flush` or `sync` hands them over, and a process crash
+/// ([`MemFs::process_crash_copy`]) loses what waits. Log files ([`FileSystem::create_log`])
+/// are reserved ahead with zeros, as [`StdFs`] reserves its mapped logs, and files can be
+/// mapped for reading ([`RandomAccessFile::map`]), so tests run the engine's production paths.
 #[derive(Clone, Default)]
 pub struct MemFs {
     state: Arc<Mutex<MemState>>,
@@ -593,6 +658,15 @@ fn not_found(path: &Path) -> io::Error {
     )
 }
 
+/// splitmix64, for the pages a torn power loss keeps.
+fn next_random(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 impl MemFs {
     /// An empty in-memory file system.
     pub fn new() -> Self {
@@ -604,39 +678,53 @@ impl MemFs {
     /// directory sync. The original goes on unchanged, so a test can crash a database that
     /// is still running and open the copy.
     pub fn power_loss_copy(&self) -> MemFs {
-        self.copy(true)
+        self.copy(|st| Self::files_of(&st.durable_entries, |f| f.after_power_loss(&mut || false)))
+    }
+
+    /// Like [`MemFs::power_loss_copy`], but each page written and not synced reaches the
+    /// disk or not by the draw of a generator seeded with `seed`: later pages may survive
+    /// where earlier ones did not, and a log's unsynced tail can come back with holes of
+    /// zeros at page boundaries.
+    pub fn torn_power_loss_copy(&self, seed: u64) -> MemFs {
+        let mut state = seed;
+        self.copy(|st| {
+            Self::files_of(&st.durable_entries, |f| {
+                f.after_power_loss(&mut || next_random(&mut state) & 1 == 0)
+            })
+        })
     }
 
     /// A new, independent file system holding what a crash of the process at this instant
-    /// would leave: every byte handed to the file system, synced or not.
+    /// would leave: every byte handed to the file system, synced or not, and the zeros a
+    /// log is reserved ahead with.
     pub fn process_crash_copy(&self) -> MemFs {
-        self.copy(false)
+        self.copy(|st| Self::files_of(&st.files, MemFile::visible))
     }
 
-    fn copy(&self, power_loss: bool) -> MemFs {
-        let st = lock(&self.state);
-        let source = if power_loss {
-            &st.durable_entries
-        } else {
-            &st.files
-        };
-        let files: BTreeMap<PathBuf, Arc<Mutex<MemFile>>> = source
+    fn files_of(
+        files: &BTreeMap<PathBuf, Arc<Mutex<MemFile>>>,
+        mut contents: impl FnMut(&MemFile) -> Vec<u8>,
+    ) -> BTreeMap<PathBuf, Arc<Mutex<MemFile>>> {
+        files
             .iter()
             .map(|(p, f)| {
-                let f = lock(f);
-                let keep = if power_loss {
-                    f.synced_len
-                } else {
-                    f.data.len()
-                };
-                let data = f.data.get(..keep).unwrap_or_default().to_vec();
+                let data = contents(&lock(f));
                 let file = MemFile {
                     synced_len: data.len(),
                     data,
+                    reserved: 0,
                 };
                 (p.clone(), Arc::new(Mutex::new(file)))
             })
-            .collect();
+            .collect()
+    }
+
+    fn copy(
+        &self,
+        files: impl FnOnce(&MemState) -> BTreeMap<PathBuf, Arc<Mutex<MemFile>>>,
+    ) -> MemFs {
+        let st = lock(&self.state);
+        let files = files(&st);
         MemFs {
             state: Arc::new(Mutex::new(MemState {
                 durable_entries: files.clone(),
@@ -665,24 +753,67 @@ impl MemFs {
             .cloned()
             .ok_or_else(|| not_found(path))
     }
+
+    fn create_file(&self, path: &Path, reserved: usize) -> io::Result<Box<dyn WritableFile>> {
+        let mut st = lock(&self.state);
+        if let Some(parent) = path.parent()
+            && !st.dirs.contains(parent)
+        {
+            return Err(not_found(parent));
+        }
+        let file = Arc::new(Mutex::new(MemFile {
+            reserved,
+            ..MemFile::default()
+        }));
+        st.files.insert(path.to_path_buf(), file.clone());
+        Ok(Box::new(MemWritable {
+            file,
+            pending: Vec::new(),
+            log: reserved > 0,
+        }))
+    }
 }
 
 struct MemWritable {
     file: Arc<Mutex<MemFile>>,
+    /// Appended, not yet handed over by `flush` or `sync`.
+    pending: Vec<u8>,
+    /// A log: its reserve of zeros grows ahead of its end and is cut off when it closes.
+    log: bool,
+}
+
+impl MemWritable {
+    fn hand_over(&mut self) -> MutexGuard<'_, MemFile> {
+        let mut f = lock(&self.file);
+        f.data.append(&mut self.pending);
+        if self.log && f.data.len() > f.reserved {
+            f.reserved = f.data.len().next_multiple_of(MEM_LOG_RESERVE);
+        }
+        f
+    }
 }
 
 impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        lock(&self.file).data.extend_from_slice(data);
+        self.pending.extend_from_slice(data);
         Ok(())
     }
     fn flush(&mut self) -> io::Result<()> {
+        drop(self.hand_over());
         Ok(())
     }
     fn sync(&mut self) -> io::Result<()> {
-        let mut f = lock(&self.file);
+        let mut f = self.hand_over();
         f.synced_len = f.data.len();
         Ok(())
+    }
+}
+
+impl Drop for MemWritable {
+    fn drop(&mut self) {
+        // As a buffered writer does, and a log cuts off its reserve.
+        let mut f = self.hand_over();
+        f.reserved = 0;
     }
 }
 
@@ -703,6 +834,11 @@ impl RandomAccessFile for MemRandomAccess {
     fn size(&self) -> io::Result<u64> {
         Ok(lock(&self.file).data.len() as u64)
     }
+    /// A copy of the bytes as they are now: files are mapped only when they no longer change.
+    fn map(&self) -> Option<Arc<FileMap>> {
+        let bytes = lock(&self.file).data.clone().into_boxed_slice();
+        FileMap::from_heap(bytes).map(Arc::new)
+    }
 }
 
 struct MemLock {
@@ -720,15 +856,10 @@ impl Drop for MemLock {
 
 impl FileSystem for MemFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let mut st = lock(&self.state);
-        if let Some(parent) = path.parent()
-            && !st.dirs.contains(parent)
-        {
-            return Err(not_found(parent));
-        }
-        let file = Arc::new(Mutex::new(MemFile::default()));
-        st.files.insert(path.to_path_buf(), file.clone());
-        Ok(Box::new(MemWritable { file }))
+        self.create_file(path, 0)
+    }
+    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.create_file(path, MEM_LOG_RESERVE)
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         Ok(Arc::new(MemRandomAccess {
@@ -737,7 +868,7 @@ impl FileSystem for MemFs {
     }
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
         let file = self.file(path)?;
-        let data = lock(&file).data.clone();
+        let data = lock(&file).visible();
         Ok(data)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -799,7 +930,8 @@ impl FileSystem for MemFs {
     }
     fn file_size(&self, path: &Path) -> io::Result<u64> {
         let file = self.file(path)?;
-        let len = lock(&file).data.len() as u64;
+        let f = lock(&file);
+        let len = f.reserved.max(f.data.len()) as u64;
         Ok(len)
     }
 }
@@ -817,6 +949,8 @@ mod tests {
         a.append(b"hello").unwrap();
         a.sync().unwrap();
         a.append(b" world").unwrap();
+        a.flush().unwrap();
+        a.append(b" unflushed").unwrap();
         fs.sync_dir(dir).unwrap();
         let mut b = fs.create(&dir.join("b")).unwrap();
         b.append(b"lost").unwrap();
@@ -830,6 +964,79 @@ mod tests {
         let crashed = fs.process_crash_copy();
         assert_eq!(crashed.read_all(&dir.join("a")).unwrap(), b"hello world");
         assert_eq!(crashed.read_all(&dir.join("b")).unwrap(), b"lost");
+        drop(a);
+        assert_eq!(
+            fs.process_crash_copy().read_all(&dir.join("a")).unwrap(),
+            b"hello world unflushed",
+            "a writer hands over what it holds when it closes"
+        );
+    }
+
+    #[test]
+    fn memfs_logs_keep_a_reserve_of_zeros_and_lose_unsynced_pages_one_by_one() {
+        let fs = MemFs::new();
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let path = dir.join("log");
+        let mut log = fs.create_log(&path).unwrap();
+        let synced: Vec<u8> = (0..5000u32).map(|i| (i % 251 + 1) as u8).collect();
+        log.append(&synced).unwrap();
+        log.sync().unwrap();
+        fs.sync_dir(dir).unwrap();
+        let unsynced: Vec<u8> = (0..3 * MEM_PAGE as u32)
+            .map(|i| (i % 13 + 1) as u8)
+            .collect();
+        log.append(&unsynced).unwrap();
+        log.flush().unwrap();
+        let all = [&synced[..], &unsynced[..]].concat();
+        // A crash of the process: every byte handed over, then the reserve's zeros.
+        let crashed = fs.process_crash_copy().read_all(&path).unwrap();
+        assert_eq!(crashed.len(), MEM_LOG_RESERVE);
+        assert_eq!(&crashed[..all.len()], &all[..]);
+        assert!(crashed[all.len()..].iter().all(|&b| b == 0));
+        // A clean power loss keeps the synced bytes only.
+        let lost = fs.power_loss_copy().read_all(&path).unwrap();
+        assert_eq!(&lost[..synced.len()], &synced[..]);
+        assert!(lost[synced.len()..].iter().all(|&b| b == 0));
+        // A torn one keeps whole pages: each page of the copy is all new or all old.
+        let mut kept_later_than_lost = false;
+        for seed in 0..64 {
+            let torn = fs.torn_power_loss_copy(seed).read_all(&path).unwrap();
+            assert_eq!(&torn[..synced.len()], &synced[..], "seed {seed}");
+            let mut lost_one = false;
+            for page in (synced.len() / MEM_PAGE)..all.len().div_ceil(MEM_PAGE) {
+                let start = (page * MEM_PAGE).max(synced.len());
+                let end = ((page + 1) * MEM_PAGE).min(all.len());
+                let got = &torn[start..end];
+                if got == &all[start..end] {
+                    kept_later_than_lost |= lost_one;
+                } else {
+                    assert!(
+                        got.iter().all(|&b| b == 0),
+                        "seed {seed}: page {page} torn inside"
+                    );
+                    lost_one = true;
+                }
+            }
+        }
+        assert!(kept_later_than_lost, "no copy kept a page after a lost one");
+        drop(log);
+        assert_eq!(
+            fs.read_all(&path).unwrap(),
+            all,
+            "closing cuts the reserve off"
+        );
+    }
+
+    #[test]
+    fn memfs_maps_files_for_reading() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let mut f = fs.create(Path::new("/db/t")).unwrap();
+        f.append(b"table bytes").unwrap();
+        drop(f);
+        let map = fs.open(Path::new("/db/t")).unwrap().map().unwrap();
+        assert_eq!(map.bytes(), b"table bytes");
     }
 
     #[test]

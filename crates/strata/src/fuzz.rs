@@ -1,5 +1,6 @@
-//! Entry points for fuzzing the decoders (feature `fuzzing`; not part of the API). Each takes
-//! arbitrary bytes and must return, never panic, and never allocate without bound.
+//! Entry points for fuzzing the decoders, for the fuzz targets and the decoder tests (hidden;
+//! not part of the API). Each takes arbitrary bytes and must return, never panic, and never
+//! allocate without bound.
 
 use std::path::Path;
 use std::sync::Arc;

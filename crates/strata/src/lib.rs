@@ -41,7 +41,7 @@ mod db;
 mod error;
 mod fault;
 mod fs;
-#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod fuzz;
 pub mod inspect;
 mod iter;

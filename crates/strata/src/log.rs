@@ -17,12 +17,20 @@
 //! with wrong bytes, so a complete record whose checksum fails is corruption, reported with
 //! the file and offset, even at the very end: dropping it could silently lose a write that
 //! was synced.
+//!
+//! One more crash artefact: a power loss keeps unsynced bytes a page at a time, in no order
+//! (the page cache writes dirty pages back when it likes), so a page in the unsynced tail
+//! may come back holding only its start, or nothing, while a later page came back whole.
+//! A damaged record where zeros run from a byte inside it to the end of a 4 KiB page is
+//! taken for such a page, and the log ends there. Every record after it was written after
+//! the last sync, or that sync would have written the page. The price: a record damaged
+//! on the medium whose own bytes end a page with zeros reads as a tear too.
 
 #![deny(clippy::indexing_slicing)]
 
 use std::path::{Path, PathBuf};
 
-use crate::coding::{masked_crc, u32_at};
+use crate::coding::{checksum_ok, masked_crc, u32_at};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 
@@ -138,7 +146,11 @@ pub(crate) fn read_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<L
                 out.torn_tail_bytes = rest.len() as u64;
                 break;
             }
-            Next::Damaged(reason) => match mode {
+            Next::Damaged(_, span) if in_a_lost_page(data, off, off.saturating_add(span)) => {
+                out.torn_tail_bytes = rest.len() as u64;
+                break;
+            }
+            Next::Damaged(reason, _) => match mode {
                 RecoveryMode::Strict => return Err(Error::corruption(path, off as u64, reason)),
                 RecoveryMode::Salvage => {
                     out.salvaged_bytes = rest.len() as u64;
@@ -156,8 +168,33 @@ enum Next<'a> {
     Record(&'a [u8]),
     /// The end of the file cuts the last record short: a normal crash artefact.
     Torn,
-    /// A record that a crash cannot explain.
-    Damaged(&'static str),
+    /// A record that a crash of the process cannot explain, and the bytes it claims.
+    Damaged(&'static str, usize),
+}
+
+/// The unit in which a power loss keeps or loses unsynced bytes.
+const PAGE_BYTES: usize = 4096;
+
+/// True when zeros run from a byte in `data[start..end]` to the end of its page (or of the
+/// data): a page that a power loss kept only the start of, or none of.
+fn in_a_lost_page(data: &[u8], start: usize, end: usize) -> bool {
+    let end = end.min(data.len());
+    let mut page = start - start % PAGE_BYTES;
+    while page < end {
+        let page_end = (page + PAGE_BYTES).min(data.len());
+        let zeros = data
+            .get(page.max(start)..page_end)
+            .unwrap_or_default()
+            .iter()
+            .rev()
+            .take_while(|&&b| b == 0)
+            .count();
+        if zeros > 0 && page_end - zeros < end {
+            return true;
+        }
+        page += PAGE_BYTES;
+    }
+    false
 }
 
 /// The record at the start of `rest`, where everything from `zeros_from` on is zero.
@@ -168,31 +205,34 @@ fn next_record(rest: &[u8], zeros_from: usize) -> Next<'_> {
     let crc = u32_at(rest, 0).ok();
     let len = u32_at(rest, 4).ok();
     if let (Some(len), Ok(check)) = (len, u32_at(rest, 8))
-        && masked_crc(&[&len.to_le_bytes()]) != check
+        && !checksum_ok(masked_crc(&[&len.to_le_bytes()]), check)
     {
         return if zeros_from < HEADER_BYTES {
             // The header was being written when the writer died.
             Next::Torn
         } else {
-            Next::Damaged("log record length is damaged")
+            Next::Damaged("log record length is damaged", HEADER_BYTES)
         };
     }
     let payload = len.and_then(|len| rest.get(HEADER_BYTES..HEADER_BYTES + len as usize));
     let (Some(crc), Some(len), Some(payload)) = (crc, len, payload) else {
         // The file ends inside this record: a tear, unless intact records follow.
         return if intact_record_after(rest) {
-            Next::Damaged("log record runs past the end of the file, yet records follow")
+            Next::Damaged(
+                "log record runs past the end of the file, yet records follow",
+                rest.len(),
+            )
         } else {
             Next::Torn
         };
     };
-    if masked_crc(&[&len.to_le_bytes(), payload]) != crc {
+    if !checksum_ok(masked_crc(&[&len.to_le_bytes(), payload]), crc) {
         return if zeros_from < HEADER_BYTES + payload.len() {
             // Zero from inside this record to the end of the file: it was being copied into
             // a reserved, zeroed region when the writer died.
             Next::Torn
         } else {
-            Next::Damaged("log record checksum mismatch")
+            Next::Damaged("log record checksum mismatch", HEADER_BYTES + payload.len())
         };
     }
     Next::Record(payload)
@@ -208,10 +248,10 @@ fn intact_record_after(rest: &[u8]) -> bool {
         let (Ok(crc), Ok(len), Ok(check)) = (u32_at(at, 0), u32_at(at, 4), u32_at(at, 8)) else {
             return false;
         };
-        masked_crc(&[&len.to_le_bytes()]) == check
+        checksum_ok(masked_crc(&[&len.to_le_bytes()]), check)
             && at
                 .get(HEADER_BYTES..HEADER_BYTES + len as usize)
-                .is_some_and(|payload| masked_crc(&[&len.to_le_bytes(), payload]) == crc)
+                .is_some_and(|payload| checksum_ok(masked_crc(&[&len.to_le_bytes(), payload]), crc))
     })
 }
 
@@ -332,6 +372,41 @@ mod tests {
         let mut data = write_log(&[b"alpha", b"beta", b"gamma"]);
         data[HEADER_BYTES + 5 + HEADER_BYTES] ^= 0x01;
         data.resize(data.len() + 64, 0);
+        assert!(
+            read_log(Path::new("log"), &data, RecoveryMode::Strict)
+                .err()
+                .is_some_and(|e| e.is_corruption())
+        );
+    }
+
+    #[test]
+    fn a_page_lost_to_a_power_loss_ends_the_log_but_damage_elsewhere_does_not() {
+        let records: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i + 1; 300]).collect();
+        let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let whole = write_log(&refs);
+        assert!(whole.len() > 3 * PAGE_BYTES);
+        let starts: Vec<usize> = (0..records.len())
+            .map(|i| i * (HEADER_BYTES + 300))
+            .collect();
+        // The second page lost (whole, or from a point inside it), the third kept.
+        for lost_from in [PAGE_BYTES, PAGE_BYTES + 1000, 2 * PAGE_BYTES - 1] {
+            let mut data = whole.clone();
+            data[lost_from..2 * PAGE_BYTES].fill(0);
+            let c = read_log(Path::new("log"), &data, RecoveryMode::Strict)
+                .unwrap_or_else(|e| panic!("lost from {lost_from}: {e}"));
+            let intact = starts
+                .iter()
+                .filter(|&&s| s + HEADER_BYTES + 300 <= lost_from)
+                .count();
+            assert_eq!(c.records.len(), intact, "lost from {lost_from}");
+            for (i, (_, r)) in c.records.iter().enumerate() {
+                assert_eq!(r, &records[i]);
+            }
+            assert!(c.torn_tail_bytes > 0);
+        }
+        // Zeros that stop short of a page boundary are damage.
+        let mut data = whole.clone();
+        data[PAGE_BYTES + 100..PAGE_BYTES + 200].fill(0);
         assert!(
             read_log(Path::new("log"), &data, RecoveryMode::Strict)
                 .err()

@@ -1,6 +1,5 @@
 //! Arbitrary and mutated bytes through every decoder: each must return, never panic.
 //! (The cargo-fuzz targets in `fuzz/` run the same entry points for as long as one likes.)
-#![cfg(feature = "fuzzing")]
 
 use proptest::prelude::*;
 use strata::fuzz;

@@ -25,7 +25,9 @@
 
 #![deny(clippy::indexing_slicing)]
 
-use crate::coding::{Reader, masked_crc, put_u32, put_u64, put_varint, u32_at, u64_at};
+use crate::coding::{
+    Reader, checksum_ok, masked_crc, put_u32, put_u64, put_varint, u32_at, u64_at,
+};
 use crate::error::DecodeError;
 
 /// "STRATAst" little-endian: the last eight bytes of every SST file.
@@ -189,7 +191,8 @@ impl Footer {
         let tail = src
             .get(56..)
             .ok_or(FooterError::Damaged(DecodeError("short footer")))?;
-        if masked_crc(&[body, tail]) != u32_at(src, 52).map_err(FooterError::Damaged)? {
+        let stored = u32_at(src, 52).map_err(FooterError::Damaged)?;
+        if !checksum_ok(masked_crc(&[body, tail]), stored) {
             return Err(FooterError::Damaged(DecodeError(
                 "footer checksum mismatch",
             )));
@@ -272,7 +275,7 @@ pub(crate) fn check_block(
         .first()
         .ok_or(DecodeError("missing block trailer"))?;
     let crc = u32_at(trailer, 1)?;
-    if verify && masked_crc(&[body, &[kind_byte]]) != crc {
+    if verify && !checksum_ok(masked_crc(&[body, &[kind_byte]]), crc) {
         return Err(DecodeError("block checksum mismatch"));
     }
     let kind = Compression::from_u8(kind_byte).ok_or(DecodeError("unknown block compression"))?;
