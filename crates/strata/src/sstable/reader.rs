@@ -178,8 +178,9 @@ impl Table {
             }
         };
         for h in [footer.filter, footer.index, footer.properties] {
-            if h.offset
-                .checked_add(h.size + BLOCK_TRAILER_BYTES as u64)
+            if h.size
+                .checked_add(BLOCK_TRAILER_BYTES as u64)
+                .and_then(|len| h.offset.checked_add(len))
                 .is_none_or(|end| end > footer_offset)
             {
                 return Err(Error::corruption(
@@ -1068,6 +1069,47 @@ mod tests {
         assert!(!t.may_contain(&pinned, &past, b"zzz", true).unwrap());
     }
 
+    /// Regression (found by fuzzing with checksum checks off): a footer whose block size is
+    /// near `u64::MAX` overflowed the bounds check.
+    #[test]
+    fn a_footer_handle_of_any_size_is_corruption() {
+        let opts = options(IndexKind::Flat, Compression::None, FilterKind::Whole);
+        let (fs, t) = build_with(50, opts);
+        drop(t);
+        let mut data = fs.read_all(Path::new("/t/1.sst")).unwrap();
+        let at = data.len() - FOOTER_BYTES;
+        for size in [
+            u64::MAX,
+            u64::MAX - BLOCK_TRAILER_BYTES as u64 + 1,
+            at as u64,
+        ] {
+            let Ok(mut footer) = Footer::decode(&data[at..]) else {
+                panic!("the footer of a table just written")
+            };
+            footer.filter.size = size;
+            data.truncate(at);
+            data.extend_from_slice(&footer.encode());
+            let fs2 = MemFs::new();
+            fs2.create_dir_all(Path::new("/t")).unwrap();
+            let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
+            f.append(&data).unwrap();
+            drop(f);
+            let opened = Table::open(
+                fs2.open(Path::new("/t/1.sst")).unwrap(),
+                Path::new("/t/1.sst"),
+                FileNumber(1),
+                Arc::new(BlockCache::new(1 << 20)),
+            );
+            match opened {
+                Err(Error::Corruption { reason, .. }) => {
+                    assert_eq!(reason, "footer points past the file", "size {size}")
+                }
+                Err(other) => panic!("size {size}: {other}"),
+                Ok(_) => panic!("size {size}: opened"),
+            }
+        }
+    }
+
     #[test]
     fn flipped_bytes_are_reported_with_the_file_name() {
         for filter in [FilterKind::Whole, FilterKind::Partitioned] {
@@ -1088,6 +1130,7 @@ mod tests {
             data[pos] ^= 0x40;
             let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
             f.append(&data).unwrap();
+            drop(f);
             let cache = Arc::new(BlockCache::new(1 << 20));
             let opened = Table::open(
                 fs2.open(Path::new("/t/1.sst")).unwrap(),
