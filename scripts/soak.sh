@@ -28,7 +28,7 @@ STRATA_SERVER_CRASH_CYCLES=$(( (cycles + 9) / 10 )) cargo test -q --release -p s
 
 echo "== power losses, fault sweep, corruption sweep"
 # The power-loss test simulates 40 clean and 40 torn losses per unit of scale.
-STRATA_RELIABILITY_SCALE=$(( (cycles + 39) / 40 )) cargo test -q --release -p strata --test reliability -- --nocapture 2>&1 |
+STRATA_RELIABILITY_SCALE=$(( (cycles + 39) / 40 )) cargo test -q --release -p strata --test reliability -- --nocapture --test-threads=1 2>&1 |
   grep -E "^(power_loss|fault injection|corruption|stress):|panicked|FAILED" | tee -a "$log"
 
 echo "== fuzz targets, checksum checks off"
