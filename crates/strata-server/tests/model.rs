@@ -75,7 +75,7 @@ fn start(dir: &std::path::Path, clock: &Clock) -> (Server, redis::Connection) {
         active_expiry: Some(std::time::Duration::from_millis(5)),
         engine: strata::Options {
             write_buffer_size: 4096,
-            idle_compaction_after: None,
+            idle_merge_after: None,
             ..strata::Options::default()
         },
         ..Config::default()

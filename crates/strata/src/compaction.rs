@@ -13,7 +13,7 @@
 //!
 //! Once writes have stopped for a while, a tree whose upper levels hold much more than their
 //! share of the deepest level's bytes is merged into the deepest level in one job
-//! ([`settle`]); see `Options::idle_compaction_after`.
+//! ([`idle_merge`]); see `Options::idle_merge_after`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,7 +76,7 @@ pub(crate) struct Compaction {
     pub version: Arc<Version>,
     /// Asked for by reads (see `FileMeta::charge_read`), not by a level's size.
     pub for_reads: bool,
-    /// Merges the whole tree once writes stopped ([`settle`]); a write gives it up.
+    /// Merges the whole tree once writes stopped ([`idle_merge`]); a write gives it up.
     pub settling: bool,
 }
 
@@ -157,8 +157,8 @@ pub(crate) fn pick(
 /// level's target, in the first level below whose target they fit, so that no level is left
 /// over its target to be moved down again. `None` when the tree is in shape, or holds a
 /// single sorted run.
-pub(crate) fn settle(v: &Arc<Version>, targets: &LevelTargets) -> Option<Compaction> {
-    let output = settle_output_level(v, targets, 0)?;
+pub(crate) fn idle_merge(v: &Arc<Version>, targets: &LevelTargets) -> Option<Compaction> {
+    let output = idle_merge_output_level(v, targets, 0)?;
     Some(Compaction {
         level: 0,
         output_level: output,
@@ -174,10 +174,10 @@ pub(crate) fn settle(v: &Arc<Version>, targets: &LevelTargets) -> Option<Compact
     })
 }
 
-/// Whether [`settle`] would merge the tree, were `pending_bytes` of unflushed memtables
+/// Whether [`idle_merge`] would merge the tree, were `pending_bytes` of unflushed memtables
 /// flushed first (they count as one more run above), and the level the merged run would go
 /// to. Reads sizes only: the database asks it whenever it reports or looks for idle work.
-pub(crate) fn settle_output_level(
+pub(crate) fn idle_merge_output_level(
     v: &Version,
     targets: &LevelTargets,
     pending_bytes: u64,
@@ -564,7 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tree_out_of_shape_settles_into_its_deepest_level() {
+    fn an_idle_merge_takes_a_tree_out_of_shape_into_its_deepest_level() {
         let targets = LevelTargets {
             l0_trigger: 4,
             level1_bytes: 100,
@@ -577,7 +577,7 @@ mod tests {
             (1, "n", "z", 100),
             (2, "a", "z", 600),
         ]);
-        let c = settle(&v, &targets).expect("out of shape");
+        let c = idle_merge(&v, &targets).expect("out of shape");
         assert_eq!((c.level, c.output_level, c.settling), (0, 2, true));
         let numbers: Vec<u64> = c.input_files().map(|(_, f)| f.number.0).collect();
         assert_eq!(numbers, [1, 2, 3, 4]);
@@ -587,26 +587,26 @@ mod tests {
 
         // In shape: 100 bytes above 600 is under 2/9 of it, memtable included.
         let v = version(&[(1, "a", "m", 100), (2, "a", "z", 600)]);
-        assert!(settle(&v, &targets).is_none());
-        assert!(settle_output_level(&v, &targets, 33).is_none());
-        assert!(settle_output_level(&v, &targets, 34).is_some());
+        assert!(idle_merge(&v, &targets).is_none());
+        assert!(idle_merge_output_level(&v, &targets, 33).is_none());
+        assert!(idle_merge_output_level(&v, &targets, 34).is_some());
 
         // A single sorted run has nothing to merge, nor has an empty tree; a memtable over
         // one run is two.
         let v = version(&[(1, "a", "m", 100), (1, "n", "z", 100)]);
-        assert!(settle(&v, &targets).is_none());
-        assert!(settle_output_level(&v, &targets, 100).is_some());
-        assert!(settle(&version(&[]), &targets).is_none());
+        assert!(idle_merge(&v, &targets).is_none());
+        assert!(idle_merge_output_level(&v, &targets, 100).is_some());
+        assert!(idle_merge(&version(&[]), &targets).is_none());
 
         // Level 0 alone goes into level 1.
         let v = version(&[(0, "a", "z", 10), (0, "b", "y", 10)]);
-        let c = settle(&v, &targets).expect("two runs in level 0");
+        let c = idle_merge(&v, &targets).expect("two runs in level 0");
         assert_eq!((c.level, c.output_level), (0, 1));
 
         // 400 bytes exceed level 1's target of 100: they go to level 2 (1,000), level 1
         // merged in on the way.
         let v = version(&[(0, "a", "z", 100), (1, "a", "m", 150), (1, "n", "z", 150)]);
-        let c = settle(&v, &targets).expect("level 0 is a third of level 1");
+        let c = idle_merge(&v, &targets).expect("level 0 is a third of level 1");
         assert_eq!((c.output_level, c.next_inputs.len()), (2, 0));
         let levels: Vec<usize> = c.input_files().map(|(l, _)| l).collect();
         assert_eq!(levels, [0, 1, 1]);

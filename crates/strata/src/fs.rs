@@ -11,6 +11,8 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::mutex::lock;
+
 /// A file being written from start to end.
 pub trait WritableFile: Send {
     /// Appends bytes; they may sit in a user-space buffer until [`WritableFile::flush`].
@@ -644,11 +646,6 @@ impl std::fmt::Debug for MemFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemFs").finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding a MemFs lock leaves plain data behind; carry on with it.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn not_found(path: &Path) -> io::Error {

@@ -48,6 +48,7 @@ mod iter;
 mod key;
 mod log;
 mod memtable;
+mod mutex;
 mod options;
 mod prefetch;
 mod snapshot;

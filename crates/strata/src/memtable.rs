@@ -34,12 +34,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-use crate::db::lock;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{
     FileNumber, SeqNo, ValueKind, compare_internal, pack_trailer, parse_internal_key, user_key,
 };
+use crate::mutex::lock;
 
 const MAX_HEIGHT: usize = 12;
 /// Nodes that wait outside the list before a writer inserts them as one sorted batch: as

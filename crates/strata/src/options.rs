@@ -108,7 +108,7 @@ pub struct Options {
     /// read cheaper, and runs on a core that a single reader leaves free. A write while the
     /// merge runs gives it up, and each merge given up doubles the quiet time the next one
     /// waits for (up to 64 times), until one finishes.
-    pub idle_compaction_after: Option<Duration>,
+    pub idle_merge_after: Option<Duration>,
     /// Compaction threads (1).
     pub max_background_compactions: usize,
     /// What to do with a WAL damaged anywhere but its torn tail.
@@ -161,7 +161,7 @@ impl Default for Options {
             level0_slowdown_trigger: 16,
             level0_stop_trigger: 24,
             read_triggered_compaction: true,
-            idle_compaction_after: Some(Duration::from_secs(2)),
+            idle_merge_after: Some(Duration::from_secs(2)),
             max_background_compactions: 1,
             wal_recovery: RecoveryMode::Strict,
             fs: Arc::new(StdFs),

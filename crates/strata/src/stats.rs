@@ -76,7 +76,7 @@ pub struct Stats {
     /// Files moved down a level without a rewrite, since open.
     pub trivial_moves: u64,
     /// Idle merges finished since open: every level merged into one sorted run once the
-    /// database was left alone (`Options::idle_compaction_after`). Counted in `compactions`
+    /// database was left alone (`Options::idle_merge_after`). Counted in `compactions`
     /// too.
     pub idle_merges: u64,
     /// Idle merges given up since open, because a write came while they ran.

@@ -622,7 +622,7 @@ fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
         target_file_size: 32 << 10,
         level1_max_bytes: 1 << 20,
         level0_compaction_trigger: 4,
-        idle_compaction_after: Some(std::time::Duration::from_millis(50)),
+        idle_merge_after: Some(std::time::Duration::from_millis(50)),
         ..Options::default()
     };
     let db = Db::open(dir.path(), opts).unwrap();
@@ -782,7 +782,7 @@ fn out_of_shape_tree(
         target_file_size: 32 << 10,
         level1_max_bytes: 1 << 20,
         level0_compaction_trigger: 4,
-        idle_compaction_after: None,
+        idle_merge_after: None,
         fs: fs.clone(),
         ..Options::default()
     };
@@ -818,7 +818,7 @@ fn a_write_during_the_idle_merge_makes_it_give_up_and_lose_nothing() {
     // The merge's first output waits at the gate; the write lands while it runs.
     fault.close_gate(".sst");
     let opts = Options {
-        idle_compaction_after: Some(std::time::Duration::from_millis(20)),
+        idle_merge_after: Some(std::time::Duration::from_millis(20)),
         ..opts
     };
     let db = Db::open("/db", opts).unwrap();
@@ -872,7 +872,7 @@ fn reads_go_on_through_the_idle_merge_and_see_the_same() {
         "/db",
         Options {
             // Long enough that the reads below begin before the merge does.
-            idle_compaction_after: Some(std::time::Duration::from_millis(200)),
+            idle_merge_after: Some(std::time::Duration::from_millis(200)),
             ..opts
         },
     )

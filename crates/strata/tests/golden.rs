@@ -51,7 +51,7 @@ fn options(kind: FilterKind) -> Options {
         write_buffer_size: 4096,
         block_size: 256,
         filter_kind: kind,
-        idle_compaction_after: None,
+        idle_merge_after: None,
         ..Options::default()
     }
 }

@@ -33,7 +33,7 @@ fn a_flushed_memtable_gives_its_memory_back() {
         dir.path(),
         Options {
             write_buffer_size: 256 << 20,
-            idle_compaction_after: None,
+            idle_merge_after: None,
             read_triggered_compaction: false,
             ..Options::default()
         },

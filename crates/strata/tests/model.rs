@@ -157,7 +157,7 @@ impl Harness {
         o.index_kind = self.index;
         // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
-        o.idle_compaction_after = Some(std::time::Duration::from_millis(1));
+        o.idle_merge_after = Some(std::time::Duration::from_millis(1));
         o
     }
 

@@ -179,7 +179,7 @@ fn fault_options(fs: Arc<dyn FileSystem>) -> Options {
         level0_stop_trigger: 100,
         level1_max_bytes: 1 << 30,
         read_triggered_compaction: false,
-        idle_compaction_after: None,
+        idle_merge_after: None,
         ..options(fs)
     }
 }

@@ -26,7 +26,7 @@ pub fn tiny_options(fs: Option<MemFs>, size_ratio: u64) -> Options {
         table_map_bytes: 256 * 1024,
         // Tests that look at the tree's shape must not find it merged behind their back;
         // those that want the merge ask for it.
-        idle_compaction_after: None,
+        idle_merge_after: None,
         ..Options::default()
     };
     if let Some(fs) = fs {

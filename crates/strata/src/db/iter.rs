@@ -1,0 +1,287 @@
+//! Iterators over the whole database: the cursor [`DbIterator`] and the Rust iterator [`Scan`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use super::{DbInner, SuperVersion};
+use crate::error::{Error, Result};
+use crate::iter::BoxedIter;
+use crate::iter::db_iter::DbIter;
+use crate::iter::level::LevelIterator;
+use crate::iter::merge::MergingIterator;
+use crate::options::ReadOptions;
+use crate::snapshot::Snapshot;
+use crate::version::Version;
+
+impl DbInner {
+    pub(super) fn iter(self: &Arc<Self>, options: &ReadOptions) -> DbIterator {
+        let seq = self.read_seq(options);
+        let sv = self.super_version();
+        let fill = !options.skip_cache;
+        let levels = sv.version.levels.iter().skip(1).filter(|f| !f.is_empty());
+        let mut children: Vec<BoxedIter> =
+            Vec::with_capacity(1 + sv.imm.len() + sv.version.levels[0].len() + levels.count());
+        children.push(Box::new(sv.mem.iter()));
+        for m in &sv.imm {
+            children.push(Box::new(m.iter()));
+        }
+        for f in &sv.version.levels[0] {
+            children.push(Box::new(LazyTable::new(f.clone(), fill)));
+        }
+        for files in sv.version.levels.iter().skip(1) {
+            if !files.is_empty() {
+                children.push(Box::new(LevelIterator::new(files.clone(), fill)));
+            }
+        }
+        let merged = MergingIterator::new(children);
+        DbIterator {
+            inner: DbIter::new(
+                Box::new(merged),
+                seq,
+                options.lower_bound.clone(),
+                options.upper_bound.clone(),
+            ),
+            sampler: ReadSampler::new(Arc::downgrade(self)),
+            sv,
+            _snapshot: options.snapshot.clone(),
+        }
+    }
+}
+
+/// A level-0 table opened on first use by an iterator.
+struct LazyTable {
+    file: Arc<crate::version::FileMeta>,
+    fill: bool,
+    it: Option<crate::sstable::reader::TableIter>,
+}
+
+impl LazyTable {
+    fn new(file: Arc<crate::version::FileMeta>, fill: bool) -> Self {
+        LazyTable {
+            file,
+            fill,
+            it: None,
+        }
+    }
+
+    fn it(&mut self) -> Result<&mut crate::sstable::reader::TableIter> {
+        if self.it.is_none() {
+            self.it = Some(self.file.table()?.iter(self.fill));
+        }
+        self.it.as_mut().ok_or(Error::Closed)
+    }
+}
+
+impl crate::iter::InternalIterator for LazyTable {
+    fn valid(&self) -> bool {
+        self.it.as_ref().is_some_and(|i| i.valid())
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.it()?.seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.it()?.seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.it()?.seek(target)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.it()?.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.it()?.prev()
+    }
+    fn key(&self) -> &[u8] {
+        self.it.as_ref().map_or(&[], |i| i.key())
+    }
+    fn value(&self) -> &[u8] {
+        self.it.as_ref().map_or(&[], |i| i.value())
+    }
+}
+
+/// A cursor over the database in key order, forward and backward.
+///
+/// ```
+/// # fn main() -> strata::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+/// db.put(b"a", b"1")?;
+/// db.put(b"b", b"2")?;
+/// let mut it = db.iter(&strata::ReadOptions::default())?;
+/// it.seek_to_last()?;
+/// assert_eq!(it.key(), b"b");
+/// it.prev()?;
+/// assert_eq!(it.key(), b"a");
+/// it.prev()?;
+/// assert!(!it.valid());
+/// # Ok(()) }
+/// ```
+pub struct DbIterator {
+    inner: DbIter,
+    sv: Arc<SuperVersion>,
+    sampler: ReadSampler,
+    _snapshot: Option<Snapshot>,
+}
+
+/// Bytes an iterator reads, on average, between two samples of its position.
+const READ_SAMPLE_BYTES: u64 = 1 << 20;
+
+/// Samples the keys an iterator reads for read-triggered compaction, as LevelDB does: about
+/// once per [`READ_SAMPLE_BYTES`] of keys and values (at random, so that no pattern of
+/// reads dodges it), the key is charged to the files that may hold it (see
+/// `Version::charge_sample`). Scans and seeks pay for every sorted run they merge, and a
+/// lookup charges only the runs it consults, so without samples a tree read only by scans
+/// would never be asked to change.
+struct ReadSampler {
+    db: Weak<DbInner>,
+    until: u64,
+    rng: u64,
+}
+
+impl ReadSampler {
+    fn new(db: Weak<DbInner>) -> Self {
+        // Distinct iterators start at distinct points of the sequence (never 0, where
+        // xorshift stays).
+        static SEEDS: AtomicU64 = AtomicU64::new(0);
+        let rng = SEEDS
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
+            | 1;
+        let mut s = ReadSampler { db, until: 0, rng };
+        s.until = s.period();
+        s
+    }
+
+    /// A period drawn uniformly from `[0, 2 * READ_SAMPLE_BYTES)`.
+    fn period(&mut self) -> u64 {
+        // xorshift64
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng % (2 * READ_SAMPLE_BYTES)
+    }
+
+    /// Counts the entry the iterator is on; on a sample, charges its key.
+    fn read(&mut self, version: &Version, key: &[u8], value_len: usize) {
+        let n = (key.len() + value_len) as u64;
+        if n < self.until {
+            self.until -= n;
+            return;
+        }
+        self.until = self.period();
+        if let Some(rc) = version.charge_sample(key)
+            && let Some(db) = self.db.upgrade()
+        {
+            db.ask_read_compaction(rc);
+        }
+    }
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator")
+            .field("valid", &self.inner.valid())
+            .finish()
+    }
+}
+
+impl DbIterator {
+    /// True when positioned on an entry.
+    pub fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    /// Positions on the first key (at or after the lower bound).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        let r = self.inner.seek_to_first();
+        self.sample(r)
+    }
+    /// Positions on the last key (before the upper bound).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        let r = self.inner.seek_to_last();
+        self.sample(r)
+    }
+    /// Positions on the first key at or after `key`.
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let r = self.inner.seek(key);
+        self.sample(r)
+    }
+    /// Positions on the last key at or before `key`.
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        let r = self.inner.seek_for_prev(key);
+        self.sample(r)
+    }
+    /// Moves to the next key. Requires: `valid()`. (A cursor, not an `Iterator`: moving can
+    /// fail; [`Db::scan`] gives an `Iterator`.)
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<()> {
+        let r = self.inner.next();
+        self.sample(r)
+    }
+    /// Moves to the previous key. Requires: `valid()`.
+    pub fn prev(&mut self) -> Result<()> {
+        let r = self.inner.prev();
+        self.sample(r)
+    }
+    fn sample(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_ok() && self.inner.valid() {
+            let (key, value) = (self.inner.key(), self.inner.value());
+            self.sampler.read(&self.sv.version, key, value.len());
+        }
+        r
+    }
+    /// The current key. Requires: `valid()`.
+    pub fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    /// The current value. Requires: `valid()`.
+    pub fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+}
+
+/// A Rust iterator over a key range, from [`Db::scan`] or [`Db::scan_rev`].
+pub struct Scan {
+    pub(super) it: DbIterator,
+    pub(super) reverse: bool,
+    pub(super) started: bool,
+    pub(super) done: bool,
+}
+
+impl std::fmt::Debug for Scan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scan")
+            .field("reverse", &self.reverse)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let step = if !self.started {
+            self.started = true;
+            if self.reverse {
+                self.it.seek_to_last()
+            } else {
+                self.it.seek_to_first()
+            }
+        } else if self.reverse {
+            self.it.prev()
+        } else {
+            self.it.next()
+        };
+        if let Err(e) = step {
+            self.done = true;
+            return Some(Err(e));
+        }
+        if !self.it.valid() {
+            self.done = true;
+            return None;
+        }
+        Some(Ok((self.it.key().to_vec(), self.it.value().to_vec())))
+    }
+}

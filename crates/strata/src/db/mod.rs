@@ -1,0 +1,577 @@
+//! The database: [`Db`], its shared state, and the public calls, which hand their work to
+//! the files beside this one:
+//!
+//! - `recovery.rs`: opening a database, checking its MANIFEST and replaying its WALs;
+//! - `write.rs`: the write path, group commit into the WAL and the memtable;
+//! - `read.rs`: point lookups over a super-version;
+//! - `iter.rs`: iterators over the whole database;
+//! - `background.rs`: the flush and compaction threads, and deleting obsolete files.
+//!
+//! Locking: `DbInner::state` guards the version set, the memtable list and the writer queue.
+//! Only the write leader does WAL I/O, holding `wal` but not `state`. Readers take an `Arc` of
+//! the current [`SuperVersion`] under a read lock held for one clone, and do their I/O with no
+//! lock held.
+
+mod background;
+mod iter;
+mod read;
+mod recovery;
+mod write;
+
+pub use iter::{DbIterator, Scan};
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::batch::WriteBatch;
+use crate::compaction::{self, LevelTargets};
+use crate::error::{Error, Result};
+use crate::fs::FileLock;
+use crate::key::{FileNumber, NUM_LEVELS, SeqNo};
+use crate::log::LogWriter;
+use crate::memtable::MemTable;
+use crate::mutex::lock;
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::{Snapshot, SnapshotList};
+use crate::sstable::TableOptions;
+use crate::stats::{FileInfo, LevelStats, Stats};
+use crate::version::edit::VersionEdit;
+use crate::version::set::VersionSet;
+use crate::version::{ReadCompaction, TableStore, Version, wal_file_name};
+use write::{QueuedWrite, Writer};
+
+/// What readers see: the memtables and the level structure, installed together.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables, newest first.
+    pub imm: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
+}
+
+struct State {
+    versions: VersionSet,
+    mem: Arc<MemTable>,
+    /// Immutable memtables, oldest first.
+    imm: VecDeque<Arc<MemTable>>,
+    queue: VecDeque<Arc<Writer>>,
+    /// The first failure that may have lost data; writes are refused from then on.
+    bg_error: Option<Error>,
+    closed: bool,
+    busy_levels: [bool; NUM_LEVELS],
+    /// A manual compaction runs: background compactions pick nothing new meanwhile.
+    manual_compaction: bool,
+    /// A file reads consulted in vain until its allowance ran out, to compact when no level
+    /// needs it more.
+    read_compaction: Option<ReadCompaction>,
+    /// Sequence numbers handed out to write groups (visible or not yet).
+    last_allocated: SeqNo,
+    wal_number: FileNumber,
+    /// Writers in the last synced group; its successor's leader waits for that many to queue
+    /// up (see `DbInner::gather_sync_writers`).
+    last_sync_group: usize,
+    /// The last sequence number the flush thread saw handed out, and since when: writes
+    /// have stopped when it stays the same (see `DbInner::check_idle`).
+    idle_mark: (SeqNo, Instant),
+    /// Writes stopped with the tree out of shape: the next compaction merges every level
+    /// into the deepest (see [`compaction::idle_merge`]).
+    idle_merge_requested: bool,
+    /// Idle merges that writes gave up since the last that finished. Each doubles the quiet
+    /// time the next one waits for, so that a trickle of writes a few seconds apart does not
+    /// start and abandon a merge of the whole tree again and again.
+    idle_merges_given_up: u32,
+}
+
+#[derive(Default)]
+struct Counters {
+    user_bytes: AtomicU64,
+    wal_bytes: AtomicU64,
+    flush_bytes: AtomicU64,
+    compaction_bytes_written: AtomicU64,
+    compaction_bytes_read: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    read_compactions: AtomicU64,
+    trivial_moves: AtomicU64,
+    idle_merges: AtomicU64,
+    idle_merges_given_up: AtomicU64,
+    stall_micros: AtomicU64,
+    wal_tail_dropped_bytes: AtomicU64,
+    wal_salvaged_bytes: AtomicU64,
+}
+
+pub(crate) struct DbInner {
+    opts: Options,
+    dir: PathBuf,
+    store: Arc<TableStore>,
+    table_options: TableOptions,
+    targets: LevelTargets,
+    state: Mutex<State>,
+    /// Writers wait here for their turn, for room, and for flushes to finish.
+    writer_cv: Condvar,
+    /// Background threads wait here for work.
+    bg_cv: Condvar,
+    super_version: RwLock<Arc<SuperVersion>>,
+    /// The last sequence number whose write is complete; reads see up to here.
+    visible: AtomicU64,
+    /// The active WAL; held only by the write leader and by memtable switches, which run as
+    /// the leader.
+    wal: Mutex<Option<LogWriter>>,
+    snapshots: Arc<SnapshotList>,
+    counters: Counters,
+    shutting_down: AtomicBool,
+    _lock: Box<dyn FileLock>,
+}
+
+/// An open database. Dropping it closes it; [`Db::close`] does the same and reports errors.
+///
+/// `Db` is `Send + Sync`: share it between threads with an `Arc`.
+///
+/// ```
+/// # fn main() -> strata::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+/// db.put(b"hello", b"world")?;
+/// assert_eq!(db.get(b"hello")?, Some(b"world".to_vec()));
+/// db.delete(b"hello")?;
+/// assert_eq!(db.get(b"hello")?, None);
+/// db.close()?;
+/// # Ok(()) }
+/// ```
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_file_name(name: &str) -> Option<(FileNumber, &str)> {
+    let (stem, ext) = name.split_once('.')?;
+    Some((FileNumber(stem.parse().ok()?), ext))
+}
+
+impl Db {
+    /// Sets `key` to `value`, with default write options.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Removes `key`; removing a missing key is not an error.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Applies a batch atomically. With `options.sync` the batch is durable against power
+    /// loss when this returns; see [`WriteOptions`] for the whole contract.
+    pub fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return self.inner.check_writable();
+        }
+        self.inner
+            .join_write_queue(QueuedWrite::Batch(batch), options.sync)
+    }
+
+    /// The value of `key` in the latest state, or `None`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, &ReadOptions::default())
+    }
+
+    /// The value of `key` as `options` say (a snapshot, or the latest state).
+    pub fn get_with(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key, options)
+    }
+
+    /// The values of several keys, each as [`Db::get_with`] would give it, read together:
+    /// the lookups' cache misses overlap instead of following one another, so a batch costs
+    /// less than its keys read one at a time (RocksDB's `MultiGet`). All keys are read at
+    /// one sequence number, the snapshot's or the latest.
+    ///
+    /// ```
+    /// # fn main() -> strata::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+    /// db.put(b"a", b"1")?;
+    /// let values = db.get_many(&[b"a", b"b"], &strata::ReadOptions::default());
+    /// assert_eq!(values[0].as_ref().unwrap().as_deref(), Some(&b"1"[..]));
+    /// assert_eq!(values[1].as_ref().unwrap(), &None);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_many<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        options: &ReadOptions,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let mut values = Vec::with_capacity(keys.len());
+        self.get_many_with(keys.iter().map(AsRef::as_ref), options, |v| values.push(v));
+        values
+    }
+
+    /// [`Db::get_many`] for callers that keep their own containers: `each` is called once per
+    /// key, in the order of `keys`, with what [`Db::get_with`] would return for it. No
+    /// vector of results is built: per call, only the values and the lookup's own working
+    /// lists are allocated.
+    ///
+    /// ```
+    /// # fn main() -> strata::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+    /// db.put(b"a", b"1")?;
+    /// let mut found = 0;
+    /// let keys: [&[u8]; 2] = [b"a", b"b"];
+    /// db.get_many_with(keys, &strata::ReadOptions::default(), |v| {
+    ///     found += usize::from(matches!(v, Ok(Some(_))));
+    /// });
+    /// assert_eq!(found, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_many_with<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        options: &ReadOptions,
+        each: impl FnMut(Result<Option<Vec<u8>>>),
+    ) {
+        self.inner.get_many(keys, options, each)
+    }
+
+    /// Takes a snapshot of the current state.
+    pub fn snapshot(&self) -> Snapshot {
+        let inner = &self.inner;
+        inner
+            .snapshots
+            .acquire(|| SeqNo(inner.visible.load(Ordering::Acquire)))
+    }
+
+    /// An iterator over the state `options` name, within its bounds. It keeps every file it
+    /// may read alive until dropped. Position it with a seek before reading.
+    pub fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
+        self.inner.check_open()?;
+        Ok(self.inner.iter(options))
+    }
+
+    /// The entries with keys in `range`, in key order.
+    ///
+    /// ```
+    /// # fn main() -> strata::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+    /// for k in [b"a", b"b", b"c", b"d"] {
+    ///     db.put(k, b"v")?;
+    /// }
+    /// let keys: Vec<Vec<u8>> = db
+    ///     .scan(b"b".to_vec()..b"d".to_vec())?
+    ///     .map(|e| e.map(|(k, _)| k))
+    ///     .collect::<strata::Result<_>>()?;
+    /// assert_eq!(keys, vec![b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn scan(&self, range: impl std::ops::RangeBounds<Vec<u8>>) -> Result<Scan> {
+        self.scan_with(range, ReadOptions::default(), false)
+    }
+
+    /// The entries with keys in `range`, in reverse key order.
+    pub fn scan_rev(&self, range: impl std::ops::RangeBounds<Vec<u8>>) -> Result<Scan> {
+        self.scan_with(range, ReadOptions::default(), true)
+    }
+
+    /// [`Db::scan`] or [`Db::scan_rev`] with read options (a snapshot, for example); the
+    /// range narrows the options' bounds.
+    pub fn scan_with(
+        &self,
+        range: impl std::ops::RangeBounds<Vec<u8>>,
+        mut options: ReadOptions,
+        reverse: bool,
+    ) -> Result<Scan> {
+        use std::ops::Bound;
+        let successor = |k: &Vec<u8>| {
+            let mut s = k.clone();
+            s.push(0);
+            s
+        };
+        let lower = match range.start_bound() {
+            Bound::Included(k) => Some(k.clone()),
+            Bound::Excluded(k) => Some(successor(k)),
+            Bound::Unbounded => None,
+        };
+        let upper = match range.end_bound() {
+            Bound::Included(k) => Some(successor(k)),
+            Bound::Excluded(k) => Some(k.clone()),
+            Bound::Unbounded => None,
+        };
+        if let Some(l) = lower {
+            options.lower_bound = Some(options.lower_bound.map_or(l.clone(), |o| o.max(l)));
+        }
+        if let Some(u) = upper {
+            options.upper_bound = Some(options.upper_bound.map_or(u.clone(), |o| o.min(u)));
+        }
+        let it = self.iter(&options)?;
+        Ok(Scan {
+            it,
+            reverse,
+            started: false,
+            done: false,
+        })
+    }
+
+    /// Makes every write acknowledged so far durable against power loss (fsyncs the WAL), as
+    /// if each had been written with `sync = true`. For callers that batch durability in
+    /// time, such as a server's `everysec` mode.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        let mut wal = lock(&self.inner.wal);
+        let w = wal.as_mut().ok_or(Error::Closed)?;
+        let result = w.sync();
+        drop(wal);
+        if let Err(e) = &result {
+            let mut st = lock(&self.inner.state);
+            self.inner.poison(&mut st, e);
+        }
+        result
+    }
+
+    /// Turns the memtable into an SST now and waits until every memtable is flushed.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Compacts every file that overlaps `[begin, end]` (`None` is unbounded) down the
+    /// tree, after a flush. With both `None` the whole database ends in one sorted level,
+    /// without overwritten versions or deleted keys that no snapshot needs.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.flush()?;
+        self.inner.compact_range(begin, end)
+    }
+
+    /// The engine's statistics: levels, memtables, cache, bytes written.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// The total size of the keys and values a full scan returns: the live data, to set
+    /// against the on-disk size in [`Stats`]. Reads the whole database.
+    pub fn live_data_bytes(&self) -> Result<u64> {
+        let mut it = self.iter(&ReadOptions {
+            skip_cache: true,
+            ..ReadOptions::default()
+        })?;
+        it.seek_to_first()?;
+        let mut total = 0u64;
+        while it.valid() {
+            total += (it.key().len() + it.value().len()) as u64;
+            it.next()?;
+        }
+        Ok(total)
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Closes the database: stops background work, makes the WAL durable and releases the
+    /// lock. Everything acknowledged before is kept.
+    pub fn close(mut self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> Result<()> {
+        {
+            let mut st = lock(&self.inner.state);
+            if st.closed {
+                return Ok(());
+            }
+            st.closed = true;
+            // Set under the state lock: background threads check it under the same lock
+            // before waiting, so the notification below cannot be lost.
+            self.inner.shutting_down.store(true, Ordering::SeqCst);
+        }
+        self.inner.bg_cv.notify_all();
+        self.inner.writer_cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let mut wal = lock(&self.inner.wal);
+        if let Some(w) = wal.as_mut() {
+            w.sync()?;
+        }
+        *wal = None;
+        Ok(())
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close_inner();
+    }
+}
+
+impl DbInner {
+    fn check_open(&self) -> Result<()> {
+        if lock(&self.state).closed {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        let st = lock(&self.state);
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        match &st.bg_error {
+            Some(e) => Err(Error::Poisoned(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    fn super_version(&self) -> Arc<SuperVersion> {
+        self.super_version
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Publishes the state's memtables and version to readers. Requires: `state` is locked.
+    fn install_super_version(&self, st: &State) {
+        let sv = Arc::new(SuperVersion {
+            mem: st.mem.clone(),
+            imm: st.imm.iter().rev().cloned().collect(),
+            version: st.versions.current(),
+        });
+        *self
+            .super_version
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = sv;
+    }
+
+    /// Logs an edit with the latest sequence number, installs the version it makes and
+    /// publishes it; a failure poisons the database, since the MANIFEST may hold the edit.
+    fn log_and_apply(&self, st: &mut State, mut edit: VersionEdit) -> Result<()> {
+        // After a failure nothing more is logged: the state on disk stays as the failure
+        // left it, for the next open to recover.
+        if let Some(e) = &st.bg_error {
+            return Err(Error::Poisoned(e.to_string()));
+        }
+        edit.last_sequence = Some(st.last_allocated);
+        match st.versions.log_and_apply(edit) {
+            Ok(()) => {
+                self.install_super_version(st);
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(st, &e);
+                Err(e)
+            }
+        }
+    }
+
+    fn poison(&self, st: &mut State, e: &Error) {
+        if st.bg_error.is_none() {
+            st.bg_error = Some(e.duplicate());
+        }
+        self.writer_cv.notify_all();
+    }
+
+    fn new_file_number(&self) -> FileNumber {
+        lock(&self.state).versions.new_file_number()
+    }
+
+    fn stats(&self) -> Stats {
+        let st = lock(&self.state);
+        let v = st.versions.current();
+        let levels = (0..NUM_LEVELS)
+            .map(|l| LevelStats {
+                files: v.levels[l].len(),
+                bytes: v.level_bytes(l),
+                target_bytes: if l == 0 {
+                    0
+                } else {
+                    self.targets.target_bytes(l)
+                },
+            })
+            .collect();
+        let files = v
+            .files()
+            .map(|(level, f)| FileInfo {
+                level: level.0,
+                number: f.number.0,
+                size: f.size,
+                smallest_key: f.smallest_user_key().to_vec(),
+                largest_key: f.largest_user_key().to_vec(),
+                entries: f.entries,
+                deletions: f.deletions,
+            })
+            .collect();
+        // The active WAL by what was appended (its file may be reserved ahead); the older
+        // ones are closed and cut to their length.
+        let active_wal = lock(&self.wal).as_ref().map_or(0, LogWriter::bytes_written);
+        let wal_bytes = active_wal
+            + st.imm
+                .iter()
+                .filter_map(|m| {
+                    self.store
+                        .fs
+                        .file_size(&self.dir.join(wal_file_name(m.wal_number())))
+                        .ok()
+                })
+                .sum::<u64>();
+        let c = &self.counters;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            levels,
+            files,
+            memtable_bytes: st.mem.approximate_size() as u64,
+            immutable_memtables: st.imm.len(),
+            immutable_memtable_bytes: st.imm.iter().map(|m| m.approximate_size() as u64).sum(),
+            block_cache_hits: self.store.cache.hits(),
+            block_cache_misses: self.store.cache.misses(),
+            block_cache_bytes: self.store.cache.usage() as u64,
+            block_cache_capacity: self.store.cache.capacity() as u64,
+            table_pinned_bytes: self.store.pins.held() as u64,
+            user_bytes_written: r(&c.user_bytes),
+            wal_bytes_written: r(&c.wal_bytes),
+            flush_bytes_written: r(&c.flush_bytes),
+            compaction_bytes_written: r(&c.compaction_bytes_written),
+            compaction_bytes_read: r(&c.compaction_bytes_read),
+            flushes: r(&c.flushes),
+            compactions: r(&c.compactions),
+            read_compactions: r(&c.read_compactions),
+            trivial_moves: r(&c.trivial_moves),
+            idle_merges: r(&c.idle_merges),
+            idle_merges_given_up: r(&c.idle_merges_given_up),
+            compaction_pending: !st.imm.is_empty()
+                || st.busy_levels.iter().any(|&b| b)
+                || st.read_compaction.is_some()
+                || self.targets.scores(&v).iter().any(|&s| s >= 1.0)
+                || st.idle_merge_requested
+                || (self.opts.idle_merge_after.is_some()
+                    && compaction::idle_merge_output_level(
+                        &v,
+                        &self.targets,
+                        st.mem.approximate_size() as u64,
+                    )
+                    .is_some()),
+            write_stall_micros: r(&c.stall_micros),
+            wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),
+            wal_salvaged_bytes: r(&c.wal_salvaged_bytes),
+            sst_bytes: v.files().map(|(_, f)| f.size).sum(),
+            wal_bytes,
+            last_sequence: self.visible.load(Ordering::Acquire),
+            live_snapshots: self.snapshots.count(),
+            poisoned: st.bg_error.as_ref().map(|e| e.to_string()),
+        }
+    }
+}

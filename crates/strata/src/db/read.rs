@@ -1,0 +1,145 @@
+//! The read path: point lookups, one key or many, over the current super-version.
+
+use std::sync::atomic::Ordering;
+
+use super::DbInner;
+use crate::error::Result;
+use crate::key::{SeqNo, ValueKind, append_internal_key, lookup_key};
+use crate::memtable::Lookup;
+use crate::mutex::lock;
+use crate::options::ReadOptions;
+use crate::sstable::reader::TableEntry;
+use crate::version::{Probes, ReadCompaction};
+
+/// Keys [`Db::get_many`] looks up together.
+pub(super) const GET_MANY_BATCH: usize = 32;
+
+impl DbInner {
+    pub(super) fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        let seq = self.read_seq(options);
+        let sv = self.super_version();
+        for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            match m.get(key, seq) {
+                Lookup::Found(v) => return Ok(Some(v)),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        let lookup = lookup_key(key, seq);
+        let mut exhausted = None;
+        let found = sv
+            .version
+            .get(&lookup, key, !options.skip_cache, &mut exhausted);
+        if let Some(rc) = exhausted {
+            self.ask_read_compaction(rc);
+        }
+        match found? {
+            Some(e) if e.kind == ValueKind::Value => Ok(Some(e.value)),
+            _ => Ok(None),
+        }
+    }
+
+    pub(super) fn get_many<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        options: &ReadOptions,
+        mut each: impl FnMut(Result<Option<Vec<u8>>>),
+    ) {
+        let seq = self.read_seq(options);
+        let sv = self.super_version();
+        let mut keys = keys.into_iter();
+        let mut probes = Probes::default();
+        let mut exhausted = None;
+        // A batch's lookup keys, end to end; kept from batch to batch.
+        let mut lookup_bytes = Vec::new();
+        // Lines asked for must still be in the first-level cache when they are read: a batch
+        // of 32 lookups asks for a few hundred.
+        loop {
+            let mut batch: [&[u8]; GET_MANY_BATCH] = [&[]; GET_MANY_BATCH];
+            // `batch` first: a full batch leaves the next key in `keys`.
+            let n = batch
+                .iter_mut()
+                .zip(keys.by_ref())
+                .map(|(b, k)| *b = k)
+                .count();
+            if n == 0 {
+                break;
+            }
+            let keys = batch.get(..n).unwrap_or_default();
+            let mut found: [Option<Result<Option<TableEntry>>>; GET_MANY_BATCH] =
+                std::array::from_fn(|_| None);
+            let out = found.get_mut(..n).unwrap_or_default();
+            for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+                for (k, _) in keys.iter().zip(out.iter()).filter(|(_, o)| o.is_none()) {
+                    m.prefetch_bucket(k);
+                }
+                for (k, _) in keys.iter().zip(out.iter()).filter(|(_, o)| o.is_none()) {
+                    m.prefetch_chain(k);
+                }
+                for (k, o) in keys.iter().zip(out.iter_mut()).filter(|(_, o)| o.is_none()) {
+                    *o = match m.get(k, seq) {
+                        Lookup::Found(value) => Some(Ok(Some(TableEntry {
+                            kind: ValueKind::Value,
+                            value,
+                        }))),
+                        Lookup::Deleted => Some(Ok(None)),
+                        Lookup::Absent => None,
+                    };
+                }
+            }
+            // The lookup keys of the keys the memtables did not answer (empty for the rest).
+            lookup_bytes.clear();
+            let mut ends = [0usize; GET_MANY_BATCH];
+            for ((k, o), end) in keys.iter().zip(out.iter()).zip(&mut ends) {
+                if o.is_none() {
+                    append_internal_key(&mut lookup_bytes, k, seq, ValueKind::Value);
+                }
+                *end = lookup_bytes.len();
+            }
+            let lookups: [&[u8]; GET_MANY_BATCH] = std::array::from_fn(|i| {
+                let start = i.checked_sub(1).map_or(0, |p| ends[p]);
+                lookup_bytes.get(start..ends[i]).unwrap_or_default()
+            });
+            sv.version.get_many(
+                lookups.get(..n).unwrap_or_default(),
+                keys,
+                !options.skip_cache,
+                out,
+                &mut probes,
+                &mut exhausted,
+            );
+            for o in out.iter_mut() {
+                each(match o.take() {
+                    Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
+                    Some(Err(e)) => Err(e),
+                    _ => Ok(None),
+                });
+            }
+        }
+        if let Some(rc) = exhausted {
+            self.ask_read_compaction(rc);
+        }
+    }
+
+    /// The sequence number a read sees: its snapshot's, or the last visible write's. Load it
+    /// before the super-version: every write at or below it is in a memtable or table that
+    /// this super-version (or a later one) holds.
+    pub(super) fn read_seq(&self, options: &ReadOptions) -> SeqNo {
+        match &options.snapshot {
+            Some(s) => s.seq(),
+            None => SeqNo(self.visible.load(Ordering::Acquire)),
+        }
+    }
+
+    /// Hands a file that reads used up to the compaction thread, unless it has one already.
+    pub(super) fn ask_read_compaction(&self, rc: ReadCompaction) {
+        if !self.opts.read_triggered_compaction {
+            return;
+        }
+        let mut st = lock(&self.state);
+        if st.read_compaction.is_none() {
+            st.read_compaction = Some(rc);
+            self.bg_cv.notify_all();
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Opening a database: the MANIFEST, its check against the directory, and the replay of the
+//! WALs that hold writes not yet in a table.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Instant;
+
+use super::background::{create_wal, write_level0};
+use super::{Counters, Db, DbInner, State, SuperVersion, parse_file_name};
+use crate::batch::{WriteBatch, decode_record};
+use crate::cache::BlockCache;
+use crate::compaction::LevelTargets;
+use crate::error::{Error, Result};
+use crate::key::{FileNumber, NUM_LEVELS, SeqNo};
+use crate::log::{LogKind, RecoveryMode, read_log, strip_header};
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::snapshot::SnapshotList;
+use crate::sstable::TableOptions;
+use crate::sstable::mapped::MappedPages;
+use crate::sstable::pinned::PinBudget;
+use crate::version::edit::VersionEdit;
+use crate::version::set::VersionSet;
+use crate::version::{TableStore, io_err, table_file_name, wal_file_name};
+
+impl Db {
+    /// Opens the database in `path`, creating it when `options.create_if_missing` is set.
+    ///
+    /// Recovery replays the WAL files newer than the last flush. A torn last record is
+    /// dropped; damage elsewhere is [`Error::Corruption`] unless `options.wal_recovery` is
+    /// [`RecoveryMode::Salvage`]. A second opener of the same directory gets
+    /// [`Error::Locked`].
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = options.fs.clone();
+        if !fs.exists(&dir) {
+            if !options.create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "database {} does not exist (create_if_missing is off)",
+                    dir.display()
+                )));
+            }
+            fs.create_dir_all(&dir)
+                .map_err(io_err("create directory", &dir))?;
+        }
+        let lock_path = dir.join("LOCK");
+        let file_lock = fs.lock(&lock_path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock => Error::Locked(dir.clone()),
+            _ => Error::io("lock", &lock_path, e),
+        })?;
+        let store = Arc::new(TableStore {
+            fs: fs.clone(),
+            dir: dir.clone(),
+            cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
+            mapped: Arc::new(MappedPages::new(options.table_map_bytes)),
+            pins: Arc::new(PinBudget::new(options.table_pinned_bytes)),
+        });
+        let exists = fs.exists(&dir.join("CURRENT"));
+        if exists && options.error_if_exists {
+            return Err(Error::InvalidArgument(format!(
+                "database {} already exists",
+                dir.display()
+            )));
+        }
+        if !exists && !options.create_if_missing {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds no database",
+                dir.display()
+            )));
+        }
+        let mut versions = if exists {
+            VersionSet::recover(store.clone())?
+        } else {
+            VersionSet::empty(store.clone())
+        };
+        let table_options = TableOptions {
+            block_size: options.block_size,
+            restart_interval: options.block_restart_interval,
+            bloom_bits_per_key: options.bloom_bits_per_key,
+            compression: options.compression,
+            index_kind: options.index_kind,
+            filter_kind: options.filter_kind,
+        };
+        let counters = Counters::default();
+
+        // Replay the WALs that hold writes not yet in an SST.
+        let names = fs.list(&dir).map_err(io_err("list", &dir))?;
+        if exists {
+            check_manifest_against_directory(&versions, &dir, &names)?;
+        }
+        let mut wals: Vec<FileNumber> = Vec::new();
+        for name in &names {
+            if let Some((n, ext)) = parse_file_name(name) {
+                versions.mark_file_number_used(n);
+                if ext == "wal" && n >= versions.log_number {
+                    wals.push(n);
+                }
+            }
+        }
+        wals.sort();
+        let (mut edit, last_seq) = replay_wals(
+            &store,
+            &options,
+            &table_options,
+            &mut versions,
+            &counters,
+            &wals,
+        )?;
+        if !edit.added.is_empty() {
+            fs.sync_dir(&dir).map_err(io_err("fsync", &dir))?;
+        }
+        // A fresh WAL for new writes; older ones are obsolete once the edit is logged.
+        let wal_number = versions.new_file_number();
+        let wal = create_wal(&store, wal_number)?;
+        if !exists {
+            // The new MANIFEST's first record then names a WAL too, so no MANIFEST ever says
+            // "no WAL", and one cut short after that record is caught like any other.
+            versions.log_number = wal_number;
+        }
+        edit.log_number = Some(wal_number);
+        edit.last_sequence = Some(last_seq);
+        versions.log_and_apply(edit)?;
+
+        let mem = Arc::new(MemTable::new(wal_number, options.write_buffer_size));
+        let version = versions.current();
+        let sv = Arc::new(SuperVersion {
+            mem: mem.clone(),
+            imm: Vec::new(),
+            version,
+        });
+        let state = State {
+            versions,
+            mem,
+            imm: VecDeque::new(),
+            queue: VecDeque::new(),
+            bg_error: None,
+            closed: false,
+            busy_levels: [false; NUM_LEVELS],
+            manual_compaction: false,
+            read_compaction: None,
+            last_allocated: last_seq,
+            wal_number,
+            last_sync_group: 0,
+            idle_mark: (SeqNo(0), Instant::now()),
+            idle_merge_requested: false,
+            idle_merges_given_up: 0,
+        };
+        let inner = Arc::new(DbInner {
+            targets: LevelTargets {
+                l0_trigger: options.level0_compaction_trigger,
+                level1_bytes: options.level1_max_bytes,
+                size_ratio: options.size_ratio,
+            },
+            dir,
+            store,
+            table_options,
+            state: Mutex::new(state),
+            writer_cv: Condvar::new(),
+            bg_cv: Condvar::new(),
+            super_version: RwLock::new(sv),
+            visible: AtomicU64::new(last_seq.0),
+            wal: Mutex::new(Some(wal)),
+            snapshots: Arc::new(SnapshotList::default()),
+            counters,
+            shutting_down: AtomicBool::new(false),
+            _lock: file_lock,
+            opts: options,
+        });
+        inner.delete_obsolete_files(&names);
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|e| Error::io("spawn thread", &inner.dir, e))
+        };
+        let i = inner.clone();
+        threads.push(spawn(
+            "strata-flush".into(),
+            Box::new(move || i.flush_loop()),
+        )?);
+        for n in 0..inner.opts.max_background_compactions {
+            let i = inner.clone();
+            threads.push(spawn(
+                format!("strata-compact-{n}"),
+                Box::new(move || i.compaction_loop()),
+            )?);
+        }
+        Ok(Db { inner, threads })
+    }
+}
+
+/// A crash can tear only the last MANIFEST edit, before it was synced and acted on; a MANIFEST
+/// cut short anywhere else has lost edits whose effects (deleted WALs and tables) already
+/// happened. Two invariants tell them apart: every table the MANIFEST names exists, and so
+/// does the WAL it names as the oldest live one.
+pub(super) fn check_manifest_against_directory(
+    versions: &VersionSet,
+    dir: &Path,
+    names: &[String],
+) -> Result<()> {
+    let present: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let manifest = dir.join(crate::version::manifest_file_name(
+        versions.manifest_number(),
+    ));
+    for (_, f) in versions.current().files() {
+        let name = table_file_name(f.number);
+        if !present.contains(name.as_str()) {
+            return Err(Error::corruption(
+                &manifest,
+                0,
+                format!("the MANIFEST names {name}, which is missing"),
+            ));
+        }
+    }
+    // Only a MANIFEST written by an older Strata, which began with an empty database's state,
+    // names no WAL. Cut short there, it has lost the edits that named the tables now present.
+    if versions.log_number.0 == 0 && names.iter().any(|n| n.ends_with(".sst")) {
+        return Err(Error::corruption(
+            &manifest,
+            0,
+            "the MANIFEST names no WAL, yet tables are present: edits after its first were lost",
+        ));
+    }
+    let wal = wal_file_name(versions.log_number);
+    if versions.log_number.0 != 0 && !present.contains(wal.as_str()) {
+        return Err(Error::corruption(
+            &manifest,
+            0,
+            format!(
+                "the MANIFEST names {wal} as the oldest live WAL, but it is missing: edits after it were lost"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Replays `wals` (oldest first) into memtables, writing each memtable that fills up, and the
+/// last one, as a level-0 table. Returns the edit that adds those tables, with the last
+/// sequence number replayed.
+fn replay_wals(
+    store: &TableStore,
+    options: &Options,
+    table_options: &TableOptions,
+    versions: &mut VersionSet,
+    counters: &Counters,
+    wals: &[FileNumber],
+) -> Result<(VersionEdit, SeqNo)> {
+    let mut replay = Replay {
+        store,
+        options,
+        table_options,
+        counters,
+        last_seq: versions.last_sequence,
+        versions,
+        edit: VersionEdit::default(),
+        mem: Arc::new(MemTable::new(FileNumber(0), options.write_buffer_size)),
+        next_seq: None,
+    };
+    for (i, number) in wals.iter().enumerate() {
+        let newest = i + 1 == wals.len();
+        if !replay.wal(*number, newest)? {
+            break;
+        }
+    }
+    if !replay.mem.is_empty() {
+        let table = write_level0(store, table_options, replay.versions, &replay.mem)?;
+        replay.edit.added.push(table);
+    }
+    Ok((replay.edit, replay.last_seq))
+}
+
+/// A replay of WALs in progress.
+struct Replay<'a> {
+    store: &'a TableStore,
+    options: &'a Options,
+    table_options: &'a TableOptions,
+    counters: &'a Counters,
+    versions: &'a mut VersionSet,
+    /// The tables written so far.
+    edit: VersionEdit,
+    mem: Arc<MemTable>,
+    last_seq: SeqNo,
+    /// The sequence number the next record must start with.
+    next_seq: Option<u64>,
+}
+
+impl Replay<'_> {
+    /// Replays one WAL; false when salvage mode dropped damage in it, and the WALs after it
+    /// are not to be replayed.
+    fn wal(&mut self, number: FileNumber, newest: bool) -> Result<bool> {
+        let (fs, mode) = (&self.store.fs, self.options.wal_recovery);
+        let path = self.store.dir.join(wal_file_name(number));
+        let data = fs.read_all(&path).map_err(io_err("read", &path))?;
+        let contents = read_log(&path, &data, mode)?;
+        let mut salvaged = contents.salvaged_bytes;
+        // Only the newest WAL can be torn by a crash: older ones were synced whole when their
+        // memtable was switched out, so a short one has lost writes that later WALs depend on.
+        if contents.torn_tail_bytes > 0 && !newest {
+            let offset = data.len() as u64 - contents.torn_tail_bytes;
+            if mode == RecoveryMode::Strict {
+                return Err(Error::corruption(
+                    &path,
+                    offset,
+                    "an older WAL ends in a torn record; newer WALs follow it",
+                ));
+            }
+            salvaged += contents.torn_tail_bytes;
+        } else {
+            self.counters
+                .wal_tail_dropped_bytes
+                .fetch_add(contents.torn_tail_bytes, Ordering::Relaxed);
+        }
+        for (offset, record) in strip_header(&path, contents, LogKind::Wal)? {
+            let (seq, batch) = match self.decode(&path, offset, &record) {
+                Ok(d) => d,
+                Err(_) if mode == RecoveryMode::Salvage => {
+                    salvaged = data.len() as u64 - offset;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            self.apply(&path, offset, seq, &batch)?;
+        }
+        if salvaged > 0 {
+            self.counters
+                .wal_salvaged_bytes
+                .fetch_add(salvaged, Ordering::Relaxed);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Decodes one WAL record: a write group and its first sequence number.
+    fn decode(&self, path: &Path, offset: u64, record: &[u8]) -> Result<(SeqNo, WriteBatch)> {
+        let (seq, batch) = decode_record(record).map_err(|e| e.at(path, offset))?;
+        // One open replays the WALs of one run of the database, which logged every write
+        // group in order with contiguous sequence numbers: a gap means records were lost (an
+        // older WAL cut short at a record boundary, say).
+        if let Some(expected) = self.next_seq
+            && seq.0 != expected
+        {
+            return Err(Error::corruption(
+                path,
+                offset,
+                format!(
+                    "WAL records are missing: sequence {expected} expected, {} found",
+                    seq.0
+                ),
+            ));
+        }
+        Ok((seq, batch))
+    }
+
+    /// Applies a write group to the memtable, and writes the memtable out once full.
+    fn apply(&mut self, path: &Path, offset: u64, seq: SeqNo, batch: &WriteBatch) -> Result<()> {
+        self.next_seq = Some(seq.0 + u64::from(batch.count()));
+        let mut s = seq.0;
+        for op in batch.iter() {
+            let op = op.map_err(|e| e.at(path, offset))?;
+            self.mem.add(SeqNo(s), op.kind, op.key, op.value);
+            s += 1;
+        }
+        if batch.count() > 0 {
+            self.last_seq = self.last_seq.max(SeqNo(s - 1));
+        }
+        if self.mem.approximate_size() >= self.options.write_buffer_size {
+            let table = write_level0(self.store, self.table_options, self.versions, &self.mem)?;
+            self.edit.added.push(table);
+            self.mem = Arc::new(MemTable::new(FileNumber(0), self.options.write_buffer_size));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,344 @@
+//! The write path: writers queue up, a leader logs the group to the WAL in one record and
+//! applies it to the memtable, and a full memtable is switched for a new one with a new WAL.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::background::create_wal;
+use super::{DbInner, State};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::mutex::lock;
+
+/// Batches grouped into one WAL record stop growing past this size.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// How long a synced group's leader waits for the writers of the last group to queue up: a
+/// fraction of an fdatasync (about 140 us on the disks Strata was measured on).
+const SYNC_GATHER: Duration = Duration::from_micros(100);
+/// How long a synced writer behind a leader yields its CPU, rather than sleeping, while its
+/// group's fdatasync runs: a few fdatasyncs.
+const SYNC_YIELD: Duration = Duration::from_micros(400);
+/// A yield that takes longer than this, most of an fdatasync, means the writer is starved of
+/// the CPU: it stops yielding and sleeps. Shorter slow yields are the other writers of the
+/// group running their own work between its yields (four writers on two cores yielded for
+/// over 20 us so often that a bound of 20 us put them to sleep, and cost a fifth of their
+/// rate).
+const SLOW_YIELD: Duration = Duration::from_micros(100);
+/// Lets a synced writer behind a leader wait for its group by yielding its CPU, for at most
+/// [`SYNC_YIELD`]; true when the group completed meanwhile. A writer that sleeps on
+/// `writer_cv` instead is woken after its group's fdatasync, and on a small virtual machine
+/// that wake-up took about 100 us, as long as a fdatasync: its next write then missed the
+/// next group. The writer stops yielding, and sleeps, once a yield shows that it is starved
+/// of the CPU, as RocksDB's write threads do.
+fn yield_until_done(w: &Writer) -> bool {
+    let mut last = Instant::now();
+    let deadline = last + SYNC_YIELD;
+    // Acquire: pairs with the Release store by the leader that completed this writer.
+    while !w.done.load(Ordering::Acquire) {
+        if last >= deadline {
+            return false;
+        }
+        std::thread::yield_now();
+        let now = Instant::now();
+        if now - last > SLOW_YIELD {
+            return w.done.load(Ordering::Acquire);
+        }
+        last = now;
+    }
+    true
+}
+
+/// What a writer in the queue brings. A memtable switch queues with the batches because it
+/// replaces the WAL, which only the write leader touches.
+pub(super) enum QueuedWrite {
+    Batch(WriteBatch),
+    /// Turn the active memtable immutable (for `flush` and the age timer).
+    SwitchMemtable,
+}
+
+/// A thread in the write queue, waiting for its turn or for the leader to do its write.
+pub(super) struct Writer {
+    kind: QueuedWrite,
+    sync: bool,
+    done: AtomicBool,
+    result: Mutex<Option<Result<()>>>,
+}
+
+impl DbInner {
+    /// Joins the write queue with `kind` and returns once it is done: by this thread as the
+    /// leader of a group, or by another leader whose group took it in.
+    pub(super) fn join_write_queue(&self, kind: QueuedWrite, sync: bool) -> Result<()> {
+        let w = Arc::new(Writer {
+            kind,
+            sync,
+            done: AtomicBool::new(false),
+            result: Mutex::new(None),
+        });
+        let mut st = lock(&self.state);
+        st.queue.push_back(w.clone());
+        if sync && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+            drop(st);
+            if yield_until_done(&w) {
+                return lock(&w.result).take().unwrap_or(Ok(()));
+            }
+            st = lock(&self.state);
+        }
+        // Acquire: pairs with the Release store by the leader that completed this writer.
+        while !w.done.load(Ordering::Acquire)
+            && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, &w))
+        {
+            st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if w.done.load(Ordering::Acquire) {
+            return lock(&w.result).take().unwrap_or(Ok(()));
+        }
+        // This writer leads: it writes its own batch and those queued behind it.
+        if w.sync && st.last_sync_group > 1 {
+            st = self.gather_sync_writers(st);
+        }
+        let force = matches!(w.kind, QueuedWrite::SwitchMemtable);
+        let (st2, room) = self.make_room_for_write(st, force);
+        st = st2;
+        if let Err(e) = room {
+            st.queue.pop_front();
+            self.writer_cv.notify_all();
+            return Err(e);
+        }
+        if force {
+            st.queue.pop_front();
+            self.writer_cv.notify_all();
+            return Ok(());
+        }
+        let mut group: Vec<Arc<Writer>> = Vec::new();
+        let mut bytes = 0usize;
+        let mut sync_group = false;
+        let first_size = match &w.kind {
+            QueuedWrite::Batch(b) => b.approximate_size(),
+            QueuedWrite::SwitchMemtable => 0,
+        };
+        // Small writes do not wait behind a large group.
+        let limit = if first_size <= 128 << 10 {
+            first_size + (128 << 10)
+        } else {
+            MAX_GROUP_BYTES
+        };
+        for cand in st.queue.iter() {
+            let QueuedWrite::Batch(b) = &cand.kind else {
+                break;
+            };
+            if !group.is_empty()
+                && (bytes + b.approximate_size() > limit || (cand.sync && !sync_group))
+            {
+                break;
+            }
+            bytes += b.approximate_size();
+            sync_group |= cand.sync;
+            group.push(cand.clone());
+        }
+        if sync_group {
+            st.last_sync_group = group.len();
+        }
+        let count: u64 = group
+            .iter()
+            .map(|g| match &g.kind {
+                QueuedWrite::Batch(b) => u64::from(b.count()),
+                QueuedWrite::SwitchMemtable => 0,
+            })
+            .sum();
+        let first_seq = SeqNo(st.last_allocated.0 + 1);
+        st.last_allocated = SeqNo(st.last_allocated.0 + count);
+        let last_seq = st.last_allocated;
+        let mem = st.mem.clone();
+        drop(st);
+
+        let result = self.write_group(&group, first_seq, sync_group, &mem, bytes);
+
+        let mut st = lock(&self.state);
+        match &result {
+            Ok(()) => {
+                // Release: readers that load this value see every memtable insert before it.
+                self.visible.store(last_seq.0, Ordering::Release);
+            }
+            Err(e) => self.poison(&mut st, e),
+        }
+        for g in &group {
+            st.queue.pop_front();
+            if !Arc::ptr_eq(g, &w) {
+                *lock(&g.result) = Some(match &result {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                });
+                g.done.store(true, Ordering::Release);
+            }
+        }
+        // Only writers in the queue wait for this: followers just completed and the next
+        // leader. A lone writer with nobody behind it skips the wake-up, a system call.
+        if group.len() > 1 || !st.queue.is_empty() {
+            self.writer_cv.notify_all();
+        }
+        result
+    }
+
+    /// Group commit for synced writes from several threads. When a group completes, its
+    /// writers return and queue their next writes one by one; the first to queue leads at
+    /// once, so groups would alternate between one writer and the rest, and one fdatasync in
+    /// two would serve a single write. A leader whose last synced group had several writers
+    /// therefore waits, at most [`SYNC_GATHER`], for as many to queue behind it. A lone
+    /// synced writer never waits.
+    ///
+    /// The leader yields its CPU while it waits, rather than sleeping on `writer_cv`: waking
+    /// a sleeping thread took about 100 us on the 2-core machine Strata was measured on,
+    /// most of an fdatasync, and the writers it waits for are running already.
+    pub(super) fn gather_sync_writers<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+    ) -> MutexGuard<'a, State> {
+        let deadline = Instant::now() + SYNC_GATHER;
+        while st.queue.len() < st.last_sync_group {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            drop(st);
+            std::thread::yield_now();
+            st = lock(&self.state);
+        }
+        st
+    }
+
+    /// Logs a group and inserts it into the memtable. Runs as the leader, without `state`.
+    pub(super) fn write_group(
+        &self,
+        group: &[Arc<Writer>],
+        first_seq: SeqNo,
+        sync: bool,
+        mem: &MemTable,
+        bytes: usize,
+    ) -> Result<()> {
+        let merged;
+        let batch: &WriteBatch = match group {
+            [only] => match &only.kind {
+                QueuedWrite::Batch(b) => b,
+                QueuedWrite::SwitchMemtable => return Ok(()),
+            },
+            _ => {
+                let mut m = WriteBatch::new();
+                for g in group {
+                    if let QueuedWrite::Batch(b) = &g.kind {
+                        b.append_to(&mut m);
+                    }
+                }
+                merged = m;
+                &merged
+            }
+        };
+        {
+            let mut wal = lock(&self.wal);
+            let w = wal.as_mut().ok_or(Error::Closed)?;
+            w.add_record_parts(&[&batch.header(first_seq), batch.ops_bytes()])?;
+            if sync {
+                w.sync()?;
+            } else {
+                w.flush()?;
+            }
+        }
+        self.counters
+            .wal_bytes
+            .fetch_add(bytes as u64 + 8, Ordering::Relaxed);
+        let mut user = 0u64;
+        for (seq, op) in (first_seq.0..).zip(batch.iter()) {
+            let op = op.map_err(|e| e.at(&self.dir, 0))?;
+            mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            user += (op.key.len() + op.value.len()) as u64;
+        }
+        self.counters.user_bytes.fetch_add(user, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Makes sure the active memtable has room, switching it (and the WAL) when full or when
+    /// `force`d, and slowing or stopping writers while flush and compaction are behind.
+    /// Requires: the caller leads the writer queue.
+    pub(super) fn make_room_for_write<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        force: bool,
+    ) -> (MutexGuard<'a, State>, Result<()>) {
+        let mut allow_delay = !force;
+        loop {
+            if st.closed {
+                return (st, Err(Error::Closed));
+            }
+            if let Some(msg) = st.bg_error.as_ref().map(|e| e.to_string()) {
+                return (st, Err(Error::Poisoned(msg)));
+            }
+            let l0 = st.versions.current().levels[0].len();
+            if allow_delay && l0 >= self.opts.level0_slowdown_trigger {
+                // Spread the compaction debt over many writes instead of one long stop.
+                drop(st);
+                let start = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                self.counters
+                    .stall_micros
+                    .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                allow_delay = false;
+                st = lock(&self.state);
+                continue;
+            }
+            if !force && st.mem.approximate_size() < self.opts.write_buffer_size {
+                return (st, Ok(()));
+            }
+            if force && st.mem.is_empty() {
+                return (st, Ok(()));
+            }
+            if st.imm.len() >= self.opts.max_immutable_memtables
+                || l0 >= self.opts.level0_stop_trigger
+            {
+                let start = Instant::now();
+                self.bg_cv.notify_all();
+                st = self
+                    .writer_cv
+                    .wait_timeout(st, Duration::from_millis(100))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                self.counters
+                    .stall_micros
+                    .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                continue;
+            }
+            // Switch to a new memtable and WAL.
+            let number = st.versions.new_file_number();
+            let wal = match create_wal(&self.store, number) {
+                Ok(w) => w,
+                Err(e) => {
+                    self.poison(&mut st, &e);
+                    return (st, Err(e));
+                }
+            };
+            {
+                let mut cur = lock(&self.wal);
+                // Sync the old WAL: a synced write in the new one must never survive a power
+                // loss that drops earlier writes left unsynced in the old one.
+                if let Some(old) = cur.as_mut()
+                    && let Err(e) = old.sync()
+                {
+                    self.poison(&mut st, &e);
+                    return (st, Err(e));
+                }
+                *cur = Some(wal);
+            }
+            let old = std::mem::replace(
+                &mut st.mem,
+                Arc::new(MemTable::new(number, self.opts.write_buffer_size)),
+            );
+            st.imm.push_back(old);
+            st.wal_number = number;
+            self.install_super_version(&st);
+            self.bg_cv.notify_all();
+            return (st, Ok(()));
+        }
+    }
+}
