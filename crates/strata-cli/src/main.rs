@@ -2,6 +2,8 @@
 //!
 //! Exit codes: 0 success, 1 an error (including damage found by `check`), 2 a usage error.
 
+#![forbid(unsafe_code)]
+
 mod import;
 mod report;
 mod shell;

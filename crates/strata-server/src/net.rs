@@ -137,7 +137,7 @@ pub(crate) fn accept_loop(
             };
             next = next.wrapping_add(1);
             // Convert back to a std stream to cross the channel; the worker registers it.
-            let std_stream = into_std(stream);
+            let std_stream = std::net::TcpStream::from(stream);
             counters.connected.fetch_add(1, Ordering::SeqCst);
             if worker.sender.send(std_stream).is_err() {
                 counters.connected.fetch_sub(1, Ordering::SeqCst);
@@ -146,13 +146,6 @@ pub(crate) fn accept_loop(
             worker.wake();
         }
     }
-}
-
-fn into_std(stream: TcpStream) -> std::net::TcpStream {
-    use std::os::fd::{FromRawFd, IntoRawFd};
-    // SAFETY: the descriptor comes from a TcpStream we own and give up here, so the new
-    // std stream is its only owner.
-    unsafe { std::net::TcpStream::from_raw_fd(stream.into_raw_fd()) }
 }
 
 /// One connection and what the worker knows of it.

@@ -28,6 +28,7 @@
 //! The on-disk formats are specified in `docs/format.md`; the durability contract is on
 //! [`WriteOptions`].
 
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
@@ -39,6 +40,7 @@ mod compaction;
 mod compaction_filter;
 mod db;
 mod error;
+#[cfg(feature = "test-util")]
 mod fault;
 mod fs;
 #[doc(hidden)]
@@ -60,6 +62,7 @@ pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use db::{Db, DbIterator, Scan};
 pub use error::{Error, Result};
+#[cfg(feature = "test-util")]
 pub use fault::{FaultFs, FaultOp};
 pub use fs::{FileLock, FileSystem, MemFs, RandomAccessFile, StdFs, WritableFile};
 pub use log::RecoveryMode;

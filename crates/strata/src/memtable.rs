@@ -278,20 +278,29 @@ impl Node {
         node
     }
 
-    /// Safety (for the functions below): `node` is head or a node made by `create` in an
-    /// arena still alive, and `level` is below its height.
-    /// Safety: `node` is head or a node made by `create` in an arena still alive.
+    /// The node's height.
+    ///
+    /// # Safety
+    /// `node` is the head or a node made by `create` in an arena still alive, and either
+    /// published (its header and bytes written before its pointer was stored with Release)
+    /// or still being built by this thread. The accessors below share this contract.
     unsafe fn height(node: *mut Node) -> usize {
         // SAFETY: per the contract; the header is written before the node is published.
         (unsafe { (*node).key_len_height } >> KEY_LEN_BITS) as usize
     }
 
-    /// Safety: as for `height`.
+    /// # Safety
+    /// As for [`Node::height`].
     unsafe fn key_len(node: *mut Node) -> usize {
         // SAFETY: as for `height`.
         (unsafe { (*node).key_len_height } & ((1 << KEY_LEN_BITS) - 1)) as usize
     }
 
+    /// The node's link at `level`.
+    ///
+    /// # Safety
+    /// As for [`Node::height`], and `level` is below the node's height. The caller picks
+    /// `'a`, which must end before the arena is dropped.
     unsafe fn link<'a>(node: *mut Node, level: usize) -> &'a Link {
         // SAFETY: per the contract; the tower starts right after the header.
         unsafe {
@@ -300,13 +309,20 @@ impl Node {
         }
     }
 
-    /// Acquire: pairs with the Release publication in `insert`, so the node's contents are
-    /// visible once its pointer is.
+    /// The next node at `level`. Acquire: pairs with the Release publication in `insert`,
+    /// so the node's contents are visible once its pointer is.
+    ///
+    /// # Safety
+    /// As for [`Node::link`].
     unsafe fn next(node: *mut Node, level: usize) -> *mut Node {
         // SAFETY: per the contract.
         unsafe { Node::link(node, level).load(Ordering::Acquire) }
     }
 
+    /// Where the node's key and value bytes start, after its tower.
+    ///
+    /// # Safety
+    /// As for [`Node::height`].
     unsafe fn data(node: *mut Node) -> *mut u8 {
         // SAFETY: per the contract; the bytes follow the tower.
         unsafe {
@@ -317,11 +333,20 @@ impl Node {
         }
     }
 
+    /// The node's internal key.
+    ///
+    /// # Safety
+    /// As for [`Node::height`]. The caller picks `'a`, which must end before the arena is
+    /// dropped: callers hold the memtable (which owns the arena) for as long as they use it.
     unsafe fn key<'a>(node: *mut Node) -> &'a [u8] {
         // SAFETY: per the contract; the bytes were written before the node was published.
         unsafe { std::slice::from_raw_parts(Node::data(node), Node::key_len(node)) }
     }
 
+    /// The node's value.
+    ///
+    /// # Safety
+    /// As for [`Node::key`].
     unsafe fn value<'a>(node: *mut Node) -> &'a [u8] {
         // SAFETY: as for `key`.
         unsafe {
@@ -517,12 +542,11 @@ impl MemTable {
             // The previous position is before `key`; find the lowest level whose successor
             // is still after it and search again only below that.
             let mut level = 0;
-            while positioned
-                && level < MAX_HEIGHT
+            while positioned && level < MAX_HEIGHT && !succs[level].is_null() && {
                 // SAFETY: non-null successors are published nodes.
-                && !succs[level].is_null()
-                && compare_internal(unsafe { Node::key(succs[level]) }, key) == CmpOrdering::Less
-            {
+                let succ = unsafe { Node::key(succs[level]) };
+                compare_internal(succ, key) == CmpOrdering::Less
+            } {
                 level += 1;
             }
             if !positioned || level == MAX_HEIGHT {
@@ -625,11 +649,11 @@ impl MemTable {
                 // SAFETY: as above.
                 crate::prefetch::line(unsafe { Node::next(pred, level - 1) });
             }
-            // SAFETY: non-null next pointers are published nodes.
-            if !next.is_null()
-                && next != known_ge
-                && compare_internal(unsafe { Node::key(next) }, key) == CmpOrdering::Less
-            {
+            if !next.is_null() && next != known_ge && {
+                // SAFETY: non-null next pointers are published nodes.
+                let next_key = unsafe { Node::key(next) };
+                compare_internal(next_key, key) == CmpOrdering::Less
+            } {
                 pred = next;
             } else {
                 return (pred, next);
