@@ -2,14 +2,15 @@
 //!
 //! Level 0 holds flushed files that may overlap; levels 1 and below are sorted runs whose
 //! target sizes grow by the size ratio `T`. A level whose score (file count for L0, bytes over
-//! target below) reaches 1 is compacted into the next: one file (round-robin over the key
-//! space), or all of L0, with every file of the next level that overlaps it. A single input
-//! with nothing beneath it moves down without being rewritten.
+//! target below) reaches 1 is compacted into the next: the file with the fewest bytes beneath
+//! it per byte of its own (ties taken round-robin), or all of L0, with every file of the next
+//! level that overlaps it. A single input with nothing beneath it moves down without being
+//! rewritten.
 //!
 //! When no level is over its target, a file that reads consulted in vain too often (lookups
 //! that went on to another file, and iterator samples; see `FileMeta::charge_read`) is merged
-//! down the same way: once writes stop, the tree's shape
-//! stays as they left it, and every read would go on paying for the extra sorted runs.
+//! down the same way: once writes stop, the tree's shape stays as they left it, and every
+//! read would go on paying for the extra sorted runs.
 //!
 //! Once writes have stopped for a while, a tree whose upper levels hold much more than their
 //! share of the deepest level's bytes is merged into the deepest level in one job

@@ -371,9 +371,8 @@ mod mapped {
         /// True when the last record was synced rather than flushed: what comes next is
         /// gathered in `pending` and written with one `pwrite` at the next flush or sync, not
         /// stored into the mapping. `fdatasync` write-protects the pages it cleans, and the
-        /// first store into one faults into the file system, which cost more than the
-        /// system call (fillsync: 6,678 writes a second stored, 7,038 written; see
-        /// docs/BENCHMARKS.md).
+        /// first store into one faults into the file system, which costs more than the
+        /// system call (docs/BENCHMARKS.md, "Constants and their reasons").
         after_sync: bool,
         /// Bytes appended after a sync and not yet written: a record's header and payload
         /// come as separate appends, and one system call for the three pieces is cheaper
