@@ -16,20 +16,25 @@ fuzz_runs=${2:-10000000}
 fuzz_seconds=${3:-3600}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# Keeps the lines matching $1 of a step's output; a step that printed none of them (it did
+# not build, say) is a failure, written to the log.
+figures() {
+  grep -E "$1" || echo "FAILED: no figures from this step"
+}
 echo "soak at $(git rev-parse --short HEAD): $cycles cycles, fuzz targets $fuzz_runs runs or $fuzz_seconds s each" | tee "$log"
 
 echo "== SIGKILL cycles (engine)"
 STRATA_CRASH_CYCLES=$cycles cargo test -q --release -p strata --test crash -- --nocapture 2>&1 |
-  grep -E "^crash_cycles|panicked|FAILED" | tee -a "$log"
+  figures "^crash_cycles|panicked|FAILED" | tee -a "$log"
 
 echo "== SIGKILL cycles (server)"
 STRATA_SERVER_CRASH_CYCLES=$(( (cycles + 9) / 10 )) cargo test -q --release -p strata-cli --test serve across_sigkills -- --nocapture 2>&1 |
-  grep -E "^server crash|panicked|FAILED" | tee -a "$log"
+  figures "^server crash|panicked|FAILED" | tee -a "$log"
 
 echo "== power losses, fault sweep, corruption sweep"
 # The power-loss test simulates 40 clean and 40 torn losses per unit of scale.
 STRATA_RELIABILITY_SCALE=$(( (cycles + 39) / 40 )) cargo test -q --release -p strata --test reliability -- --nocapture --test-threads=1 2>&1 |
-  grep -E "^(power_loss|fault injection|corruption|stress):|panicked|FAILED" | tee -a "$log"
+  figures "^(power_loss|fault injection|corruption|stress):|panicked|FAILED" | tee -a "$log"
 
 echo "== fuzz targets, checksum checks off"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
@@ -37,7 +42,8 @@ for target in block sst wal write_batch manifest_edit resp; do
   mkdir -p "fuzz/corpus/$target"
   (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" "corpus/$target" "seeds/$target" -- \
     -runs="$fuzz_runs" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 2>&1 |
-    grep -E "^(Done|==|SUMMARY)|panicked|Test unit written" | sed "s/^/fuzz $target: /") | tee -a "$log"
+    figures "^(Done|==|SUMMARY)|panicked|Test unit written" | sed "s/^/fuzz $target: /") |
+    tee -a "$log"
 done
 
 echo "== figures"
