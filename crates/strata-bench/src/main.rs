@@ -168,7 +168,8 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
         let live = o.bytes;
         let wa = r.write_amp.map_or("-".to_string(), |w| format!("{w:.2}"));
         println!(
-            "{:<12} : write amp {wa}, on disk {:.1} MB for {:.1} MB written by the workload, peak RSS {}",
+            "{:<12} : write amp {wa}, on disk {:.1} MB for {:.1} MB written by the workload, \
+             peak RSS {}",
             "",
             r.disk_bytes as f64 / 1048576.0,
             live as f64 / 1048576.0,
@@ -388,7 +389,8 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "median ops/sec of {} interleaved rounds; num={} threads={} value_size={} write_buffer_size={} cache_size={} bloom_bits={} compression={}",
+        "median ops/sec of {} interleaved rounds; num={} threads={} value_size={} \
+         write_buffer_size={} cache_size={} bloom_bits={} compression={}",
         cli.rounds,
         cli.num,
         cli.threads,
@@ -438,7 +440,8 @@ fn main() -> std::process::ExitCode {
             None => {
                 if !cli.json {
                     println!(
-                        "{}: num={} key_size={} value_size={} threads={} write_buffer_size={} cache_size={} bloom_bits={} compression={}",
+                        "{}: num={} key_size={} value_size={} threads={} write_buffer_size={} \
+                         cache_size={} bloom_bits={} compression={}",
                         cli.engine,
                         cli.num,
                         cli.key_size,

@@ -461,16 +461,19 @@ pub fn run(args: &Args) -> Result<(), String> {
         println!(
             "{}",
             serde_json::json!({
-                "addr": args.addr, "clients": args.clients, "keys": args.keys, "value_size": args.value_size,
-                "get_ratio": args.get_ratio, "zipf_exponent": s, "rate": args.rate, "seconds": elapsed,
+                "addr": args.addr, "clients": args.clients, "keys": args.keys,
+                "value_size": args.value_size, "get_ratio": args.get_ratio, "zipf_exponent": s,
+                "rate": args.rate, "seconds": elapsed,
                 "requests": total, "requests_per_sec": total as f64 / elapsed,
                 "avg_ms": hist.mean() / 1e6, "p50_ms": ms(hist.value_at_quantile(0.5)),
-                "p95_ms": ms(hist.value_at_quantile(0.95)), "p99_ms": ms(hist.value_at_quantile(0.99)),
+                "p95_ms": ms(hist.value_at_quantile(0.95)),
+                "p99_ms": ms(hist.value_at_quantile(0.99)),
             })
         );
     } else {
         println!(
-            "{} clients, {} keys (Zipf s={s:.3}: {:.0}% of requests on {:.0}% of keys), {} B values, GET ratio {:.2}, {}",
+            "{} clients, {} keys (Zipf s={s:.3}: {:.0}% of requests on {:.0}% of keys), \
+             {} B values, GET ratio {:.2}, {}",
             args.clients,
             args.keys,
             args.hot_requests * 100.0,
@@ -482,7 +485,8 @@ pub fn run(args: &Args) -> Result<(), String> {
             ))
         );
         println!(
-            "{total} requests ({gets} GET, {sets} SET) in {elapsed:.1} s: {:.0} req/s; latency avg {:.3} ms, median {:.3} ms, p95 {:.3} ms, p99 {:.3} ms",
+            "{total} requests ({gets} GET, {sets} SET) in {elapsed:.1} s: {:.0} req/s; \
+             latency avg {:.3} ms, median {:.3} ms, p95 {:.3} ms, p99 {:.3} ms",
             total as f64 / elapsed,
             hist.mean() / 1e6,
             ms(hist.value_at_quantile(0.5)),

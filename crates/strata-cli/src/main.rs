@@ -359,7 +359,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             for entry in scan.take(limit.unwrap_or(usize::MAX)) {
                 let (k, v) = entry.map_err(|e| e.to_string())?;
                 if format.json {
-                    writeln!(out, "{}", serde_json::json!({"key": json_str(format.output(&k)), "value": json_str(format.output(&v))})).map_err(io)?;
+                    writeln!(
+                        out,
+                        "{}",
+                        serde_json::json!({
+                            "key": json_str(format.output(&k)),
+                            "value": json_str(format.output(&v))
+                        })
+                    )
+                    .map_err(io)?;
                 } else {
                     writeln!(out, "{}\t{}", format.output(&k), format.output(&v)).map_err(io)?;
                 }
@@ -393,7 +401,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             writeln!(
                 out,
-                "imported {} of {} rows ({} duplicate keys, last row wins; {} bad) from {} in {:.1} s ({:.0} rows/s)",
+                "imported {} of {} rows ({} duplicate keys, last row wins; {} bad) from {} \
+                 in {:.1} s ({:.0} rows/s)",
                 report.imported,
                 report.rows,
                 report.duplicates,

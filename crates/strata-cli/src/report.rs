@@ -89,7 +89,8 @@ pub fn stats_text(s: &Stats) -> String {
     }
     let _ = writeln!(
         out,
-        "flushes {}, compactions {}, trivial moves {} ({} of these asked for by reads), idle merges {} ({} given up), {}, last sequence {}",
+        "flushes {}, compactions {}, trivial moves {} ({} of these asked for by reads), \
+         idle merges {} ({} given up), {}, last sequence {}",
         s.flushes,
         s.compactions,
         s.trivial_moves,
@@ -194,7 +195,8 @@ pub fn svg(s: &Stats, title: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="sans-serif" font-size="12">"#,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"12\">",
         LEFT + WIDTH + 20.0
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
@@ -225,7 +227,9 @@ pub fn svg(s: &Stats, title: &str) -> String {
             let shade = 200 - (120.0 * (f.deletions as f64 / f.entries.max(1) as f64)) as i32;
             let _ = writeln!(
                 out,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="32" fill="rgb(70,{shade},180)" stroke="white" stroke-width="0.5"><title>{:06}.sst: {} .. {}, {}, {} entries, {} tombstones</title></rect>"#,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"32\" \
+                 fill=\"rgb(70,{shade},180)\" stroke=\"white\" stroke-width=\"0.5\">\
+                 <title>{:06}.sst: {} .. {}, {}, {} entries, {} tombstones</title></rect>",
                 f.number,
                 xml_escape(&show(&f.smallest_key)),
                 xml_escape(&show(&f.largest_key)),
@@ -239,7 +243,8 @@ pub fn svg(s: &Stats, title: &str) -> String {
             let tx = LEFT + (l.target_bytes as f64 * scale).min(WIDTH);
             let _ = writeln!(
                 out,
-                r#"<line x1="{tx:.1}" y1="{:.1}" x2="{tx:.1}" y2="{:.1}" stroke="red" stroke-dasharray="3,2"/>"#,
+                "<line x1=\"{tx:.1}\" y1=\"{:.1}\" x2=\"{tx:.1}\" y2=\"{:.1}\" stroke=\"red\" \
+                 stroke-dasharray=\"3,2\"/>",
                 y - 3.0,
                 y + 35.0
             );
@@ -247,7 +252,8 @@ pub fn svg(s: &Stats, title: &str) -> String {
     }
     let _ = writeln!(
         out,
-        r#"<text x="10" y="{}" fill="gray">boxes: SST files in key order, width by bytes; red dashes: level targets</text>"#,
+        "<text x=\"10\" y=\"{}\" fill=\"gray\">boxes: SST files in key order, width by bytes; \
+         red dashes: level targets</text>",
         height - 10.0
     );
     out.push_str("</svg>\n");

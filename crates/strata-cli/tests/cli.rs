@@ -131,7 +131,8 @@ fn shell_runs_a_script_from_stdin() {
     let (_t, db) = db_dir();
     let script = format!(
         "open {db}\nput a 1\nput \"b c\" \"two\\x00\"\nput d 4\nget a\nget \"b c\"\nget zz\n\
-         scan a z\nrscan a z 2\ndel a\nget a\nbogus\nput onlykey\nindex btree\nfilter partitioned\nfilter some\nflush\ncompact\nget d\nclose\nget d\nquit\n"
+         scan a z\nrscan a z 2\ndel a\nget a\nbogus\nput onlykey\nindex btree\nfilter partitioned\n\
+         filter some\nflush\ncompact\nget d\nclose\nget d\nquit\n"
     );
     let o = strata_stdin(&["shell"], &script);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -302,7 +303,8 @@ fn interactive_shell_starts_and_leaves_on_ctrl_d() {
         // Written to stderr itself, which `cargo test` shows; it captures `eprintln!`.
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
-            b"SKIPPED: interactive_shell_starts_and_leaves_on_ctrl_d: `script` (util-linux) is not installed\n",
+            b"SKIPPED: interactive_shell_starts_and_leaves_on_ctrl_d: `script` (util-linux) \
+              is not installed\n",
         );
         return;
     }

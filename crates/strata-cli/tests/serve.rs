@@ -291,7 +291,8 @@ fn the_server_keeps_every_acknowledged_write_across_sigkills() {
                 let ok = got == *want || in_flight.is_some_and(|(_, v)| got == *v);
                 assert!(
                     ok,
-                    "cycle {cycle}, writer {id}: {key} is {got:?}, acknowledged {want:?}, in flight {in_flight:?}"
+                    "cycle {cycle}, writer {id}: {key} is {got:?}, acknowledged {want:?}, \
+                     in flight {in_flight:?}"
                 );
                 checked += 1;
             }

@@ -741,7 +741,8 @@ fn resp3_replies_take_their_own_types() {
     let server = start(dir.path(), |_| {});
     let got = raw_exchange(
         server.local_addr(),
-        b"SET k v\r\nHELLO 3\r\nGET missing\r\nMGET k missing\r\nCONFIG GET appendonly\r\nINCRBYFLOAT f 1.5\r\nINFO keyspace\r\nHELLO 2\r\nGET missing\r\nQUIT\r\n",
+        b"SET k v\r\nHELLO 3\r\nGET missing\r\nMGET k missing\r\nCONFIG GET appendonly\r\n\
+          INCRBYFLOAT f 1.5\r\nINFO keyspace\r\nHELLO 2\r\nGET missing\r\nQUIT\r\n",
     );
     let got = String::from_utf8_lossy(&got);
     let modes =

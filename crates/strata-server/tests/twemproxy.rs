@@ -85,7 +85,8 @@ fn two_servers_behind_twemproxy_share_the_keyspace() {
         // Written to stderr itself, which `cargo test` shows; it captures `eprintln!`.
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
-            b"SKIPPED: two_servers_behind_twemproxy_share_the_keyspace: nutcracker is not installed; apt-get install nutcracker\n",
+            b"SKIPPED: two_servers_behind_twemproxy_share_the_keyspace: \
+              nutcracker is not installed; apt-get install nutcracker\n",
         );
         return;
     };
@@ -107,7 +108,9 @@ fn two_servers_behind_twemproxy_share_the_keyspace() {
     std::fs::write(
         &conf,
         format!(
-            "strata:\n  listen: 127.0.0.1:{proxy_port}\n  hash: fnv1a_64\n  distribution: ketama\n  redis: true\n  auto_eject_hosts: false\n  timeout: 2000\n  servers:\n   - {}:1 one\n   - {}:1 two\n",
+            "strata:\n  listen: 127.0.0.1:{proxy_port}\n  hash: fnv1a_64\n  distribution: \
+             ketama\n  redis: true\n  auto_eject_hosts: false\n  timeout: \
+             2000\n  servers:\n   - {}:1 one\n   - {}:1 two\n",
             servers[0].local_addr(),
             servers[1].local_addr()
         ),

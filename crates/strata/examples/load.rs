@@ -57,7 +57,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let elapsed = start.elapsed();
     println!(
-        "loaded {num} random 16-byte keys with {value_size}-byte values, T = {ratio}: {:.1} s, {:.0} ops/s",
+        "loaded {num} random 16-byte keys with {value_size}-byte values, T = {ratio}: \
+         {:.1} s, {:.0} ops/s",
         elapsed.as_secs_f64(),
         num as f64 / elapsed.as_secs_f64()
     );

@@ -18,9 +18,9 @@ pub enum FilterDecision {
 /// when the compaction starts sees it (it is newer than every such snapshot). A snapshot
 /// taken while the compaction runs may see an entry the filter then removes, as with
 /// RocksDB's filters: a filter that removes what a reader could still want must not be used
-/// with snapshots taken meanwhile. Entries that stay in memtables, or in files that compaction has not
-/// rewritten yet, are not shown: a filter makes dead data leave the disk, it does not hide
-/// it from reads, so the reader must still treat such entries as absent by itself.
+/// with snapshots taken meanwhile. Entries that stay in memtables, or in files that compaction
+/// has not rewritten yet, are not shown: a filter makes dead data leave the disk, it does not
+/// hide it from reads, so the reader must still treat such entries as absent by itself.
 ///
 /// `filter` runs on a compaction thread while the job holds no lock; it must not call back
 /// into the database.

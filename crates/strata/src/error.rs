@@ -1,6 +1,7 @@
 //! The one error type of the engine.
 //!
-//! A missing key is `Ok(None)`, never an error. Every variant prints a sentence a person can act on.
+//! A missing key is `Ok(None)`, never an error. Every variant prints a sentence a person can
+//! act on.
 
 use std::path::PathBuf;
 

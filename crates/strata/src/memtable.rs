@@ -43,8 +43,8 @@ use crate::mutex::lock;
 
 const MAX_HEIGHT: usize = 12;
 /// Nodes that wait outside the list before a writer inserts them as one sorted batch: as
-/// many as the list holds (half the memtable's entries), within these bounds. The upper bound caps how long one write,
-/// or one new iterator, spends inserting.
+/// many as the list holds (half the memtable's entries), within these bounds. The upper bound
+/// caps how long one write, or one new iterator, spends inserting.
 const LIST_BATCH: usize = 32768;
 const MAX_LIST_BATCH: usize = 4 * LIST_BATCH;
 /// One in `BRANCHING` nodes of a level also appears in the level above.

@@ -232,7 +232,8 @@ fn crash_cycles() {
         survived += 1;
     }
     eprintln!(
-        "crash_cycles: {survived} crash cycles survived, {next} batches, deepest level {max_level} (seed {seed})"
+        "crash_cycles: {survived} crash cycles survived, {next} batches, \
+         deepest level {max_level} (seed {seed})"
     );
     assert!(next > 0);
 }

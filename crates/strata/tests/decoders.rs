@@ -73,7 +73,11 @@ proptest! {
     }
 
     #[test]
-    fn mutated_real_files_never_panic(which in any::<usize>(), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8), cut in proptest::option::of(any::<usize>())) {
+    fn mutated_real_files_never_panic(
+        which in any::<usize>(),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        cut in proptest::option::of(any::<usize>())
+    ) {
         let s = samples();
         let (name, original) = &s[which % s.len()];
         let mut data = original.clone();

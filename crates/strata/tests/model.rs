@@ -51,14 +51,17 @@ fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => (k.clone(), value_strategy()).prop_map(|(k, v)| Op::Put(k, v)),
         8 => k.clone().prop_map(Op::Delete),
-        6 => proptest::collection::vec((k.clone(), proptest::option::of(value_strategy())), 1..8).prop_map(Op::Batch),
+        6 => proptest::collection::vec((k.clone(), proptest::option::of(value_strategy())), 1..8)
+            .prop_map(Op::Batch),
         15 => k.clone().prop_map(Op::Get),
         5 => proptest::collection::vec(k.clone(), 1..80).prop_map(Op::GetMany),
         5 => (k.clone(), k.clone(), any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
-        5 => (k.clone(), proptest::collection::vec(any::<bool>(), 1..12)).prop_map(|(s, m)| Op::Walk(s, m)),
+        5 => (k.clone(), proptest::collection::vec(any::<bool>(), 1..12))
+            .prop_map(|(s, m)| Op::Walk(s, m)),
         3 => Just(Op::TakeSnapshot),
         4 => (any::<usize>(), k.clone()).prop_map(|(i, k)| Op::ReadSnapshot(i, k)),
-        2 => (any::<usize>(), proptest::collection::vec(k.clone(), 1..40)).prop_map(|(i, ks)| Op::GetManySnapshot(i, ks)),
+        2 => (any::<usize>(), proptest::collection::vec(k.clone(), 1..40))
+            .prop_map(|(i, ks)| Op::GetManySnapshot(i, ks)),
         2 => (any::<usize>(), any::<bool>()).prop_map(|(i, r)| Op::ScanSnapshot(i, r)),
         2 => Just(Op::Flush),
         2 => proptest::option::of((k.clone(), k)).prop_map(Op::Compact),
@@ -321,12 +324,16 @@ proptest! {
     }
 
     #[test]
-    fn engine_matches_model_ratio_10_btree(ops in proptest::collection::vec(op_strategy(60), 1..120)) {
+    fn engine_matches_model_ratio_10_btree(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
         run_ops(&ops, 10, IndexKind::BTree, FilterKind::Whole);
     }
 
     #[test]
-    fn engine_matches_model_partitioned_filters(ops in proptest::collection::vec(op_strategy(60), 1..120)) {
+    fn engine_matches_model_partitioned_filters(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
         run_ops(&ops, 4, IndexKind::BTree, FilterKind::Partitioned);
     }
 }

@@ -154,7 +154,8 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
         }
     }
     eprintln!(
-        "power_loss: {clean} clean and {torn} torn power losses simulated, every synced write kept (seed {seed})"
+        "power_loss: {clean} clean and {torn} torn power losses simulated, \
+         every synced write kept (seed {seed})"
     );
 }
 
@@ -624,7 +625,8 @@ fn stress_mixed_operations_from_many_threads() {
     }
     let s = db.stats();
     eprintln!(
-        "stress: {ops} operations verified in {seconds} s by 4 threads; {} flushes, {} compactions (seed {seed})",
+        "stress: {ops} operations verified in {seconds} s by 4 threads; \
+         {} flushes, {} compactions (seed {seed})",
         s.flushes, s.compactions
     );
     assert!(s.flushes > 0 && s.compactions > 0);

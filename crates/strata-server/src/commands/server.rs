@@ -327,7 +327,8 @@ pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                     Some((_, _, true)) => changes.push(parse_setting(&name, pair[1])?),
                     Some((_, _, false)) => {
                         return Err(format!(
-                            "ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                             can't set immutable config"
                         ));
                     }
                     None => {
@@ -470,7 +471,18 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
         "server" => {
             let _ = write!(
                 o,
-                "# Server\r\nredis_version:{REDIS_VERSION}\r\nstrata_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\nrun_id:{:040x}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:strata\r\n",
+                "# Server\r\n\
+                 redis_version:{REDIS_VERSION}\r\n\
+                 strata_version:{}\r\n\
+                 redis_mode:standalone\r\n\
+                 os:{}\r\n\
+                 arch_bits:64\r\n\
+                 process_id:{}\r\n\
+                 run_id:{:040x}\r\n\
+                 tcp_port:{}\r\n\
+                 uptime_in_seconds:{}\r\n\
+                 uptime_in_days:{}\r\n\
+                 executable:strata\r\n",
                 env!("CARGO_PKG_VERSION"),
                 std::env::consts::OS,
                 std::process::id(),
@@ -483,7 +495,11 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
         "clients" => {
             let _ = write!(
                 o,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nrejected_connections:{}\r\n",
+                "# Clients\r\n\
+                 connected_clients:{}\r\n\
+                 maxclients:{}\r\n\
+                 blocked_clients:0\r\n\
+                 rejected_connections:{}\r\n",
                 c.connected.load(Ordering::Relaxed),
                 shared.max_clients.load(Ordering::Relaxed),
                 c.rejected.load(Ordering::Relaxed)
@@ -498,7 +514,12 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                 + shared.cache.bytes() as u64;
             let _ = write!(
                 o,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_rss:{}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\nhot_cache_bytes:{}\r\n",
+                "# Memory\r\n\
+                 used_memory:{used}\r\n\
+                 used_memory_rss:{}\r\n\
+                 maxmemory:0\r\n\
+                 maxmemory_policy:noeviction\r\n\
+                 hot_cache_bytes:{}\r\n",
                 resident_bytes(),
                 shared.cache.bytes(),
             );
@@ -506,7 +527,12 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
         "persistence" => {
             let _ = write!(
                 o,
-                "# Persistence\r\nloading:0\r\naof_enabled:1\r\nappendfsync:{}\r\nrdb_changes_since_last_save:0\r\nrdb_last_save_time:{}\r\n",
+                "# Persistence\r\n\
+                 loading:0\r\n\
+                 aof_enabled:1\r\n\
+                 appendfsync:{}\r\n\
+                 rdb_changes_since_last_save:0\r\n\
+                 rdb_last_save_time:{}\r\n",
                 match shared.sync_mode() {
                     SyncMode::Always => "always",
                     SyncMode::EverySec => "everysec",
@@ -525,7 +551,18 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
             };
             let _ = write!(
                 o,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\nprotocol_errors:{}\r\nhot_cache_hits:{hits}\r\nhot_cache_misses:{misses}\r\nhot_cache_hit_rate:{rate:.4}\r\nhot_cache_bypassed:{}\r\n",
+                "# Stats\r\n\
+                 total_connections_received:{}\r\n\
+                 total_commands_processed:{}\r\n\
+                 expired_keys:{}\r\n\
+                 keyspace_hits:{}\r\n\
+                 keyspace_misses:{}\r\n\
+                 total_error_replies:{}\r\n\
+                 protocol_errors:{}\r\n\
+                 hot_cache_hits:{hits}\r\n\
+                 hot_cache_misses:{misses}\r\n\
+                 hot_cache_hit_rate:{rate:.4}\r\n\
+                 hot_cache_bypassed:{}\r\n",
                 c.connections_received.load(Ordering::Relaxed),
                 c.commands.load(Ordering::Relaxed),
                 c.expired_keys.load(Ordering::Relaxed),
@@ -541,13 +578,24 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
             );
         }
         "replication" => {
-            o.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_repl_offset:0\r\nrepl_backlog_active:0\r\n");
+            o.push_str(
+                "# Replication\r\n\
+                 role:master\r\n\
+                 connected_slaves:0\r\n\
+                 master_failover_state:no-failover\r\n\
+                 master_repl_offset:0\r\n\
+                 repl_backlog_active:0\r\n",
+            );
         }
         "cpu" => {
             let (user, sys) = cpu_seconds();
             let _ = write!(
                 o,
-                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+                "# CPU\r\n\
+                 used_cpu_sys:{sys:.6}\r\n\
+                 used_cpu_user:{user:.6}\r\n\
+                 used_cpu_sys_children:0.000000\r\n\
+                 used_cpu_user_children:0.000000\r\n"
             );
         }
         "commandstats" => {
@@ -567,7 +615,8 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                 };
                 let _ = write!(
                     o,
-                    "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n",
+                    "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},\
+                     rejected_calls={rejected},failed_calls={failed}\r\n",
                     cmd.name
                 );
             }
@@ -608,7 +657,21 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
             }
             let _ = write!(
                 o,
-                "memtable_bytes:{}\r\nimmutable_memtables:{}\r\nsst_bytes:{}\r\nwal_bytes:{}\r\nwrite_amplification:{:.3}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_hit_rate:{:.4}\r\ntable_pinned_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_compactions:{}\r\nidle_merges:{}\r\nidle_merges_given_up:{}\r\nwrite_stall_micros:{}\r\n",
+                "memtable_bytes:{}\r\n\
+                 immutable_memtables:{}\r\n\
+                 sst_bytes:{}\r\n\
+                 wal_bytes:{}\r\n\
+                 write_amplification:{:.3}\r\n\
+                 block_cache_hits:{}\r\n\
+                 block_cache_misses:{}\r\n\
+                 block_cache_hit_rate:{:.4}\r\n\
+                 table_pinned_bytes:{}\r\n\
+                 flushes:{}\r\n\
+                 compactions:{}\r\n\
+                 read_compactions:{}\r\n\
+                 idle_merges:{}\r\n\
+                 idle_merges_given_up:{}\r\n\
+                 write_stall_micros:{}\r\n",
                 s.memtable_bytes,
                 s.immutable_memtables,
                 s.sst_bytes,

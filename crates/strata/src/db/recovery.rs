@@ -231,7 +231,8 @@ pub(super) fn check_manifest_against_directory(
             &manifest,
             0,
             format!(
-                "the MANIFEST names {wal} as the oldest live WAL, but it is missing: edits after it were lost"
+                "the MANIFEST names {wal} as the oldest live WAL, but it is missing: \
+                 edits after it were lost"
             ),
         ));
     }
