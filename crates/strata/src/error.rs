@@ -43,6 +43,18 @@ pub enum Error {
     /// The database handle was closed.
     #[error("database is closed")]
     Closed,
+    /// A transaction's commit found that another writer wrote a key the transaction read or
+    /// wrote after the transaction began. Nothing of the transaction was written; run it
+    /// again.
+    #[error(
+        "transaction conflict: a key it read or wrote ({}) was written after it began; \
+         retry it",
+        String::from_utf8_lossy(.key)
+    )]
+    Conflict {
+        /// The first key found written since the transaction's snapshot.
+        key: Vec<u8>,
+    },
     /// A file was written by a format version this build does not understand.
     #[error("unsupported format in {}: {reason}", file.display())]
     UnsupportedFormat {
@@ -82,6 +94,11 @@ impl Error {
         matches!(self, Error::Corruption { .. })
     }
 
+    /// True for [`Error::Conflict`]: the transaction wrote nothing and may be retried.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
+    }
+
     /// Rebuild an error with the same meaning for a second caller (errors are not `Clone`
     /// because `std::io::Error` is not).
     pub(crate) fn duplicate(&self) -> Self {
@@ -104,6 +121,7 @@ impl Error {
             Error::Locked(p) => Error::Locked(p.clone()),
             Error::Poisoned(s) => Error::Poisoned(s.clone()),
             Error::Closed => Error::Closed,
+            Error::Conflict { key } => Error::Conflict { key: key.clone() },
             Error::UnsupportedFormat { file, reason } => Error::UnsupportedFormat {
                 file: file.clone(),
                 reason: reason.clone(),

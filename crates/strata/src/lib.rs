@@ -60,7 +60,7 @@ mod version;
 
 pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
-pub use db::{Db, DbIterator, Scan};
+pub use db::{Db, DbIterator, Scan, Transaction};
 pub use error::{Error, Result};
 #[cfg(feature = "test-util")]
 pub use fault::{FaultFs, FaultOp};

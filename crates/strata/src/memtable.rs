@@ -361,8 +361,10 @@ impl Node {
 /// What a point lookup found in a memtable.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Lookup {
-    Found(Vec<u8>),
-    Deleted,
+    /// A value, written at this sequence number.
+    Found(Vec<u8>, SeqNo),
+    /// A deletion, written at this sequence number.
+    Deleted(SeqNo),
     Absent,
 }
 
@@ -719,8 +721,8 @@ impl MemTable {
             {
                 return match p.kind {
                     // SAFETY: as above.
-                    ValueKind::Value => Lookup::Found(unsafe { Node::value(node) }.to_vec()),
-                    ValueKind::Delete => Lookup::Deleted,
+                    ValueKind::Value => Lookup::Found(unsafe { Node::value(node) }.to_vec(), p.seq),
+                    ValueKind::Delete => Lookup::Deleted(p.seq),
                 };
             }
             // SAFETY: as above; Acquire pairs with the Release that published the next node.
@@ -741,8 +743,8 @@ impl MemTable {
         let (found_key, value) = unsafe { (Node::key(node), Node::value(node)) };
         match parse_internal_key(found_key) {
             Some(p) if p.user_key == key => match p.kind {
-                ValueKind::Value => Lookup::Found(value.to_vec()),
-                ValueKind::Delete => Lookup::Deleted,
+                ValueKind::Value => Lookup::Found(value.to_vec(), p.seq),
+                ValueKind::Delete => Lookup::Deleted(p.seq),
             },
             _ => Lookup::Absent,
         }
@@ -842,9 +844,15 @@ mod tests {
         m.add(SeqNo(1), ValueKind::Value, b"k", b"v1");
         m.add(SeqNo(2), ValueKind::Value, b"k", b"v2");
         m.add(SeqNo(3), ValueKind::Delete, b"k", b"");
-        assert_eq!(m.get(b"k", SeqNo(1)), Lookup::Found(b"v1".to_vec()));
-        assert_eq!(m.get(b"k", SeqNo(2)), Lookup::Found(b"v2".to_vec()));
-        assert_eq!(m.get(b"k", SeqNo(3)), Lookup::Deleted);
+        assert_eq!(
+            m.get(b"k", SeqNo(1)),
+            Lookup::Found(b"v1".to_vec(), SeqNo(1))
+        );
+        assert_eq!(
+            m.get(b"k", SeqNo(2)),
+            Lookup::Found(b"v2".to_vec(), SeqNo(2))
+        );
+        assert_eq!(m.get(b"k", SeqNo(3)), Lookup::Deleted(SeqNo(3)));
         assert_eq!(m.get(b"k", SeqNo(0)), Lookup::Absent);
         assert_eq!(m.get(b"j", SeqNo(9)), Lookup::Absent);
     }
@@ -902,7 +910,10 @@ mod tests {
             } else {
                 key.clone().into_bytes()
             };
-            assert_eq!(m.get(key.as_bytes(), SeqNo::MAX), Lookup::Found(want));
+            assert!(
+                matches!(m.get(key.as_bytes(), SeqNo::MAX), Lookup::Found(v, _) if v == want),
+                "{key}"
+            );
         }
         assert!(m.arena_bytes() >= m.approximate_size());
         assert!(m.approximate_size() >= 3 * CHUNK_BYTES);
@@ -1024,7 +1035,7 @@ mod tests {
                         m.add(SeqNo(seq), ValueKind::Value, key.as_bytes(), key.as_bytes());
                         assert!(matches!(
                             m.get(key.as_bytes(), SeqNo::MAX),
-                            Lookup::Found(_)
+                            Lookup::Found(..)
                         ));
                     }
                 })

@@ -16,9 +16,11 @@ mod background;
 mod iter;
 mod read;
 mod recovery;
+mod transaction;
 mod write;
 
 pub use iter::{DbIterator, Scan};
+pub use transaction::Transaction;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

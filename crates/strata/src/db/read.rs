@@ -15,13 +15,31 @@ use crate::version::{Probes, ReadCompaction};
 pub(super) const GET_MANY_BATCH: usize = 32;
 
 impl DbInner {
+    /// The sequence number of the newest entry (value or deletion) of `key` in the whole
+    /// tree, or `None` when the key was never written (or its history compacted away, which
+    /// happens only to entries older than every snapshot). Exact: it reads the memtables and
+    /// then the tables, as a lookup of the newest version does.
+    pub(super) fn newest_seq(&self, key: &[u8]) -> Result<Option<SeqNo>> {
+        let sv = self.super_version();
+        for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            match m.get(key, SeqNo::MAX) {
+                Lookup::Found(_, seq) | Lookup::Deleted(seq) => return Ok(Some(seq)),
+                Lookup::Absent => {}
+            }
+        }
+        let found = sv
+            .version
+            .get(&lookup_key(key, SeqNo::MAX), key, true, &mut None)?;
+        Ok(found.map(|e| e.seq))
+    }
+
     pub(super) fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
         let seq = self.read_seq(options);
         let sv = self.super_version();
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match m.get(key, seq) {
-                Lookup::Found(v) => return Ok(Some(v)),
-                Lookup::Deleted => return Ok(None),
+                Lookup::Found(v, _) => return Ok(Some(v)),
+                Lookup::Deleted(_) => return Ok(None),
                 Lookup::Absent => {}
             }
         }
@@ -78,11 +96,12 @@ impl DbInner {
                 }
                 for (k, o) in keys.iter().zip(out.iter_mut()).filter(|(_, o)| o.is_none()) {
                     *o = match m.get(k, seq) {
-                        Lookup::Found(value) => Some(Ok(Some(TableEntry {
+                        Lookup::Found(value, seq) => Some(Ok(Some(TableEntry {
                             kind: ValueKind::Value,
                             value,
+                            seq,
                         }))),
-                        Lookup::Deleted => Some(Ok(None)),
+                        Lookup::Deleted(_) => Some(Ok(None)),
                         Lookup::Absent => None,
                     };
                 }

@@ -55,6 +55,13 @@ fn yield_until_done(w: &Writer) -> bool {
 /// replaces the WAL, which only the write leader touches.
 pub(super) enum QueuedWrite {
     Batch(WriteBatch),
+    /// A transaction's writes, written only if none of `keys` was written after `snapshot`.
+    /// It forms a group of its own, so that the check sees every write before it.
+    Checked {
+        batch: WriteBatch,
+        snapshot: SeqNo,
+        keys: Vec<Vec<u8>>,
+    },
     /// Turn the active memtable immutable (for `flush` and the age timer).
     SwitchMemtable,
 }
@@ -116,19 +123,38 @@ impl DbInner {
         let mut bytes = 0usize;
         let mut sync_group = false;
         let first_size = match &w.kind {
-            QueuedWrite::Batch(b) => b.approximate_size(),
+            QueuedWrite::Batch(b) | QueuedWrite::Checked { batch: b, .. } => b.approximate_size(),
             QueuedWrite::SwitchMemtable => 0,
         };
+        if let QueuedWrite::Checked { snapshot, keys, .. } = &w.kind {
+            // Every group before this one is in the memtables, and none can follow while this
+            // writer leads: the check sees every write before its own. It reads tables, so
+            // it runs without the state lock.
+            drop(st);
+            let checked = self.check_unwritten_since(keys, *snapshot);
+            st = lock(&self.state);
+            if let Err(e) = checked {
+                st.queue.pop_front();
+                self.writer_cv.notify_all();
+                return Err(e);
+            }
+            group.push(w.clone());
+            bytes = first_size;
+            sync_group = w.sync;
+        }
         // Small writes do not wait behind a large group.
         let limit = if first_size <= 128 << 10 {
             first_size + (128 << 10)
         } else {
             MAX_GROUP_BYTES
         };
-        for cand in st.queue.iter() {
+        for cand in st.queue.iter().skip(group.len()) {
             let QueuedWrite::Batch(b) = &cand.kind else {
                 break;
             };
+            if matches!(w.kind, QueuedWrite::Checked { .. }) {
+                break;
+            }
             if !group.is_empty()
                 && (bytes + b.approximate_size() > limit || (cand.sync && !sync_group))
             {
@@ -144,7 +170,9 @@ impl DbInner {
         let count: u64 = group
             .iter()
             .map(|g| match &g.kind {
-                QueuedWrite::Batch(b) => u64::from(b.count()),
+                QueuedWrite::Batch(b) | QueuedWrite::Checked { batch: b, .. } => {
+                    u64::from(b.count())
+                }
                 QueuedWrite::SwitchMemtable => 0,
             })
             .sum();
@@ -209,6 +237,18 @@ impl DbInner {
         st
     }
 
+    /// A transaction's commit check: `Err(Conflict)` when any of `keys` has an entry newer
+    /// than `snapshot`. Runs as the leader, so that no write can come between the check and
+    /// the transaction's own.
+    fn check_unwritten_since(&self, keys: &[Vec<u8>], snapshot: SeqNo) -> Result<()> {
+        for key in keys {
+            if self.newest_seq(key)?.is_some_and(|seq| seq > snapshot) {
+                return Err(Error::Conflict { key: key.clone() });
+            }
+        }
+        Ok(())
+    }
+
     /// Logs a group and inserts it into the memtable. Runs as the leader, without `state`.
     pub(super) fn write_group(
         &self,
@@ -221,7 +261,7 @@ impl DbInner {
         let merged;
         let batch: &WriteBatch = match group {
             [only] => match &only.kind {
-                QueuedWrite::Batch(b) => b,
+                QueuedWrite::Batch(b) | QueuedWrite::Checked { batch: b, .. } => b,
                 QueuedWrite::SwitchMemtable => return Ok(()),
             },
             _ => {

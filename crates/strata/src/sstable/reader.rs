@@ -145,6 +145,8 @@ impl RootIndex {
 pub(crate) struct TableEntry {
     pub kind: crate::key::ValueKind,
     pub value: Vec<u8>,
+    /// The sequence number the entry was written at.
+    pub seq: crate::key::SeqNo,
 }
 
 fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
@@ -577,6 +579,7 @@ impl Table {
         Ok(Some(TableEntry {
             kind: parsed.kind,
             value: it.value().to_vec(),
+            seq: parsed.seq,
         }))
     }
 
