@@ -24,16 +24,16 @@ figures() {
 echo "soak at $(git rev-parse --short HEAD): $cycles cycles, fuzz targets $fuzz_runs runs or $fuzz_seconds s each" | tee "$log"
 
 echo "== SIGKILL cycles (engine)"
-STRATA_CRASH_CYCLES=$cycles cargo test -q --release -p strata --test crash -- --nocapture 2>&1 |
+STRATA_CRASH_CYCLES=$cycles cargo test --release -p strata --test crash -- --nocapture 2>&1 |
   figures "^crash_cycles|panicked|FAILED" | tee -a "$log"
 
 echo "== SIGKILL cycles (server)"
-STRATA_SERVER_CRASH_CYCLES=$(( (cycles + 9) / 10 )) cargo test -q --release -p strata-cli --test serve across_sigkills -- --nocapture 2>&1 |
+STRATA_SERVER_CRASH_CYCLES=$(( (cycles + 9) / 10 )) cargo test --release -p strata-cli --test serve across_sigkills -- --nocapture 2>&1 |
   figures "^server crash|panicked|FAILED" | tee -a "$log"
 
 echo "== power losses, fault sweep, corruption sweep"
-# The power-loss test simulates 40 clean and 40 torn losses per unit of scale.
-STRATA_RELIABILITY_SCALE=$(( (cycles + 39) / 40 )) cargo test -q --release -p strata --test reliability -- --nocapture --test-threads=1 2>&1 |
+# The power-loss test simulates 60 clean and 60 torn losses per unit of scale.
+STRATA_RELIABILITY_SCALE=$(( (cycles + 59) / 60 )) cargo test --release -p strata --test reliability -- --nocapture --test-threads=1 2>&1 |
   figures "^(power_loss|fault injection|corruption|stress):|panicked|FAILED" | tee -a "$log"
 
 echo "== fuzz targets, checksum checks off"

@@ -21,6 +21,8 @@ pub enum FaultOp {
     Append,
     /// `WritableFile::sync`.
     Sync,
+    /// `WritableFile::flush`: where buffered bytes reach the operating system.
+    Flush,
     /// `FileSystem::create`.
     Create,
     /// `FileSystem::rename`.
@@ -35,12 +37,13 @@ pub enum FaultOp {
 
 impl FaultOp {
     /// Every kind, in a fixed order.
-    pub const ALL: [FaultOp; 7] = OPS;
+    pub const ALL: [FaultOp; 8] = OPS;
 }
 
-const OPS: [FaultOp; 7] = [
+const OPS: [FaultOp; 8] = [
     FaultOp::Append,
     FaultOp::Sync,
+    FaultOp::Flush,
     FaultOp::Create,
     FaultOp::Rename,
     FaultOp::Remove,
@@ -69,8 +72,8 @@ struct State {
     gate_cv: std::sync::Condvar,
     /// Creates waiting at the gate now.
     held: AtomicU64,
-    armed: Mutex<[Armed; 7]>,
-    calls: [AtomicU64; 7],
+    armed: Mutex<[Armed; 8]>,
+    calls: [AtomicU64; 8],
     faults: AtomicU64,
     disk_full: AtomicBool,
 }
@@ -113,7 +116,7 @@ impl FaultFs {
         }
     }
 
-    fn armed(&self) -> std::sync::MutexGuard<'_, [Armed; 7]> {
+    fn armed(&self) -> std::sync::MutexGuard<'_, [Armed; 8]> {
         self.state.armed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -277,13 +280,16 @@ impl WritableFile for FaultWritable {
             Verdict::Pass => self.inner.append(data),
             Verdict::Fail => Err(self.fs.error(FaultOp::Append)),
             Verdict::Short(p) => {
+                // A short write(2): the bytes it took are in the operating system's hands.
                 let n = data.len() * usize::from(p) / 100;
                 self.inner.append(data.get(..n).unwrap_or_default())?;
+                self.inner.flush()?;
                 Err(self.fs.error(FaultOp::Append))
             }
         }
     }
     fn flush(&mut self) -> io::Result<()> {
+        self.fs.gate(FaultOp::Flush)?;
         self.inner.flush()
     }
     fn sync(&mut self) -> io::Result<()> {

@@ -45,6 +45,13 @@ mod fault;
 mod fs;
 #[doc(hidden)]
 pub mod fuzz;
+
+// Turns every checksum check off: for the fuzz targets alone, which cargo-fuzz builds with
+// `--cfg fuzzing`.
+#[cfg(all(feature = "fuzz-skip-checksums", not(fuzzing)))]
+compile_error!(
+    "the feature fuzz-skip-checksums is for the fuzz targets (built with --cfg fuzzing)"
+);
 pub mod inspect;
 mod iter;
 mod key;

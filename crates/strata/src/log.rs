@@ -20,11 +20,15 @@
 //!
 //! One more crash artefact: a power loss keeps unsynced bytes a page at a time, in no order
 //! (the page cache writes dirty pages back when it likes), so a page in the unsynced tail
-//! may come back holding only its start, or nothing, while a later page came back whole.
-//! A damaged record where zeros run from a byte inside it to the end of a 4 KiB page is
-//! taken for such a page, and the log ends there. Every record after it was written after
-//! the last sync, or that sync would have written the page. The price: a record damaged
-//! on the medium whose own bytes end a page with zeros reads as a tear too.
+//! may come back as it was at the last sync, or empty, while a later page came back whole.
+//! A damaged record is taken for such a page, and the log ends there, when the part of it
+//! in some 4 KiB page is zero from the record's first byte to the page's end, or when a
+//! whole page inside it is zero. Every record after it was written after the last sync, or
+//! that sync would have written the page. What this costs: a record whose own bytes are
+//! zero over a whole page (a value of zeros), or a synced page the disk returns as zeros,
+//! reads as a tear when damaged, and the log silently ends there; and a page written back
+//! in the middle of a record and then lost reads as corruption (open with
+//! [`RecoveryMode::Salvage`] to keep what comes before it).
 
 #![deny(clippy::indexing_slicing)]
 
@@ -175,21 +179,22 @@ enum Next<'a> {
 /// The unit in which a power loss keeps or loses unsynced bytes.
 const PAGE_BYTES: usize = 4096;
 
-/// True when zeros run from a byte in `data[start..end]` to the end of its page (or of the
-/// data): a page that a power loss kept only the start of, or none of.
+/// True when the record at `data[start..end]` lies in a page that a power loss returned as
+/// of the last sync: zero from `start` to the end of `start`'s page, or zero over a whole
+/// page (or to the end of the data) that begins inside the record.
 fn in_a_lost_page(data: &[u8], start: usize, end: usize) -> bool {
     let end = end.min(data.len());
-    let mut page = start - start % PAGE_BYTES;
+    let all_zero = |from: usize, to: usize| {
+        data.get(from..to)
+            .is_some_and(|b| !b.is_empty() && b.iter().all(|&x| x == 0))
+    };
+    let first_page_end = (start - start % PAGE_BYTES + PAGE_BYTES).min(data.len());
+    if all_zero(start, first_page_end) {
+        return true;
+    }
+    let mut page = first_page_end;
     while page < end {
-        let page_end = (page + PAGE_BYTES).min(data.len());
-        let zeros = data
-            .get(page.max(start)..page_end)
-            .unwrap_or_default()
-            .iter()
-            .rev()
-            .take_while(|&&b| b == 0)
-            .count();
-        if zeros > 0 && page_end - zeros < end {
+        if all_zero(page, (page + PAGE_BYTES).min(data.len())) {
             return true;
         }
         page += PAGE_BYTES;
@@ -388,8 +393,10 @@ mod tests {
         let starts: Vec<usize> = (0..records.len())
             .map(|i| i * (HEADER_BYTES + 300))
             .collect();
-        // The second page lost (whole, or from a point inside it), the third kept.
-        for lost_from in [PAGE_BYTES, PAGE_BYTES + 1000, 2 * PAGE_BYTES - 1] {
+        // The second page lost whole, or from the first record that starts in it (as it was
+        // at a sync there); the third page kept.
+        let first_in_second = starts.iter().copied().find(|&s| s >= PAGE_BYTES).unwrap();
+        for lost_from in [PAGE_BYTES, first_in_second] {
             let mut data = whole.clone();
             data[lost_from..2 * PAGE_BYTES].fill(0);
             let c = read_log(Path::new("log"), &data, RecoveryMode::Strict)
@@ -404,14 +411,48 @@ mod tests {
             }
             assert!(c.torn_tail_bytes > 0);
         }
-        // Zeros that stop short of a page boundary are damage.
-        let mut data = whole.clone();
-        data[PAGE_BYTES + 100..PAGE_BYTES + 200].fill(0);
-        assert!(
-            read_log(Path::new("log"), &data, RecoveryMode::Strict)
-                .err()
-                .is_some_and(|e| e.is_corruption())
-        );
+        // Damage that does not look like a lost page is corruption: zeros that stop short of
+        // a page's end; zeros from inside a record (not its start) to a page's end.
+        for (from, to) in [
+            (PAGE_BYTES + 100, PAGE_BYTES + 200),
+            (first_in_second + 5, 2 * PAGE_BYTES),
+        ] {
+            let mut data = whole.clone();
+            data[from..to].fill(0);
+            assert!(
+                read_log(Path::new("log"), &data, RecoveryMode::Strict)
+                    .err()
+                    .is_some_and(|e| e.is_corruption()),
+                "zeros at {from}..{to}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bit_flip_in_a_record_that_ends_a_page_with_a_zero_is_corruption() {
+        // Records of 300 bytes whose payload is zero at the page boundary they straddle.
+        let records: Vec<Vec<u8>> = (0..30u8)
+            .map(|i| {
+                (0..300)
+                    .map(|j| if j % 50 == 0 { 0 } else { i + 1 })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let mut data = write_log(&refs);
+        let straddler = (0..records.len())
+            .map(|i| i * (HEADER_BYTES + 300))
+            .find(|s| s + HEADER_BYTES + 300 > PAGE_BYTES)
+            .unwrap();
+        data[PAGE_BYTES - 1] = 0;
+        data[PAGE_BYTES + 10] ^= 0x04;
+        let err = read_log(Path::new("log"), &data, RecoveryMode::Strict)
+            .err()
+            .expect("the flip must be reported, not read as a tear");
+        match err {
+            Error::Corruption { offset, .. } => assert_eq!(offset, straddler as u64),
+            other => panic!("{other}"),
+        }
     }
 }
 

@@ -150,12 +150,18 @@ fn drop_without_close_keeps_everything_acknowledged() {
 fn process_crash_keeps_unsynced_acknowledged_writes() {
     let fs = MemFs::new();
     let db = Db::open("/db", common::tiny_options(Some(fs.clone()), 10)).unwrap();
+    let mut want = BTreeMap::new();
     for i in 0..500u32 {
-        db.put(format!("k{i:05}").as_bytes(), b"v").unwrap();
+        let (k, v) = (
+            format!("k{i:05}").into_bytes(),
+            format!("v{i}").into_bytes(),
+        );
+        db.put(&k, &v).unwrap();
+        want.insert(k, v);
     }
     let crashed = fs.process_crash_copy();
     let db2 = Db::open("/db", common::tiny_options(Some(crashed), 10)).unwrap();
-    assert_eq!(common::dump(&db2).len(), 500);
+    assert_eq!(common::dump(&db2), want);
     drop(db);
 }
 
@@ -195,7 +201,10 @@ fn power_loss_keeps_every_write_of_concurrent_synced_writers() {
             std::thread::spawn(move || {
                 for i in 0..150u32 {
                     let mut b = WriteBatch::new();
-                    b.put(format!("w{w}-{i:04}").as_bytes(), b"v");
+                    b.put(
+                        format!("w{w}-{i:04}").as_bytes(),
+                        format!("{w}.{i}").as_bytes(),
+                    );
                     db.write(b, WriteOptions { sync: true }).unwrap();
                 }
             })
@@ -210,7 +219,17 @@ fn power_loss_keeps_every_write_of_concurrent_synced_writers() {
     db.write(b, WriteOptions { sync: true }).unwrap();
     let after = fs.power_loss_copy();
     let db2 = Db::open("/db", common::tiny_options(Some(after), 10)).unwrap();
-    assert_eq!(common::dump(&db2).len(), 4 * 150 + 1);
+    let mut want: BTreeMap<Vec<u8>, Vec<u8>> = (0..4u32)
+        .flat_map(|w| (0..150u32).map(move |i| (w, i)))
+        .map(|(w, i)| {
+            (
+                format!("w{w}-{i:04}").into_bytes(),
+                format!("{w}.{i}").into_bytes(),
+            )
+        })
+        .collect();
+    want.insert(b"last".to_vec(), b"v".to_vec());
+    assert_eq!(common::dump(&db2), want);
 }
 
 fn wal_files(fs: &MemFs) -> Vec<String> {

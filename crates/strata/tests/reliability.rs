@@ -106,8 +106,8 @@ fn verify_prefix(db: &Db, seed: u64, min_batches: u64, max_batches: u64, context
 fn power_loss_at_random_moments_keeps_every_synced_write() {
     let seed = common::seed("power_loss");
     let mut rng = common::Rng(seed);
-    let rounds = 40 * scale();
-    let (mut clean, mut torn) = (0u64, 0u64);
+    let rounds = 60 * scale();
+    let (mut clean, mut torn, mut holes) = (0u64, 0u64, 0u64);
     for round in 0..rounds {
         let mem = MemFs::new();
         // Every other round, a write buffer of 64 KiB: logs of many pages, which a torn
@@ -123,7 +123,8 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
         let mut last_synced: Option<u64> = None;
         let mut copies = Vec::new();
         for i in 0..total {
-            let sync = rng.chance(15);
+            // The large-buffer rounds sync rarely, so that their unsynced tails span pages.
+            let sync = rng.chance(if round % 2 == 1 { 2 } else { 15 });
             db.write(to_batch(&batch_ops(seed, i)), WriteOptions { sync })
                 .unwrap();
             if sync {
@@ -142,6 +143,9 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
             }
         }
         drop(db);
+        if let [(_, clean_copy, ..), (_, torn_copy, ..)] = &copies[..] {
+            holes += u64::from(has_a_hole(clean_copy, torn_copy));
+        }
         for (how, after, synced, issued) in copies {
             let context = format!("round {round}, {how} power loss (seed {seed})");
             let db =
@@ -154,9 +158,42 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
         }
     }
     eprintln!(
-        "power_loss: {clean} clean and {torn} torn power losses simulated, \
-         every synced write kept (seed {seed})"
+        "power_loss: {clean} clean and {torn} torn power losses simulated ({holes} torn WALs \
+         with a lost page before a kept one), every synced write kept (seed {seed})"
     );
+    assert!(
+        holes > 0,
+        "no torn copy had a hole: the torn simulation tested nothing new"
+    );
+}
+
+/// True when some WAL of `torn` has a page lost (zero past what the clean copy kept) before
+/// a page that was kept.
+fn has_a_hole(clean: &MemFs, torn: &MemFs) -> bool {
+    const PAGE: usize = 4096;
+    let dir = Path::new("/db");
+    torn.list(dir)
+        .unwrap()
+        .iter()
+        .filter(|n| n.ends_with(".wal"))
+        .any(|name| {
+            let path = dir.join(name);
+            let kept = clean.read_all(&path).unwrap_or_default();
+            let synced = kept.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            let data = torn.read_all(&path).unwrap();
+            let mut lost = false;
+            let mut page = synced - synced % PAGE;
+            while page < data.len() {
+                let part = &data[page.max(synced)..(page + PAGE).min(data.len())];
+                if part.iter().all(|&b| b == 0) {
+                    lost = true;
+                } else if lost {
+                    return true;
+                }
+                page += PAGE;
+            }
+            false
+        })
 }
 
 /// What a workload run against faults got acknowledged.
@@ -253,11 +290,13 @@ fn a_fault_at_every_io_call_site_loses_nothing_acknowledged() {
             let (acked, db) = faulty_workload(&fault, seed, batches);
             // The process dies now, or the power fails, with the files as the fault left
             // them and the database still open.
-            let copies = [
+            let mut copies = vec![
                 ("crash", mem.process_crash_copy(), acked.written),
                 ("power loss", mem.power_loss_copy(), acked.synced),
             ];
+            // And the files as the database left them when it was closed after the fault.
             drop(db);
+            copies.push(("close", mem.process_crash_copy(), acked.written));
             let context = format!(
                 "{kind:?}{} fault at call {n} of {calls}",
                 if short { " short write" } else { "" }
@@ -337,6 +376,7 @@ fn reads_match(db: &Db, expect: &Model, path: &Path) -> std::result::Result<bool
         }
     }
     for reverse in [false, true] {
+        let mut scan_failed = false;
         let mut want: Vec<(&Vec<u8>, &Vec<u8>)> = expect.iter().collect();
         if reverse {
             want.reverse();
@@ -358,11 +398,12 @@ fn reads_match(db: &Db, expect: &Model, path: &Path) -> std::result::Result<bool
                 Err(e) => {
                     names_file(&e, path)?;
                     reported = true;
+                    scan_failed = true;
                     break;
                 }
             }
         }
-        if !reported && want.next().is_some() {
+        if !scan_failed && want.next().is_some() {
             return Err(format!("scan (reverse: {reverse}) ended early"));
         }
     }
@@ -495,6 +536,12 @@ fn corruption_anywhere_is_reported_never_misread() {
     }
     for ((kind, verdict), n) in &tally {
         eprintln!("corruption: {kind}: {n} damaged copies {verdict:?}");
+    }
+    for kind in ["CURRENT", "MANIFEST", "SST", "WAL"] {
+        assert!(
+            tally.keys().any(|(k, _)| *k == kind),
+            "no {kind} file was damaged: the database lacks one"
+        );
     }
     eprintln!(
         "corruption: {injected} damaged copies, {} misses",
