@@ -70,7 +70,7 @@ pub(crate) struct Compaction {
     /// `level + 1`, or `level` itself when a manual compaction rewrites a level in place.
     pub output_level: usize,
     pub inputs: Vec<Arc<FileMeta>>,
-    /// Whole levels between `level` and `output_level`, merged too (only when settling).
+    /// Whole levels between `level` and `output_level`, merged too (only in an idle merge).
     pub between: Vec<(usize, Vec<Arc<FileMeta>>)>,
     pub next_inputs: Vec<Arc<FileMeta>>,
     /// The version the inputs were chosen from (kept alive while the job runs).
@@ -78,7 +78,7 @@ pub(crate) struct Compaction {
     /// Asked for by reads (see `FileMeta::charge_read`), not by a level's size.
     pub for_reads: bool,
     /// Merges the whole tree once writes stopped ([`idle_merge`]); a write gives it up.
-    pub settling: bool,
+    pub idle_merge: bool,
 }
 
 impl Compaction {
@@ -171,7 +171,7 @@ pub(crate) fn idle_merge(v: &Arc<Version>, targets: &LevelTargets) -> Option<Com
         next_inputs: v.levels[output].clone(),
         version: v.clone(),
         for_reads: false,
-        settling: true,
+        idle_merge: true,
     })
 }
 
@@ -263,7 +263,7 @@ pub(crate) fn with_next_level(
         next_inputs,
         version: v.clone(),
         for_reads: false,
-        settling: false,
+        idle_merge: false,
     }
 }
 
@@ -579,7 +579,7 @@ mod tests {
             (2, "a", "z", 600),
         ]);
         let c = idle_merge(&v, &targets).expect("out of shape");
-        assert_eq!((c.level, c.output_level, c.settling), (0, 2, true));
+        assert_eq!((c.level, c.output_level, c.idle_merge), (0, 2, true));
         let numbers: Vec<u64> = c.input_files().map(|(_, f)| f.number.0).collect();
         assert_eq!(numbers, [1, 2, 3, 4]);
         let levels: Vec<usize> = c.input_files().map(|(l, _)| l).collect();

@@ -44,9 +44,9 @@ pub trait RandomAccessFile: Send + Sync {
 pub struct FileMap {
     ptr: *const u8,
     len: usize,
-    /// Heap bytes the mapping points into, for a file system that keeps files in memory;
-    /// `None` for a mapping made by `mmap`.
-    heap: Option<Box<[u8]>>,
+    /// True when `ptr` and `len` are a heap allocation this value owns (a file system that
+    /// keeps files in memory), false for a mapping made by `mmap`.
+    heap: bool,
 }
 
 // SAFETY: the mapping is read-only and lives until drop; shared reads from many threads are
@@ -79,17 +79,22 @@ impl FileMap {
         (p != libc::MAP_FAILED).then(|| FileMap {
             ptr: p.cast::<u8>().cast_const(),
             len,
-            heap: None,
+            heap: false,
         })
     }
 
     /// A mapping of bytes held in memory; `None` when there are none.
     fn from_heap(bytes: Box<[u8]>) -> Option<FileMap> {
-        (!bytes.is_empty()).then(|| FileMap {
-            // Moving the box does not move its bytes, so the pointer stays good.
-            ptr: bytes.as_ptr(),
-            len: bytes.len(),
-            heap: Some(bytes),
+        if bytes.is_empty() {
+            return None;
+        }
+        let len = bytes.len();
+        // The allocation is ours from here until drop, which gives it back.
+        let ptr = Box::into_raw(bytes).cast::<u8>().cast_const();
+        Some(FileMap {
+            ptr,
+            len,
+            heap: true,
         })
     }
 
@@ -102,7 +107,7 @@ impl FileMap {
     /// Drops the process's hold on the mapping's pages: they leave its resident set (the page
     /// cache keeps them) and come back on the next touch.
     pub fn release_resident(&self) {
-        if self.heap.is_some() {
+        if self.heap {
             return;
         }
         #[cfg(target_os = "linux")]
@@ -116,7 +121,11 @@ impl FileMap {
 
 impl Drop for FileMap {
     fn drop(&mut self) {
-        if self.heap.is_some() {
+        if self.heap {
+            let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.cast_mut(), self.len);
+            // SAFETY: `ptr` and `len` came from `Box::into_raw` of a `Box<[u8]>` in
+            // `from_heap`, and are given back once, here.
+            drop(unsafe { Box::from_raw(slice) });
             return;
         }
         #[cfg(target_os = "linux")]

@@ -483,8 +483,9 @@ impl MemTable {
         let bucket = self.bucket(key);
         let mut head = bucket.load(Ordering::Acquire);
         loop {
-            // SAFETY: `node` is published in the list but its `hash_next` is ours alone until
-            // the CAS below publishes it in the bucket.
+            // SAFETY: this thread made `node` and nothing else can reach it yet: it is in no
+            // bucket and not in the list, so its `hash_next` is ours until the CAS below
+            // publishes it in the bucket.
             unsafe { (*node).hash_next.store(head, Ordering::Relaxed) };
             // Release: a reader that finds the node through the bucket sees its contents.
             match bucket.compare_exchange_weak(head, node, Ordering::Release, Ordering::Acquire) {

@@ -219,7 +219,7 @@ impl DbInner {
             st.idle_mark = (st.last_allocated, Instant::now());
             return st;
         }
-        let quiet = after.saturating_mul(1 << st.idle_merges_given_up.min(6));
+        let quiet = after.saturating_mul(1 << st.idle_merges_given_up_in_a_row.min(6));
         if st.idle_merge_requested
             || st.bg_error.is_some()
             || !st.imm.is_empty()
@@ -320,10 +320,10 @@ impl DbInner {
             .snapshots
             .oldest(|| SeqNo(self.visible.load(Ordering::Acquire)));
         let alloc = || self.new_file_number();
-        // A settling merge gives way to the first write after it started: the writes would
+        // An idle merge gives way to the first write after it started: the writes would
         // otherwise pile up in level 0 behind a job that rewrites the whole tree.
         let started_at = self.visible.load(Ordering::Acquire);
-        let cancel = || c.settling && self.visible.load(Ordering::Acquire) != started_at;
+        let cancel = || c.idle_merge && self.visible.load(Ordering::Acquire) != started_at;
         let ctx = JobContext {
             store: &self.store,
             table_options: &self.table_options,
@@ -348,7 +348,7 @@ impl DbInner {
         let job = match job {
             Ok(Some(j)) => j,
             Ok(None) => {
-                st.idle_merges_given_up += 1;
+                st.idle_merges_given_up_in_a_row += 1;
                 self.counters
                     .idle_merges_given_up
                     .fetch_add(1, Ordering::Relaxed);
@@ -363,8 +363,8 @@ impl DbInner {
         // If logging fails the outputs stay: the MANIFEST may hold the edit, and the next
         // open removes whatever no version references.
         self.log_and_apply(&mut st, job.edit)?;
-        if c.settling {
-            st.idle_merges_given_up = 0;
+        if c.idle_merge {
+            st.idle_merges_given_up_in_a_row = 0;
             self.counters.idle_merges.fetch_add(1, Ordering::Relaxed);
         }
         let c = &self.counters;
@@ -462,7 +462,7 @@ impl DbInner {
                     next_inputs: Vec::new(),
                     version: v.clone(),
                     for_reads: false,
-                    settling: false,
+                    idle_merge: false,
                 }
             };
             self.run_compaction(&c, false)?;

@@ -5,7 +5,8 @@
 //! - `write.rs`: the write path, group commit into the WAL and the memtable;
 //! - `read.rs`: point lookups over a super-version;
 //! - `iter.rs`: iterators over the whole database;
-//! - `background.rs`: the flush and compaction threads, and deleting obsolete files.
+//! - `background.rs`: the flush and compaction threads, and deleting obsolete files;
+//! - `transaction.rs`: optimistic transactions.
 //!
 //! Locking: `DbInner::state` guards the version set, the memtable list and the writer queue.
 //! Only the write leader does WAL I/O, holding `wal` but not `state`. Readers take an `Arc` of
@@ -84,7 +85,7 @@ struct State {
     /// Idle merges that writes gave up since the last that finished. Each doubles the quiet
     /// time the next one waits for, so that a trickle of writes a few seconds apart does not
     /// start and abandon a merge of the whole tree again and again.
-    idle_merges_given_up: u32,
+    idle_merges_given_up_in_a_row: u32,
 }
 
 #[derive(Default)]

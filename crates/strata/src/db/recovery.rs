@@ -146,7 +146,7 @@ impl Db {
             last_sync_group: 0,
             idle_mark: (SeqNo(0), Instant::now()),
             idle_merge_requested: false,
-            idle_merges_given_up: 0,
+            idle_merges_given_up_in_a_row: 0,
         };
         let inner = Arc::new(DbInner {
             targets: LevelTargets {
