@@ -178,8 +178,8 @@ struct Writer {
     in_flight: Vec<(String, Option<String>)>,
 }
 
-/// Writes from one connection until the server goes away: SET, MSET, DEL and INCR on keys of
-/// its own, each recorded once its reply came.
+/// Writes from one connection until the server goes away: SET, MSET, DEL, INCR and a
+/// MULTI/EXEC transaction of two SETs on keys of its own, each recorded once its reply came.
 fn write_until_killed(port: u16, id: usize, start: u64, w: &mut Writer) {
     let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
         return;
@@ -196,6 +196,26 @@ fn write_until_killed(port: u16, id: usize, start: u64, w: &mut Writer) {
         let value = format!("{n}");
         let mut cmd;
         let changes: Vec<(String, Option<String>)>;
+        if x % 5 == 4 {
+            let (a, b) = (key(x >> 8), format!("w{id}:t{}", (x >> 20) % 50));
+            w.in_flight = vec![
+                (a.clone(), Some(format!("{value}x"))),
+                (b.clone(), Some(format!("{value}y"))),
+            ];
+            let done: redis::RedisResult<()> = redis::pipe()
+                .atomic()
+                .set(&a, format!("{value}x"))
+                .ignore()
+                .set(&b, format!("{value}y"))
+                .ignore()
+                .query(&mut c);
+            if done.is_err() {
+                return;
+            }
+            let changes = std::mem::take(&mut w.in_flight);
+            w.acked.extend(changes);
+            continue;
+        }
         match x % 4 {
             0 => {
                 cmd = redis::cmd("SET");
@@ -286,16 +306,31 @@ fn the_server_keeps_every_acknowledged_write_across_sigkills() {
         let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
         for (id, w) in writers.iter_mut().enumerate() {
             for (key, want) in &w.acked {
+                if w.in_flight.iter().any(|(k, _)| k == key) {
+                    continue;
+                }
                 let got: Option<String> = c.get(key).unwrap();
-                let in_flight = w.in_flight.iter().find(|(k, _)| k == key);
-                let ok = got == *want || in_flight.is_some_and(|(_, v)| got == *v);
-                assert!(
-                    ok,
-                    "cycle {cycle}, writer {id}: {key} is {got:?}, acknowledged {want:?}, \
-                     in flight {in_flight:?}"
+                assert_eq!(
+                    got, *want,
+                    "cycle {cycle}, writer {id}: {key}, acknowledged {want:?}"
                 );
                 checked += 1;
             }
+            // The write in flight is there whole (every key new) or not at all (every key as
+            // acknowledged before it).
+            let now: Vec<Option<String>> =
+                w.in_flight.iter().map(|(k, _)| c.get(k).unwrap()).collect();
+            let whole = w.in_flight.iter().zip(&now).all(|((_, v), got)| got == v);
+            let none = w
+                .in_flight
+                .iter()
+                .zip(&now)
+                .all(|((k, _), got)| *got == w.acked.get(k).cloned().flatten());
+            assert!(
+                whole || none,
+                "cycle {cycle}, writer {id}: the write in flight {:?} left {now:?}",
+                w.in_flight
+            );
             // What the write in flight left is now the state to build on.
             for (key, _) in std::mem::take(&mut w.in_flight) {
                 let got: Option<String> = c.get(&key).unwrap();

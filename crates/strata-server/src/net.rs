@@ -466,7 +466,9 @@ impl Worker {
                             pos += n;
                             continue;
                         }
-                        if commands::is_plain_set(args) {
+                        // Inside MULTI every command is queued, through `execute`.
+                        let in_multi = c.state.multi.is_some();
+                        if !in_multi && commands::is_plain_set(args) {
                             // A SET after a GET of this connection must not be written
                             // before that GET reads.
                             if self.batch.full() || c.gets_in_batch > 0 {
@@ -487,7 +489,7 @@ impl Worker {
                             });
                             continue;
                         }
-                        if commands::is_plain_get(args) {
+                        if !in_multi && commands::is_plain_get(args) {
                             if self.batch.full() || c.gets_in_batch >= MAX_BATCH_GETS_PER_CONNECTION
                             {
                                 break Some(Advance::NeedFlush);

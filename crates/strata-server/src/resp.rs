@@ -279,6 +279,11 @@ impl<'a> Reply<'a> {
         self.resp3
     }
 
+    /// Appends replies already encoded (in this reply's protocol).
+    pub fn raw(&mut self, encoded: &[u8]) {
+        self.out.extend_from_slice(encoded);
+    }
+
     fn line(&mut self, tag: u8, n: impl std::fmt::Display) {
         use std::io::Write as _;
         self.out.push(tag);

@@ -956,3 +956,109 @@ fn replies_match_redis_server_byte_for_byte() {
     }
     server.shutdown().unwrap();
 }
+
+#[test]
+fn multi_exec_runs_its_commands_together_and_watch_aborts_it() {
+    let t = tempfile::tempdir().unwrap();
+    let server = start(t.path(), |_| {});
+    let addr = server.local_addr();
+    let mut c = client(&server);
+    // The redis crate's atomic pipeline is MULTI ... EXEC; reads see the writes before them.
+    let got: (String, i64, i64, String) = redis::pipe()
+        .atomic()
+        .set("a", 1)
+        .incr("a", 1)
+        .incr("a", 1)
+        .get("a")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ("OK".into(), 2, 3, "3".into()));
+    // A runtime error has its slot in EXEC's reply; the other commands run.
+    assert_eq!(
+        raw_exchange(
+            addr,
+            b"SET s str\r\nMULTI\r\nINCR s\r\nSET t 1\r\nEXEC\r\nGET t\r\nQUIT\r\n"
+        ),
+        b"+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n\
+          -ERR value is not an integer or out of range\r\n+OK\r\n$1\r\n1\r\n+OK\r\n"
+    );
+    // A command that fails its checks while queued discards the transaction.
+    assert_eq!(
+        raw_exchange(
+            addr,
+            b"MULTI\r\nSET u 1\r\nGET\r\nEXEC\r\nGET u\r\nQUIT\r\n"
+        ),
+        b"+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'get' command\r\n\
+          -EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n+OK\r\n"
+    );
+    // A watched key written by another client: EXEC runs nothing and answers a null, in
+    // either protocol.
+    for (hello, null) in [(&b""[..], &b"*-1\r\n"[..]), (b"HELLO 3\r\n", b"_\r\n")] {
+        let mut w = TcpStream::connect(addr).unwrap();
+        w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        w.write_all(hello).unwrap();
+        w.write_all(b"WATCH w\r\n").unwrap();
+        // The other client writes only once WATCH has answered.
+        let mut seen = Vec::new();
+        while !seen.ends_with(b"+OK\r\n") {
+            let mut buf = [0u8; 512];
+            let n = w.read(&mut buf).unwrap();
+            assert!(n > 0, "the server closed the connection");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        let _: () = redis::cmd("SET")
+            .arg("w")
+            .arg("other")
+            .query(&mut c)
+            .unwrap();
+        w.write_all(b"MULTI\r\nSET w mine\r\nSET w2 mine\r\nEXEC\r\nQUIT\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = w.read_to_end(&mut out);
+        let expected = [&b"+OK\r\n+QUEUED\r\n+QUEUED\r\n"[..], null, b"+OK\r\n"].concat();
+        assert_eq!(out, expected, "{}", String::from_utf8_lossy(&out));
+        let w_now: String = redis::cmd("GET").arg("w").query(&mut c).unwrap();
+        let w2: Option<String> = redis::cmd("GET").arg("w2").query(&mut c).unwrap();
+        assert_eq!((w_now.as_str(), w2), ("other", None));
+    }
+    // A watched key that expires before EXEC aborts it too.
+    let _: () = redis::cmd("SET")
+        .arg("e")
+        .arg("v")
+        .arg("PX")
+        .arg(100)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("WATCH").arg("e").query(&mut c).unwrap();
+    std::thread::sleep(Duration::from_millis(250));
+    let r: Option<(String,)> = redis::pipe().atomic().set("e2", 1).query(&mut c).unwrap();
+    assert_eq!(r, None);
+    // No other client's command comes between a transaction's commands.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = connect(addr);
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: () = redis::pipe()
+                    .atomic()
+                    .set("x", i)
+                    .ignore()
+                    .set("y", i)
+                    .ignore()
+                    .query(&mut c)
+                    .unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    for _ in 0..2000 {
+        let (x, y): (Option<u64>, Option<u64>) =
+            redis::cmd("MGET").arg("x").arg("y").query(&mut c).unwrap();
+        assert_eq!(x, y, "a reader saw half a transaction");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(writer.join().unwrap() > 0);
+}

@@ -13,9 +13,11 @@ mod keys;
 mod server;
 mod strings;
 mod table;
+mod transaction;
 
 pub(crate) use keys::expire_cycle;
 pub(crate) use table::{Command, TABLE, lookup};
+pub(crate) use transaction::ExecWrites;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -34,6 +36,12 @@ pub(crate) struct Connection {
     pub db: u8,
     /// 2 or 3, as `HELLO` chose.
     pub protocol: u8,
+    /// Commands queued since `MULTI`, when one is open.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command failed to queue since `MULTI`: `EXEC` discards the transaction.
+    pub multi_failed: bool,
+    /// Keys `WATCH`ed, as they were then.
+    pub watched: Vec<transaction::Watched>,
 }
 
 impl Connection {
@@ -43,6 +51,9 @@ impl Connection {
             name: None,
             db: 0,
             protocol: 2,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
         }
     }
 }
@@ -139,6 +150,7 @@ pub(crate) fn execute(
             "ERR unknown command '{}', with args beginning with: {shown}",
             String::from_utf8_lossy(name)
         ));
+        conn.multi_failed |= conn.multi.is_some();
         return After::Continue;
     };
     let stats = shared.command_stats.get(i);
@@ -147,8 +159,38 @@ pub(crate) fn execute(
             s.rejected.fetch_add(1, Ordering::Relaxed);
         }
         out.error(&wrong_args(cmd.name));
+        conn.multi_failed |= conn.multi.is_some();
         return After::Continue;
     }
+    if let Some(queue) = conn.multi.as_mut()
+        && !transaction::runs_inside_multi(cmd.name)
+    {
+        queue.push(args.iter().map(|a| a.to_vec()).collect());
+        out.simple("QUEUED");
+        return After::Continue;
+    }
+    // FLUSHALL, FLUSHDB and EXEC run alone: they wait for every other command and hold new
+    // ones back.
+    let alone = cmd.name.starts_with("flush") || cmd.name == "exec";
+    if alone {
+        let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
+        run(shared, conn, i, cmd, args, out)
+    } else {
+        let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+        run(shared, conn, i, cmd, args, out)
+    }
+}
+
+/// Runs a command that passed the checks, under the lock its caller took, and counts it.
+pub(crate) fn run(
+    shared: &Shared,
+    conn: &mut Connection,
+    i: usize,
+    cmd: &Command,
+    args: &[&[u8]],
+    out: &mut Reply<'_>,
+) -> After {
+    let stats = shared.command_stats.get(i);
     let started = Instant::now();
     let mut ctx = Ctx {
         shared,
@@ -157,14 +199,7 @@ pub(crate) fn execute(
         out,
         after: After::Continue,
     };
-    // FLUSHALL and FLUSHDB run alone: they wait for every other command and hold new ones back.
-    let result = if cmd.name.starts_with("flush") {
-        let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
-        (cmd.run)(&mut ctx, args)
-    } else {
-        let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-        (cmd.run)(&mut ctx, args)
-    };
+    let result = (cmd.run)(&mut ctx, args);
     let after = ctx.after;
     if let Err(e) = result {
         out.error(&e);
@@ -187,6 +222,9 @@ pub(crate) fn execute(
 /// read and the cache filled under the key's stripe lock, so that a concurrent write cannot
 /// be overtaken by a stale fill.
 fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if let Some(v) = transaction::pending(shared, key) {
+        return Ok(v);
+    }
     if !shared.cache.consult() {
         return shared.db.get(key).map_err(engine);
     }
@@ -203,6 +241,9 @@ fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
 
 /// Reads an engine key while the caller holds its stripe lock.
 pub(crate) fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if let Some(v) = transaction::pending(shared, key) {
+        return Ok(v);
+    }
     if shared.cache.consult()
         && let Some(v) = shared.cache.get(key)
     {
@@ -253,26 +294,34 @@ impl<'a> Ctx<'a, '_> {
 pub(crate) struct Writes {
     batch: WriteBatch,
     keys: Vec<Vec<u8>>,
+    /// The same writes, engine key and stored bytes (`None` deletes), for an `EXEC`.
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl Writes {
     /// Stores `data` under an engine key; an expiry also enters the expiry index.
     pub(crate) fn put(&mut self, key: &[u8], data: &[u8], expires_at: Option<u64>) {
-        self.batch.put(key, &store::encode_value(data, expires_at));
+        let stored = store::encode_value(data, expires_at);
+        self.batch.put(key, &stored);
+        self.ops.push((key.to_vec(), Some(stored)));
         if let Some(t) = expires_at {
-            self.batch.put(&store::index_key(t, key), b"");
+            let index = store::index_key(t, key);
+            self.batch.put(&index, b"");
+            self.ops.push((index, Some(Vec::new())));
         }
         self.keys.push(key.to_vec());
     }
 
     pub(crate) fn delete(&mut self, key: &[u8]) {
         self.batch.delete(key);
+        self.ops.push((key.to_vec(), None));
         self.keys.push(key.to_vec());
     }
 
     /// Deletes a key of the server's own (an expiry index entry), not cached.
     pub(crate) fn delete_raw(&mut self, key: &[u8]) {
         self.batch.delete(key);
+        self.ops.push((key.to_vec(), None));
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -280,6 +329,10 @@ impl Writes {
     }
 
     pub(crate) fn commit(self, shared: &Shared) -> Outcome {
+        if shared.exec_active.load(Ordering::Acquire) {
+            transaction::hold(shared, self.ops, self.keys);
+            return Ok(());
+        }
         let result = shared
             .db
             .write(self.batch, write_opts(shared))
@@ -337,6 +390,11 @@ pub(crate) fn read_many<'k>(
     scratch: &mut ReadScratch,
     out: &mut Vec<Result<Option<Vec<u8>>, String>>,
 ) {
+    if shared.exec_active.load(Ordering::Acquire) {
+        // Inside EXEC: each key through the transaction's own writes.
+        out.extend(keys.map(|k| read_raw(shared, k)));
+        return;
+    }
     let start = out.len();
     let plans = &mut scratch.plans;
     plans.clear();

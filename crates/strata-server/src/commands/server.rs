@@ -39,6 +39,9 @@ pub(super) fn select(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 }
 
 pub(super) fn reset(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    cx.conn.multi = None;
+    cx.conn.multi_failed = false;
+    cx.conn.watched.clear();
     cx.conn.db = 0;
     cx.conn.protocol = 2;
     cx.conn.name = None;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::{Ctx, Outcome, keys, server, strings};
+use super::{Ctx, Outcome, keys, server, strings, transaction};
 
 /// One command: its row in the table.
 pub(crate) struct Command {
@@ -474,6 +474,47 @@ pub(crate) static TABLE: &[Command] = &[
         ["admin", "slow", "dangerous"],
         NONE,
         server::compact
+    ),
+    // Transactions.
+    cmd!(
+        "multi",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        ["fast", "transaction"],
+        NONE,
+        transaction::multi
+    ),
+    cmd!(
+        "exec",
+        1,
+        &["noscript", "loading", "stale", "skip_slowlog"],
+        ["slow", "transaction"],
+        NONE,
+        transaction::exec
+    ),
+    cmd!(
+        "discard",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        ["fast", "transaction"],
+        NONE,
+        transaction::discard
+    ),
+    cmd!(
+        "watch",
+        -2,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        ["fast", "transaction"],
+        ALL,
+        transaction::watch
+    ),
+    cmd!(
+        "unwatch",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        ["fast", "transaction"],
+        NONE,
+        transaction::unwatch
     ),
     cmd!(
         "lastsave",

@@ -29,6 +29,8 @@ async function nodeRedis(resp) {
   const [a, b] = await Promise.all([c.incr("p"), c.incr("p")]);
   assert.deepEqual([a, b].sort(), [1, 2]);
   assert.equal(await c.dbSize(), 5);
+  // .multi() is MULTI ... EXEC.
+  assert.deepEqual(await c.multi().set("m", "1").incr("m").get("m").exec(), ["OK", 2, "2"]);
   await c.quit();
   return `node-redis RESP${resp}`;
 }
@@ -49,6 +51,8 @@ async function ioredis() {
   const keys = [];
   for await (const batch of c.scanStream({ match: "*", count: 1 })) keys.push(...batch);
   assert.deepEqual(keys.sort(), ["f", "k"]);
+  const multi = await c.multi().set("m", "1").incr("m").get("m").exec();
+  assert.deepEqual(multi.map(([err, v]) => [err, v]), [[null, "OK"], [null, 2], [null, "2"]]);
   await c.quit();
   return "ioredis";
 }

@@ -53,5 +53,30 @@ for protocol in (None, 2, 3):
     pipe.set("p", 1).incr("p").get("p")
     check(f"{label} pipeline", pipe.execute(), [True, 2, b"2"])
     check(f"{label} dbsize", r.dbsize(), 6)
+    # The default pipeline wraps its commands in MULTI/EXEC.
+    pipe = r.pipeline()
+    pipe.set("m", 1).incr("m").get("m")
+    check(f"{label} transaction pipeline", pipe.execute(), [True, 2, b"2"])
+
+    def add_one(p):
+        n = int(p.get("m"))
+        p.multi()
+        p.set("m", n + 1)
+
+    r.transaction(add_one, "m")
+    check(f"{label} transaction with watch", r.get("m"), b"3")
+    other = redis.Redis(port=port, **kwargs)
+    pipe = r.pipeline()
+    pipe.watch("m")
+    other.set("m", 10)
+    pipe.multi()
+    pipe.set("m", 11)
+    try:
+        pipe.execute()
+        sys.exit(f"redis-py: {label}: EXEC ran although a watched key changed")
+    except redis.WatchError:
+        pass
+    check(f"{label} watched key kept", r.get("m"), b"10")
+    other.close()
     r.close()
 print("redis-py", redis.__version__, "ok: default, RESP2 and RESP3")

@@ -163,6 +163,14 @@ fn parse_file_name(name: &str) -> Option<(FileNumber, &str)> {
 }
 
 impl Db {
+    /// The sequence number of the newest write (put or delete) of `key`, or `None` when it
+    /// was never written. A later write of the key, by anyone, makes it larger: a caller can
+    /// tell whether a key changed between two moments (as the server's `WATCH` does).
+    pub fn newest_sequence(&self, key: &[u8]) -> Result<Option<u64>> {
+        self.inner.check_open()?;
+        Ok(self.inner.newest_seq(key)?.map(|s| s.0))
+    }
+
     /// Sets `key` to `value`, with default write options.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
