@@ -30,7 +30,7 @@ STRATA_CRASH_CYCLES=$cycles cargo test --release -p strata --test crash -- --noc
 
 echo "== SIGKILL cycles (server)"
 STRATA_SERVER_CRASH_CYCLES=$(( (cycles + 9) / 10 )) cargo test --release -p strata-cli --test serve across_sigkills -- --nocapture 2>&1 |
-  figures "server crash test:|panicked|FAILED" | tee -a "$log"
+  figures "server crash test:|server bank:|panicked|FAILED" | tee -a "$log"
 
 echo "== power losses, fault sweep, corruption sweep"
 # The power-loss test simulates 60 clean and 60 torn losses per unit of scale.

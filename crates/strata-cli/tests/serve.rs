@@ -342,3 +342,107 @@ fn the_server_keeps_every_acknowledged_write_across_sigkills() {
     assert!(checked > 100, "{checked} keys checked");
     eprintln!("server crash test: {cycles} SIGKILLs, {checked} acknowledged keys checked");
 }
+
+/// The bank through the server: clients move amounts between accounts with WATCH, GET, MULTI,
+/// SET, SET, EXEC (retrying when EXEC answers null), while `strata serve --sync always` is
+/// SIGKILLed at random moments and restarted; after each restart the total is unchanged and
+/// no balance is negative.
+#[test]
+fn bank_transfers_through_watch_and_exec_keep_the_total_across_sigkills() {
+    const ACCOUNTS: u64 = 10;
+    const START: i64 = 100;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("db");
+    let port = free_port();
+    let cycles: u64 = std::env::var("STRATA_SERVER_CRASH_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(8);
+    let account = |i: u64| format!("acct{i}");
+    {
+        let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
+        for i in 0..ACCOUNTS {
+            let _: () = c.set(account(i), START).unwrap();
+        }
+        kill(child);
+    }
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut committed, mut retried) = (0u64, 0u64);
+    for cycle in 0..cycles {
+        let (child, _) = serve_with(&dir, port, &["--sync", "always"]);
+        let movers: Vec<_> = (0..3u64)
+            .map(|m| {
+                std::thread::spawn(move || {
+                    let (mut done, mut again) = (0u64, 0u64);
+                    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                    else {
+                        return (done, again);
+                    };
+                    let Ok(mut c) = client.get_connection() else {
+                        return (done, again);
+                    };
+                    let mut x = ((cycle + 1) * 7919 + m * 104_729) | 1;
+                    loop {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let from = account(x % ACCOUNTS);
+                        let to = account((x % ACCOUNTS + 1 + (x >> 8) % (ACCOUNTS - 1)) % ACCOUNTS);
+                        let amount = (x >> 16) as i64 % 20 + 1;
+                        let mut step = || -> redis::RedisResult<Option<()>> {
+                            redis::cmd("WATCH")
+                                .arg(&from)
+                                .arg(&to)
+                                .query::<()>(&mut c)?;
+                            let a: i64 = redis::cmd("GET").arg(&from).query(&mut c)?;
+                            let b: i64 = redis::cmd("GET").arg(&to).query(&mut c)?;
+                            if a < amount {
+                                redis::cmd("UNWATCH").query::<()>(&mut c)?;
+                                return Ok(Some(()));
+                            }
+                            redis::pipe()
+                                .atomic()
+                                .set(&from, a - amount)
+                                .ignore()
+                                .set(&to, b + amount)
+                                .ignore()
+                                .query(&mut c)
+                        };
+                        match step() {
+                            Ok(Some(())) => done += 1,
+                            Ok(None) => again += 1,
+                            Err(_) => return (done, again),
+                        }
+                    }
+                })
+            })
+            .collect();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(100 + rng % 400));
+        kill(child);
+        for m in movers {
+            let (d, a) = m.join().unwrap();
+            committed += d;
+            retried += a;
+        }
+        let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
+        let balances: Vec<i64> = (0..ACCOUNTS).map(|i| c.get(account(i)).unwrap()).collect();
+        assert_eq!(
+            balances.iter().sum::<i64>(),
+            ACCOUNTS as i64 * START,
+            "cycle {cycle}: the total changed: {balances:?}"
+        );
+        assert!(
+            balances.iter().all(|&b| b >= 0),
+            "cycle {cycle}: {balances:?}"
+        );
+        kill(child);
+    }
+    eprintln!(
+        "server bank: {cycles} SIGKILLs, {committed} transfers, {retried} retried after EXEC \
+         answered null; the total never changed"
+    );
+    assert!(committed > 0);
+}
