@@ -1,6 +1,8 @@
 //! The server against a model of Redis's string keyspace: random commands over a few
 //! databases, with empty values, binary keys, repeated keys within one MGET, expiry judged by
-//! a clock the test moves, and restarts. Every reply must equal the model's.
+//! a clock the test moves, and restarts. Every reply must equal the model's. Some runs of
+//! commands go as one MULTI/EXEC transaction (the redis crate's atomic pipeline), whose
+//! reply must hold the model's reply to each, in order.
 //!
 //! The seed is printed; `STRATA_SEED=n` replays a run.
 
@@ -50,6 +52,9 @@ const VALUES: &[&[u8]] = &[
     b"\x00\x01\xff",
     b"x y",
 ];
+
+/// A command drawn, and the reply the model expects (`Err`: an error reply).
+type Drawn = (Vec<Vec<u8>>, Result<Value, ()>);
 
 /// Each database's keys: value and expiry time (Unix ms).
 type Model = BTreeMap<(u8, Vec<u8>), (Vec<u8>, Option<u64>)>;
@@ -120,8 +125,14 @@ fn random_commands_answer_as_the_model_does() {
     let mut m: Model = BTreeMap::new();
     let mut db: u8 = 0;
     let steps = 3000;
+    // Commands drawn for a transaction, with their expected replies, and how many it takes.
+    let mut block: Vec<Drawn> = Vec::new();
+    let mut block_len = 0;
     for step in 0..steps {
-        if step % 500 == 499 {
+        if block_len == 0 && rng.below(12) == 0 {
+            block_len = 2 + rng.below(4) as usize;
+        }
+        if block_len == 0 && step % 500 == 499 {
             // A restart: the data, the expiry times and nothing else survive.
             server.shutdown().unwrap();
             (server, c) = start(dir.path(), &clock);
@@ -343,6 +354,7 @@ fn random_commands_answer_as_the_model_does() {
                 };
                 (vec![text("RENAME"), key, to], want)
             }
+            _ if block_len > 0 => continue,
             _ => {
                 // Half the time the clock lands exactly on a key's expiry: the boundary
                 // where the key must just have gone.
@@ -359,6 +371,63 @@ fn random_commands_answer_as_the_model_does() {
                 continue;
             }
         };
+        let shown = |a: &[Vec<u8>]| {
+            a.iter()
+                .map(|x| format!("{:?}", String::from_utf8_lossy(x)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if block_len > 0 {
+            // The clock stands still while a transaction is drawn: EXEC runs every command
+            // at one moment.
+            block.push((args, want));
+            if block.len() < block_len {
+                continue;
+            }
+            let mut p = redis::pipe();
+            p.atomic();
+            for (args, _) in &block {
+                let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap());
+                for a in &args[1..] {
+                    cmd.arg(a.as_slice());
+                }
+                p.add_command(cmd);
+            }
+            let got = p.query::<Vec<Value>>(&mut c);
+            let all: Vec<String> = block.iter().map(|(a, _)| shown(a)).collect();
+            match got {
+                Ok(replies) => {
+                    assert_eq!(
+                        replies.len(),
+                        block.len(),
+                        "seed {seed}, step {step}: {all:?}"
+                    );
+                    for ((args, want), got) in block.iter().zip(&replies) {
+                        match want {
+                            Ok(w) => assert_eq!(
+                                got,
+                                w,
+                                "seed {seed}, step {step}: {} in MULTI {all:?}",
+                                shown(args)
+                            ),
+                            Err(()) => assert!(
+                                matches!(got, Value::ServerError(_)),
+                                "seed {seed}, step {step}: {} in MULTI: got {got:?}",
+                                shown(args)
+                            ),
+                        }
+                    }
+                }
+                // The redis crate turns a transaction with an error in it into an error.
+                Err(e) => assert!(
+                    block.iter().any(|(_, w)| w.is_err()),
+                    "seed {seed}, step {step}: MULTI {all:?}: {e}"
+                ),
+            }
+            block.clear();
+            block_len = 0;
+            continue;
+        }
         let got = run(&mut c, &args);
         let shown = |a: &[Vec<u8>]| {
             a.iter()

@@ -973,6 +973,24 @@ fn multi_exec_runs_its_commands_together_and_watch_aborts_it() {
         .query(&mut c)
         .unwrap();
     assert_eq!(got, ("OK".into(), 2, 3, "3".into()));
+    // Commands that walk the keyspace see the transaction's own writes, in order.
+    let _: () = redis::cmd("SET").arg("old").arg(1).query(&mut c).unwrap();
+    let got: (Vec<String>, i64, Vec<String>) = redis::pipe()
+        .atomic()
+        .set("fa", 1)
+        .ignore()
+        .cmd("KEYS")
+        .arg("f*")
+        .cmd("FLUSHDB")
+        .ignore()
+        .set("fb", 1)
+        .ignore()
+        .cmd("DBSIZE")
+        .cmd("KEYS")
+        .arg("*")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, (vec!["fa".into()], 1, vec!["fb".into()]));
     // A runtime error has its slot in EXEC's reply; the other commands run.
     assert_eq!(
         raw_exchange(

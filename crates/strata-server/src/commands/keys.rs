@@ -80,6 +80,20 @@ fn walk_dir(
     } else {
         (from, Bound::Excluded(hi))
     };
+    if let Some(merged) = super::transaction::merged_range(cx.shared, &range)? {
+        let mut entries: Box<dyn Iterator<Item = (Vec<u8>, Vec<u8>)>> = if backward {
+            Box::new(merged.into_iter().rev())
+        } else {
+            Box::new(merged.into_iter())
+        };
+        for (k, raw) in &mut entries {
+            let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
+            if v.is_live(cx.now) && !each(store::user_key(&k), &v) {
+                break;
+            }
+        }
+        return Ok(());
+    }
     let entries = cx
         .shared
         .db
@@ -378,6 +392,15 @@ fn relocate(cx: &Ctx<'_, '_>, src: &[u8], dst: &[u8], v: &store::Value) -> Outco
 
 /// Deletes every engine key in `[lo, hi)`, in batches. Requires: the key space's write lock.
 fn delete_range(shared: &Shared, lo: Vec<u8>, hi: Vec<u8>) -> Outcome {
+    // Inside EXEC the deletes join the transaction's batch, after its earlier writes.
+    let range = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
+    if let Some(merged) = super::transaction::merged_range(shared, &range)? {
+        let mut w = super::Writes::default();
+        for k in merged.into_keys() {
+            w.delete(&k);
+        }
+        return w.commit(shared);
+    }
     loop {
         let mut w = strata::WriteBatch::new();
         let entries = shared

@@ -6,9 +6,12 @@
 //! engine as one atomic batch when the last command has run: after a crash a transaction is
 //! there whole or not at all. `WATCH` records the engine's sequence number of each key's
 //! newest write; `EXEC` answers a null array, running nothing, when any has changed, or when
-//! a watched key that was live has expired since.
+//! a watched key that was live has expired since. Commands that walk the keyspace inside
+//! `EXEC` (KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB) walk it with the transaction's writes over
+//! it ([`merged_range`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 
 use strata::WriteBatch;
@@ -55,6 +58,38 @@ pub(super) fn pending(shared: &Shared, key: &[u8]) -> Option<Option<Vec<u8>>> {
         return None;
     }
     lock(shared).as_ref()?.values.get(key).cloned()
+}
+
+/// Engine keys to stored bytes, in order.
+pub(super) type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The engine entries in `range` as the running `EXEC` sees them: the engine's, with the
+/// transaction's own writes over them. `None` when no `EXEC` runs.
+pub(super) fn merged_range(
+    shared: &Shared,
+    range: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
+) -> Result<Option<Entries>, String> {
+    if !shared.exec_active.load(Ordering::Acquire) {
+        return Ok(None);
+    }
+    let mut merged = BTreeMap::new();
+    for e in shared
+        .db
+        .scan_with(range.clone(), strata::ReadOptions::default(), false)
+        .map_err(engine)?
+    {
+        let (k, v) = e.map_err(engine)?;
+        merged.insert(k, v);
+    }
+    if let Some(w) = lock(shared).as_ref() {
+        for (k, v) in w.values.iter().filter(|(k, _)| range.contains(*k)) {
+            match v {
+                Some(v) => merged.insert(k.clone(), v.clone()),
+                None => merged.remove(k),
+            };
+        }
+    }
+    Ok(Some(merged))
 }
 
 /// Holds a command's writes in the running `EXEC`'s batch.
