@@ -4,6 +4,7 @@
 mod engines;
 mod server_load;
 mod sys;
+mod transfer_load;
 mod workloads;
 
 use std::io::IsTerminal;

@@ -51,6 +51,17 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// `getset`: GETs and SETs; `transfer`: WATCH/GET/GET/MULTI/SET/SET/EXEC transfers
+    /// between accounts (the `--keys`), retried when EXEC answers null.
+    #[arg(long, value_enum, default_value = "getset")]
+    pub mix: Mix,
+}
+
+/// What the clients send.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mix {
+    Getset,
+    Transfer,
 }
 
 /// Zipf over ranks 1..=n with exponent `s`, sampled by inverting the CDF.
@@ -448,6 +459,9 @@ pub fn measure(args: &Args) -> Result<Report, String> {
 
 /// Runs the workload and prints its report.
 pub fn run(args: &Args) -> Result<(), String> {
+    if args.mix == Mix::Transfer {
+        return crate::transfer_load::run(args);
+    }
     let Report {
         exponent: s,
         elapsed,
@@ -545,6 +559,7 @@ mod tests {
             rate: None,
             seed: 3,
             json: false,
+            mix: Mix::Getset,
         };
         let closed = measure(&args).unwrap();
         assert!(
