@@ -115,7 +115,7 @@ impl Zipf {
 }
 
 /// A request in RESP form.
-fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+pub(crate) fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for a in args {
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());

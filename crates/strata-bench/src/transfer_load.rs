@@ -11,17 +11,8 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::server_load::{Args, Zipf};
+use crate::server_load::{Args, Zipf, encode};
 use crate::workloads::Rng;
-
-fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-}
 
 /// One reply: a status or integer line, a bulk string (`None` when null), or an array of
 /// simple replies (`None` when null).
