@@ -270,6 +270,22 @@ fn write_until_killed(port: u16, id: usize, start: u64, w: &mut Writer) {
     }
 }
 
+/// SIGKILL cycles of the server tests: `STRATA_SERVER_CRASH_CYCLES`, 8 by default.
+fn crash_cycles() -> u64 {
+    std::env::var("STRATA_SERVER_CRASH_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(8)
+}
+
+/// Lets the writers run for a random 100-500 ms before the kill.
+fn pause_before_kill(rng: &mut u64) {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    std::thread::sleep(Duration::from_millis(100 + *rng % 400));
+}
+
 /// `strata serve --sync always` killed with SIGKILL at random moments while four connections
 /// write: after each restart every acknowledged write is there with its value, and a write
 /// in flight is there whole or not at all.
@@ -278,10 +294,7 @@ fn the_server_keeps_every_acknowledged_write_across_sigkills() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("db");
     let port = free_port();
-    let cycles: u64 = std::env::var("STRATA_SERVER_CRASH_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(8);
+    let cycles = crash_cycles();
     let mut writers: Vec<Writer> = (0..4).map(|_| Writer::default()).collect();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut checked = 0usize;
@@ -297,10 +310,7 @@ fn the_server_keeps_every_acknowledged_write_across_sigkills() {
                 })
             })
             .collect();
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        std::thread::sleep(Duration::from_millis(100 + rng % 400));
+        pause_before_kill(&mut rng);
         kill(child);
         writers = handles.into_iter().map(|h| h.join().unwrap()).collect();
         let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
@@ -354,10 +364,7 @@ fn bank_transfers_through_watch_and_exec_keep_the_total_across_sigkills() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("db");
     let port = free_port();
-    let cycles: u64 = std::env::var("STRATA_SERVER_CRASH_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(8);
+    let cycles = crash_cycles();
     let account = |i: u64| format!("acct{i}");
     {
         let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
@@ -417,10 +424,7 @@ fn bank_transfers_through_watch_and_exec_keep_the_total_across_sigkills() {
                 })
             })
             .collect();
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        std::thread::sleep(Duration::from_millis(100 + rng % 400));
+        pause_before_kill(&mut rng);
         kill(child);
         for m in movers {
             let (d, a) = m.join().unwrap();

@@ -30,6 +30,8 @@ const A: &[&str] = &["admin", "noscript", "loading", "stale"];
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
 const NONE: (i32, i32, i32) = (0, 0, 0);
+/// MULTI, DISCARD, WATCH and UNWATCH.
+const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
 
 macro_rules! cmd {
     ($name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path) => {
@@ -479,7 +481,7 @@ pub(crate) static TABLE: &[Command] = &[
     cmd!(
         "multi",
         1,
-        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        TX,
         ["fast", "transaction"],
         NONE,
         transaction::multi
@@ -495,7 +497,7 @@ pub(crate) static TABLE: &[Command] = &[
     cmd!(
         "discard",
         1,
-        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        TX,
         ["fast", "transaction"],
         NONE,
         transaction::discard
@@ -503,7 +505,7 @@ pub(crate) static TABLE: &[Command] = &[
     cmd!(
         "watch",
         -2,
-        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        TX,
         ["fast", "transaction"],
         ALL,
         transaction::watch
@@ -511,7 +513,7 @@ pub(crate) static TABLE: &[Command] = &[
     cmd!(
         "unwatch",
         1,
-        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        TX,
         ["fast", "transaction"],
         NONE,
         transaction::unwatch
