@@ -135,11 +135,6 @@ pub(crate) struct Counters {
 /// State shared by every connection.
 pub(crate) struct Shared {
     pub db: Db,
-    /// The writes of the `EXEC` running now, which reads see and which reach the engine as
-    /// one batch when it ends; only one runs at a time, under the keyspace's write lock.
-    pub exec: Mutex<Option<commands::ExecWrites>>,
-    /// True while an `EXEC` runs, so that other reads skip the lock above.
-    pub exec_active: AtomicBool,
     pub config: Config,
     pub clock: Clock,
     pub cache: HotCache,
@@ -269,8 +264,6 @@ impl Server {
             .unwrap_or_default();
         let shared = Arc::new(Shared {
             db,
-            exec: Mutex::new(None),
-            exec_active: AtomicBool::new(false),
             clock: config.clock.clone(),
             cache: HotCache::new(config.cache_bytes),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),

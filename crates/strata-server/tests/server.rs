@@ -1080,3 +1080,48 @@ fn multi_exec_runs_its_commands_together_and_watch_aborts_it() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(writer.join().unwrap() > 0);
 }
+
+#[test]
+fn concurrent_transactions_on_shared_keys_lose_no_update() {
+    // EXEC holds its keys' stripes, not the whole keyspace: transactions on the same keys
+    // still run one after another, while those on other keys and plain commands go on.
+    // Four worker threads, so that transactions of different clients run at once.
+    let t = tempfile::tempdir().unwrap();
+    let server = start(t.path(), |c| c.threads = 4);
+    let addr = server.local_addr();
+    const CLIENTS: u64 = 4;
+    const ROUNDS: u64 = 300;
+    let writers: Vec<_> = (0..CLIENTS)
+        .map(|w| {
+            std::thread::spawn(move || {
+                let mut c = connect(addr);
+                for i in 0..ROUNDS {
+                    // Read-modify-writes of two shared keys, and a key of the client's own.
+                    let (x, y): (i64, i64) = redis::pipe()
+                        .atomic()
+                        .incr("x", 1)
+                        .incr("y", 1)
+                        .set(format!("own{w}"), i)
+                        .ignore()
+                        .query(&mut c)
+                        .unwrap();
+                    assert_eq!(x, y, "another transaction came between INCR x and INCR y");
+                }
+            })
+        })
+        .collect();
+    let mut c = connect(addr);
+    for _ in 0..500 {
+        let (x, y): (Option<i64>, Option<i64>) =
+            redis::cmd("MGET").arg("x").arg("y").query(&mut c).unwrap();
+        assert_eq!(x, y, "a reader saw half a transaction");
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    let (x, y): (i64, i64) = redis::cmd("MGET").arg("x").arg("y").query(&mut c).unwrap();
+    assert_eq!(
+        (x, y),
+        ((CLIENTS * ROUNDS) as i64, (CLIENTS * ROUNDS) as i64)
+    );
+}

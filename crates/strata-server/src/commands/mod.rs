@@ -17,7 +17,6 @@ mod transaction;
 
 pub(crate) use keys::expire_cycle;
 pub(crate) use table::{Command, TABLE, lookup};
-pub(crate) use transaction::ExecWrites;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -169,10 +168,12 @@ pub(crate) fn execute(
         out.simple("QUEUED");
         return After::Continue;
     }
-    // FLUSHALL, FLUSHDB and EXEC run alone: they wait for every other command and hold new
-    // ones back.
-    let alone = cmd.name.starts_with("flush") || cmd.name == "exec";
-    if alone {
+    // FLUSHALL and FLUSHDB run alone: they wait for every other command and hold new ones
+    // back. EXEC holds its keys' stripes, or runs alone.
+    if cmd.name == "exec" {
+        let _locks = transaction::exec_lock(shared, conn);
+        run(shared, conn, i, cmd, args, out)
+    } else if cmd.name.starts_with("flush") {
         let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
         run(shared, conn, i, cmd, args, out)
     } else {
@@ -222,7 +223,7 @@ pub(crate) fn run(
 /// read and the cache filled under the key's stripe lock, so that a concurrent write cannot
 /// be overtaken by a stale fill.
 fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-    if let Some(v) = transaction::pending(shared, key) {
+    if let Some(v) = transaction::pending(key) {
         return Ok(v);
     }
     if !shared.cache.consult() {
@@ -231,9 +232,7 @@ fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     if let Some(v) = shared.cache.get(key) {
         return Ok(v);
     }
-    let _stripe = shared.stripes[shared.stripe(key)]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let _stripe = lock_stripes(shared, [key]);
     let v = shared.db.get(key).map_err(engine)?;
     shared.cache.fill(key, &v);
     Ok(v)
@@ -241,7 +240,7 @@ fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
 
 /// Reads an engine key while the caller holds its stripe lock.
 pub(crate) fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-    if let Some(v) = transaction::pending(shared, key) {
+    if let Some(v) = transaction::pending(key) {
         return Ok(v);
     }
     if shared.cache.consult()
@@ -294,7 +293,7 @@ impl<'a> Ctx<'a, '_> {
 pub(crate) struct Writes {
     batch: WriteBatch,
     keys: Vec<Vec<u8>>,
-    /// The same writes, engine key and stored bytes (`None` deletes), for an `EXEC`.
+    /// Inside an `EXEC`, the same writes, engine key and stored bytes (`None` deletes).
     ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
@@ -303,34 +302,42 @@ impl Writes {
     pub(crate) fn put(&mut self, key: &[u8], data: &[u8], expires_at: Option<u64>) {
         let stored = store::encode_value(data, expires_at);
         self.batch.put(key, &stored);
-        self.ops.push((key.to_vec(), Some(stored)));
+        let in_exec = transaction::in_exec();
+        if in_exec {
+            self.ops.push((key.to_vec(), Some(stored)));
+        }
         if let Some(t) = expires_at {
             let index = store::index_key(t, key);
             self.batch.put(&index, b"");
-            self.ops.push((index, Some(Vec::new())));
+            if in_exec {
+                self.ops.push((index, Some(Vec::new())));
+            }
         }
         self.keys.push(key.to_vec());
     }
 
     pub(crate) fn delete(&mut self, key: &[u8]) {
         self.batch.delete(key);
-        self.ops.push((key.to_vec(), None));
+        if transaction::in_exec() {
+            self.ops.push((key.to_vec(), None));
+        }
         self.keys.push(key.to_vec());
     }
 
     /// Deletes a key of the server's own (an expiry index entry), not cached.
     pub(crate) fn delete_raw(&mut self, key: &[u8]) {
         self.batch.delete(key);
-        self.ops.push((key.to_vec(), None));
+        if transaction::in_exec() {
+            self.ops.push((key.to_vec(), None));
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.batch.is_empty()
     }
 
-    pub(crate) fn commit(self, shared: &Shared) -> Outcome {
-        if shared.exec_active.load(Ordering::Acquire) {
-            transaction::hold(shared, self.ops, self.keys);
+    pub(crate) fn commit(mut self, shared: &Shared) -> Outcome {
+        if transaction::hold(&mut self.ops, &self.keys) {
             return Ok(());
         }
         let result = shared
@@ -347,6 +354,7 @@ impl Writes {
 }
 
 /// Locks the stripes of `keys` in a fixed order (no deadlock between multi-key commands).
+/// Inside an `EXEC`, the stripes it already holds are not taken again.
 pub(crate) fn lock_stripes<'a, 'k>(
     shared: &'a Shared,
     keys: impl IntoIterator<Item = &'k [u8]>,
@@ -354,6 +362,7 @@ pub(crate) fn lock_stripes<'a, 'k>(
     let mut idx: Vec<usize> = keys.into_iter().map(|k| shared.stripe(k)).collect();
     idx.sort_unstable();
     idx.dedup();
+    idx.retain(|&i| !transaction::held_by_this_thread(i));
     idx.into_iter()
         .map(|i| shared.stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
         .collect()
@@ -383,16 +392,19 @@ pub(crate) struct ReadScratch {
 /// answer in one batched lookup of the engine ([`strata::Db::get_many_with`]), and appends
 /// each key's stored bytes to `out`, in order. The keys whose misses fill the cache have
 /// their stripe locks held, together, from before the engine is read until the fill; they
-/// are taken in order, as every multi-key command takes them.
+/// are taken in order, as every multi-key command takes them. `locked`: the caller holds
+/// the stripe lock of every key already.
 pub(crate) fn read_many<'k>(
     shared: &Shared,
     keys: impl Iterator<Item = &'k [u8]> + Clone,
+    locked: bool,
     scratch: &mut ReadScratch,
     out: &mut Vec<Result<Option<Vec<u8>>, String>>,
 ) {
-    if shared.exec_active.load(Ordering::Acquire) {
+    if transaction::in_exec() {
         // Inside EXEC: each key through the transaction's own writes.
-        out.extend(keys.map(|k| read_raw(shared, k)));
+        let read = if locked { read_raw_locked } else { read_raw };
+        out.extend(keys.map(|k| read(shared, k)));
         return;
     }
     let start = out.len();
@@ -414,7 +426,11 @@ pub(crate) fn read_many<'k>(
     }
     let planned = || keys.clone().zip(plans.iter().copied());
     let filling = planned().filter(|&(_, p)| p == Plan::ReadAndFill);
-    let _stripes = lock_stripes(shared, filling.map(|(k, _)| k));
+    let _stripes = if locked {
+        Vec::new()
+    } else {
+        lock_stripes(shared, filling.map(|(k, _)| k))
+    };
     let wanted = planned().filter(|&(_, p)| p != Plan::Cached);
     // Every key is paired with its own slot before the cached ones are left out: pairing
     // the engine's answers with the slots of all keys would shift them onto cached keys.
@@ -499,7 +515,7 @@ pub(crate) fn read_gets<'k>(
     out: &mut Vec<Result<Option<Vec<u8>>, String>>,
 ) {
     let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-    read_many(shared, keys, scratch, out);
+    read_many(shared, keys, false, scratch, out);
 }
 
 /// True for `SET key value` without options: a write that can join its neighbours' batch.

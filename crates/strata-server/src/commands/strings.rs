@@ -198,9 +198,13 @@ pub(super) fn getset(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 pub(super) fn mget(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let keys: Vec<Vec<u8>> = a[1..].iter().map(|k| cx.key(k)).collect();
     let mut values = Vec::with_capacity(keys.len());
+    // Under the keys' stripe locks, the values are read as of one moment between other
+    // clients' multi-key writes (MSET, EXEC), never half of one.
+    let _g = cx.lock(keys.iter().map(Vec::as_slice));
     super::read_many(
         cx.shared,
         keys.iter().map(Vec::as_slice),
+        true,
         &mut super::ReadScratch::default(),
         &mut values,
     );
