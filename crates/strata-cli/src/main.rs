@@ -174,6 +174,15 @@ enum Command {
         /// expect.
         #[arg(long, default_value_t = 256 * 1024 * 1024)]
         block_cache_bytes: usize,
+        /// The `default` user's password: clients must AUTH with it.
+        #[arg(long)]
+        requirepass: Option<String>,
+        /// The ACL file: users are loaded from it at start and by ACL LOAD, saved by ACL SAVE.
+        #[arg(long)]
+        aclfile: Option<PathBuf>,
+        /// Refuse clients from other hosts while `default` has no password: yes or no.
+        #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
+        protected_mode: String,
     },
 }
 
@@ -213,6 +222,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             threads,
             write_buffer_size,
             block_cache_bytes,
+            requirepass,
+            aclfile,
+            protected_mode,
         } => {
             let config = strata_server::Config {
                 dir: dir.clone(),
@@ -229,6 +241,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     block_cache_bytes,
                     ..Options::default()
                 },
+                requirepass,
+                aclfile,
+                protected_mode: protected_mode == "yes",
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;

@@ -22,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acl;
 mod commands;
 mod glob;
 mod hotcache;
@@ -97,6 +98,14 @@ pub struct Config {
     /// How often the active-expiry cycle looks for due keys (`None`: never; reads still
     /// hide expired keys, and compaction still removes them).
     pub active_expiry: Option<Duration>,
+    /// The `default` user's password (`requirepass`): clients must `AUTH` with it.
+    pub requirepass: Option<String>,
+    /// The file ACL users are loaded from at start and by `ACL LOAD`, and saved to by
+    /// `ACL SAVE`.
+    pub aclfile: Option<PathBuf>,
+    /// Refuse clients from other hosts while `default` has no password and the server
+    /// listens beyond the loopback address.
+    pub protected_mode: bool,
 }
 
 impl Default for Config {
@@ -114,6 +123,9 @@ impl Default for Config {
             engine: Options::default(),
             clock: Clock::system(),
             active_expiry: Some(Duration::from_millis(100)),
+            requirepass: None,
+            aclfile: None,
+            protected_mode: true,
         }
     }
 }
@@ -143,6 +155,12 @@ pub(crate) struct Shared {
     /// FLUSHALL takes it for writing; every command that touches keys, for reading.
     pub keyspace: RwLock<()>,
     pub counters: Counters,
+    /// Users and the log of refusals.
+    pub acl: RwLock<acl::Acl>,
+    /// Bumped by every change of a user, so that connections pick up the change.
+    pub acl_generation: AtomicU64,
+    /// `protected-mode`, which CONFIG SET may change.
+    pub protected_mode: AtomicBool,
     /// One row per row of the command table.
     pub command_stats: Vec<commands::CommandStats>,
     pub started: Instant,
@@ -255,6 +273,15 @@ impl Server {
         store::prepare_layout(&db)?;
         // Release: compactions that see the flag see the converted layout.
         filter_enabled.store(true, Ordering::Release);
+        let mut users = acl::Acl::new();
+        if let Some(path) = &config.aclfile {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the ACL file {}: {e}", path.display()))?;
+            users.users = acl::Acl::parse_file(&text, &path.display().to_string())?;
+        }
+        if let Some(pass) = &config.requirepass {
+            acl::set_requirepass(&mut users, pass.as_bytes());
+        }
         let listener = TcpListener::bind((config.bind.as_str(), config.port))
             .map_err(|e| format!("cannot listen on {}:{}: {e}", config.bind, config.port))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -269,6 +296,9 @@ impl Server {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             keyspace: RwLock::new(()),
             counters: Counters::default(),
+            acl: RwLock::new(users),
+            acl_generation: AtomicU64::new(0),
+            protected_mode: AtomicBool::new(config.protected_mode),
             command_stats: commands::TABLE.iter().map(|_| Default::default()).collect(),
             started: Instant::now(),
             started_unix: now.as_secs(),

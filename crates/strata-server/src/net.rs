@@ -148,6 +148,34 @@ pub(crate) fn accept_loop(
     }
 }
 
+/// Redis's answer to a client refused by protected mode.
+pub(crate) const PROTECTED: &str = "DENIED Redis is running in protected mode because \
+    protected mode is enabled and no password is set for the default user. In this mode \
+    connections are only accepted from the loopback interface. If you want to connect from \
+    external computers to Redis you may adopt one of the following solutions: 1) Just disable \
+    protected mode sending the command 'CONFIG SET protected-mode no' from the loopback \
+    interface by connecting to Redis from the same host the server is running, however MAKE \
+    SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to \
+    make this change permanent. 2) Alternatively you can just disable the protected mode by \
+    editing the Redis configuration file, and setting the protected mode option to 'no', and \
+    then restarting the server. 3) If you started the server manually just for testing, \
+    restart it with the '--protected-mode no' option. 4) Setup a an authentication password \
+    for the default user. NOTE: You only need to do one of the above things in order for the \
+    server to start accepting connections from the outside.";
+
+/// Protected mode refuses `peer`: it is not on this host, and `default` needs no password.
+pub(crate) fn protected(shared: &Shared, peer: std::net::SocketAddr) -> bool {
+    let loopback = match peer.ip() {
+        std::net::IpAddr::V4(ip) => ip.is_loopback(),
+        std::net::IpAddr::V6(ip) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    };
+    shared.protected_mode.load(Ordering::Relaxed)
+        && !loopback
+        && crate::commands::default_needs_no_password(shared)
+}
+
 /// One connection and what the worker knows of it.
 struct Client {
     stream: TcpStream,
@@ -365,6 +393,11 @@ impl Worker {
                     .fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
+            // Protected mode answers every command of a client from another host with an
+            // error, and closes (having read what it sent, so that the error arrives).
+            let denied = stream
+                .peer_addr()
+                .is_ok_and(|peer| protected(&self.shared, peer));
             let mut stream = TcpStream::from_std(stream);
             let idx = self.free.pop().unwrap_or(self.clients.len());
             if self
@@ -385,7 +418,7 @@ impl Worker {
                 input: Vec::new(),
                 output: Vec::new(),
                 sent: 0,
-                state: Connection::new(self.shared.new_client_id()),
+                state: Connection::new(self.shared.new_client_id(), &self.shared, denied),
                 // Bytes may have arrived before registration; look once.
                 readable: true,
                 closing: false,
@@ -466,9 +499,10 @@ impl Worker {
                             pos += n;
                             continue;
                         }
-                        // Inside MULTI every command is queued, through `execute`.
-                        let in_multi = c.state.multi.is_some();
-                        if !in_multi && commands::is_plain_set(args) {
+                        // Inside MULTI every command is queued, through `execute`, and a
+                        // connection whose user has limits has each command checked there.
+                        let batchable = c.state.may_batch(shared);
+                        if batchable && commands::is_plain_set(args) {
                             // A SET after a GET of this connection must not be written
                             // before that GET reads.
                             if self.batch.full() || c.gets_in_batch > 0 {
@@ -489,7 +523,7 @@ impl Worker {
                             });
                             continue;
                         }
-                        if !in_multi && commands::is_plain_get(args) {
+                        if batchable && commands::is_plain_get(args) {
                             if self.batch.full() || c.gets_in_batch >= MAX_BATCH_GETS_PER_CONNECTION
                             {
                                 break Some(Advance::NeedFlush);

@@ -6,29 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Commands;
-use strata_server::{Config, Server, SyncMode};
+use strata_server::{Server, SyncMode};
 
-fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Server {
-    let mut config = Config {
-        dir: dir.to_path_buf(),
-        port: 0,
-        sync: SyncMode::EverySec,
-        ..Config::default()
-    };
-    tweak(&mut config);
-    Server::start(config).unwrap()
-}
+mod common;
+
+use common::{connect, start};
 
 fn client(server: &Server) -> redis::Connection {
     connect(server.local_addr())
-}
-
-/// A connection to the server at `addr`, for threads that cannot borrow the server.
-fn connect(addr: std::net::SocketAddr) -> redis::Connection {
-    redis::Client::open(format!("redis://{addr}/"))
-        .unwrap()
-        .get_connection()
-        .unwrap()
 }
 
 #[test]

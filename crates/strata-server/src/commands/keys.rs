@@ -33,9 +33,12 @@ pub(super) fn del(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 
 /// EXISTS and TOUCH: how many of the keys exist (a key named twice counts twice).
 pub(super) fn exists(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let keys: Vec<Vec<u8>> = a[1..].iter().map(|k| cx.key(k)).collect();
+    // Under the keys' stripe locks: as of one moment between other clients' multi-key writes.
+    let _g = cx.lock(keys.iter().map(Vec::as_slice));
     let mut count = 0;
-    for k in &a[1..] {
-        if cx.get(&cx.key(k))?.is_some() {
+    for k in &keys {
+        if cx.get_locked(k)?.is_some() {
             count += 1;
         }
     }

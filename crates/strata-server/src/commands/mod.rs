@@ -9,6 +9,7 @@
 //! by the clock read once when the command starts, so an expired key is invisible to every
 //! read from the moment it expires.
 
+mod auth;
 mod keys;
 mod server;
 mod strings;
@@ -18,6 +19,7 @@ mod transaction;
 pub(crate) use keys::expire_cycle;
 pub(crate) use table::{Command, TABLE, lookup};
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -26,6 +28,11 @@ use strata::{ReadOptions, WriteBatch, WriteOptions};
 use crate::resp::{Args, Reply};
 use crate::store::{self, Value};
 use crate::{After, Shared, SyncMode};
+
+/// True while the `default` user takes any password, as protected mode asks.
+pub(crate) fn default_needs_no_password(shared: &Shared) -> bool {
+    auth::user(shared, "default").is_none_or(|u| u.nopass)
+}
 
 /// Per-connection state.
 pub(crate) struct Connection {
@@ -41,11 +48,23 @@ pub(crate) struct Connection {
     pub multi_failed: bool,
     /// Keys `WATCH`ed, as they were then.
     pub watched: Vec<transaction::Watched>,
+    /// The user the connection runs as.
+    pub user: Arc<crate::acl::User>,
+    /// False until the connection authenticates, when `default` needs a password.
+    pub authenticated: bool,
+    /// The user may run every command on every key: nothing to check.
+    pub unrestricted: bool,
+    /// [`Shared::acl_generation`] when `user` was read.
+    acl_seen: u64,
+    /// Refused by protected mode: every command is answered with its error, then closed.
+    pub denied: bool,
 }
 
 impl Connection {
-    pub(crate) fn new(id: u64) -> Self {
-        Connection {
+    pub(crate) fn new(id: u64, shared: &Shared, denied: bool) -> Self {
+        let user = auth::user(shared, "default")
+            .unwrap_or_else(|| Arc::new(crate::acl::User::default_user()));
+        let mut c = Connection {
             id,
             name: None,
             db: 0,
@@ -53,7 +72,55 @@ impl Connection {
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
+            authenticated: false,
+            unrestricted: false,
+            acl_seen: 0,
+            user: user.clone(),
+            denied,
+        };
+        c.log_in(shared, user, false);
+        c
+    }
+
+    /// Runs as `user` from now on; `authenticated`: it gave its password (else it is
+    /// authenticated only if it needs none).
+    pub(crate) fn log_in(
+        &mut self,
+        shared: &Shared,
+        user: Arc<crate::acl::User>,
+        authenticated: bool,
+    ) {
+        // Acquire: pairs with the Release bump after a change of the users.
+        self.acl_seen = shared.acl_generation.load(Ordering::Acquire);
+        self.authenticated = authenticated || (user.enabled && user.nopass);
+        self.unrestricted = user.unrestricted();
+        self.user = user;
+    }
+
+    /// Picks up a change of the connection's user. False when the user was deleted: the
+    /// connection is closed, as Redis closes it.
+    pub(crate) fn refresh_user(&mut self, shared: &Shared) -> bool {
+        let seen = shared.acl_generation.load(Ordering::Acquire);
+        if seen == self.acl_seen {
+            return true;
         }
+        let Some(user) = auth::user(shared, &self.user.name) else {
+            return false;
+        };
+        self.acl_seen = seen;
+        self.unrestricted = user.unrestricted();
+        self.user = user;
+        true
+    }
+
+    /// A plain GET or SET of this connection may join the batched paths, which check
+    /// nothing: no transaction is open, and the connection may run anything.
+    pub(crate) fn may_batch(&mut self, shared: &Shared) -> bool {
+        self.multi.is_none()
+            && !self.denied
+            && self.refresh_user(shared)
+            && self.authenticated
+            && self.unrestricted
     }
 }
 
@@ -138,6 +205,10 @@ pub(crate) fn execute(
     let Some(name) = args.first() else {
         return After::Continue;
     };
+    if conn.denied {
+        out.error(crate::net::PROTECTED);
+        return After::Close;
+    }
     let Some((i, cmd)) = lookup(name) else {
         let shown: String = args
             .iter()
@@ -158,6 +229,23 @@ pub(crate) fn execute(
             s.rejected.fetch_add(1, Ordering::Relaxed);
         }
         out.error(&wrong_args(cmd.name));
+        conn.multi_failed |= conn.multi.is_some();
+        return After::Continue;
+    }
+    if !conn.refresh_user(shared) {
+        return After::Close;
+    }
+    let no_auth = cmd.flags.contains(&"no-auth");
+    if !conn.authenticated && !no_auth {
+        out.error("NOAUTH Authentication required.");
+        conn.multi_failed |= conn.multi.is_some();
+        return After::Continue;
+    }
+    if !conn.unrestricted
+        && !no_auth
+        && let Err(e) = auth::permitted(shared, conn, i, cmd, args)
+    {
+        out.error(&e);
         conn.multi_failed |= conn.multi.is_some();
         return After::Continue;
     }
@@ -340,16 +428,17 @@ impl Writes {
         if transaction::hold(&mut self.ops, &self.keys) {
             return Ok(());
         }
-        let result = shared
-            .db
-            .write(self.batch, write_opts(shared))
-            .map_err(engine);
         // A written key leaves the cache (the next read fills it): cheaper than copying every
-        // written value in, and right whatever the write's outcome.
+        // written value in, and right whatever the write's outcome. It leaves before the
+        // write, under the stripe locks a refill takes, so that no reader sees the cached old
+        // value of one key and the engine's new value of another.
         for k in &self.keys {
             shared.cache.remove(k);
         }
-        result
+        shared
+            .db
+            .write(self.batch, write_opts(shared))
+            .map_err(engine)
     }
 }
 
@@ -536,11 +625,12 @@ pub(crate) fn write_sets<'a>(
     for (k, v) in sets.clone() {
         batch.put(k, v);
     }
-    let result = shared.db.write(batch, write_opts(shared)).map_err(engine);
+    // Out of the cache before the engine has the new values, under the stripe locks that
+    // a refill takes: no reader sees a cached old value once the batch is in.
     for (k, _) in sets {
         shared.cache.remove(k);
     }
-    result
+    shared.db.write(batch, write_opts(shared)).map_err(engine)
 }
 
 /// Counts the calls and time of batched GETs and SETs into their commands' statistics.

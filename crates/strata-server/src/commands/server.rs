@@ -45,6 +45,10 @@ pub(super) fn reset(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     cx.conn.db = 0;
     cx.conn.protocol = 2;
     cx.conn.name = None;
+    // Back to `default`: authenticated only if it needs no password.
+    let default = super::auth::user(cx.shared, "default")
+        .unwrap_or_else(|| std::sync::Arc::new(crate::acl::User::default_user()));
+    cx.conn.log_in(cx.shared, default, false);
     cx.out.protocol(2);
     cx.out.simple("RESET");
     Ok(())
@@ -64,6 +68,7 @@ pub(super) fn hello(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         };
     }
     let mut name = None;
+    let mut auth = None;
     let mut i = 2;
     while i < a.len() {
         match upper(a[i]).as_str() {
@@ -71,13 +76,8 @@ pub(super) fn hello(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 name = Some(a[i + 1].to_vec());
                 i += 2;
             }
-            // Without passwords configured, the one user is `default`, which takes any.
             "AUTH" if i + 2 < a.len() => {
-                if a[i + 1] != b"default" {
-                    return Err(
-                        "WRONGPASS invalid username-password pair or user is disabled.".into(),
-                    );
-                }
+                auth = Some((a[i + 1], a[i + 2]));
                 i += 3;
             }
             _ => {
@@ -87,6 +87,16 @@ pub(super) fn hello(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 ));
             }
         }
+    }
+    if let Some((user, password)) = auth {
+        super::auth::log_in(cx, user, password)?;
+    } else if !cx.conn.authenticated {
+        return Err(concat!(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the ",
+            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and ",
+            "select the RESP protocol version at the same time"
+        )
+        .into());
     }
     if let Some(n) = name {
         client_name_ok(&n)?;
@@ -251,6 +261,25 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ("port", shared.port.to_string(), false),
         ("bind", c.bind.clone(), false),
         ("dir", c.dir.display().to_string(), false),
+        // Passwords are kept as digests only: the password itself cannot be shown.
+        ("requirepass", String::new(), true),
+        (
+            "protected-mode",
+            if shared.protected_mode.load(Ordering::Relaxed) {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+            true,
+        ),
+        (
+            "aclfile",
+            c.aclfile
+                .as_ref()
+                .map_or_else(String::new, |p| p.display().to_string()),
+            false,
+        ),
     ]
 }
 
@@ -260,6 +289,8 @@ enum Setting {
     MaxClients(usize),
     MaxBulk(usize),
     TimeoutSecs(u64),
+    RequirePass(Vec<u8>),
+    ProtectedMode(bool),
 }
 
 /// Parses `value` for the parameter `name`, as Redis checks it, without changing anything.
@@ -285,6 +316,12 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
         "timeout" => number()
             .map(Setting::TimeoutSecs)
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
+        "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
+        "protected-mode" => match text.to_ascii_lowercase().as_str() {
+            "yes" => Ok(Setting::ProtectedMode(true)),
+            "no" => Ok(Setting::ProtectedMode(false)),
+            _ => Err(invalid("argument must be 'yes' or 'no'")),
+        },
         _ => Err(invalid("unsupported parameter")),
     }
 }
@@ -298,6 +335,8 @@ fn apply_setting(shared: &Shared, setting: Setting) {
         Setting::TimeoutSecs(n) => shared
             .idle_timeout_ms
             .store(n.saturating_mul(1000), Ordering::Relaxed),
+        Setting::RequirePass(p) => super::auth::set_requirepass(shared, &p),
+        Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
     }
 }
 

@@ -463,8 +463,12 @@ pub(super) fn lcs(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     if len_only && idx {
         return Err("ERR If you want both the length and indexes, please just use IDX.".into());
     }
-    let x = cx.get(&cx.key(a[1]))?.map(|v| v.data).unwrap_or_default();
-    let y = cx.get(&cx.key(a[2]))?.map(|v| v.data).unwrap_or_default();
+    let (kx, ky) = (cx.key(a[1]), cx.key(a[2]));
+    let (x, y) = {
+        let _g = cx.lock([kx.as_slice(), ky.as_slice()]);
+        let x = cx.get_locked(&kx)?.map(|v| v.data).unwrap_or_default();
+        (x, cx.get_locked(&ky)?.map(|v| v.data).unwrap_or_default())
+    };
     // The classic table of common-prefix lengths, then a walk back from its far corner.
     let (n, m) = (x.len(), y.len());
     if (n + 1).saturating_mul(m + 1) > 256 * 1024 * 1024 {

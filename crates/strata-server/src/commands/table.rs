@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::{Ctx, Outcome, keys, server, strings, transaction};
+use super::{Ctx, Outcome, auth, keys, server, strings, transaction};
 
 /// One command: its row in the table.
 pub(crate) struct Command {
@@ -25,7 +25,10 @@ const R: &[&str] = &["readonly", "fast"];
 const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write", "denyoom"];
 const RS: &[&str] = &["readonly"];
+/// Connection commands a client may send before it authenticates.
 const C: &[&str] = &["fast", "loading", "stale", "no-auth"];
+/// Connection commands that need an authenticated client.
+const CA: &[&str] = &["fast", "loading", "stale"];
 const A: &[&str] = &["admin", "noscript", "loading", "stale"];
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
@@ -423,10 +426,26 @@ pub(crate) static TABLE: &[Command] = &[
         keys::persist
     ),
     // The connection and the server.
-    cmd!("ping", -1, C, ["fast", "connection"], NONE, server::ping),
-    cmd!("echo", 2, C, ["fast", "connection"], NONE, server::echo),
+    cmd!("ping", -1, CA, ["fast", "connection"], NONE, server::ping),
+    cmd!("echo", 2, CA, ["fast", "connection"], NONE, server::echo),
     cmd!("quit", -1, C, ["fast", "connection"], NONE, server::quit),
-    cmd!("select", 2, C, ["fast", "connection"], NONE, server::select),
+    cmd!(
+        "select",
+        2,
+        CA,
+        ["fast", "connection"],
+        NONE,
+        server::select
+    ),
+    cmd!("auth", -2, C, ["fast", "connection"], NONE, auth::auth),
+    cmd!(
+        "acl",
+        -2,
+        A,
+        ["admin", "slow", "dangerous"],
+        NONE,
+        auth::acl
+    ),
     cmd!("hello", -1, C, ["fast", "connection"], NONE, server::hello),
     cmd!("reset", 1, C, ["fast", "connection"], NONE, server::reset),
     cmd!(

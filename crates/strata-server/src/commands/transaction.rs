@@ -145,7 +145,8 @@ pub(crate) enum ExecLock<'a> {
     },
 }
 
-/// Clears [`HELD`] when dropped (before the stripes it names are released).
+/// Clears [`HELD`] when dropped (the stripes it names are released just before, by the same
+/// thread).
 pub(crate) struct HeldMark;
 
 impl Drop for HeldMark {
@@ -297,15 +298,16 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
         }
     }
     let writes = WRITES.take().unwrap_or_default();
-    let written = if writes.batch.is_empty() {
-        Ok(())
-    } else {
-        shared.db.write(writes.batch, write_opts(shared))
-    };
+    // Out of the cache before the batch is in, as every write does.
     for k in &writes.cached {
         shared.cache.remove(k);
     }
-    written.map_err(engine)?;
+    if !writes.batch.is_empty() {
+        shared
+            .db
+            .write(writes.batch, write_opts(shared))
+            .map_err(engine)?;
+    }
     cx.out.array(queue.len());
     cx.out.raw(&replies);
     Ok(())

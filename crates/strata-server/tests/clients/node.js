@@ -57,8 +57,33 @@ async function ioredis() {
   return "ioredis";
 }
 
+// With credentials in the URL: the ACL user `app` (made by run.sh, keys app:* only).
+async function withPassword() {
+  const url = `redis://app:apppass@127.0.0.1:${port}`;
+  for (const resp of [2, 3]) {
+    const c = createClient({ url, RESP: resp });
+    await c.connect();
+    assert.equal(await c.set("app:n", "1"), "OK");
+    assert.equal(await c.get("app:n"), "1");
+    await assert.rejects(c.get("other"), /NOPERM/);
+    await c.quit();
+  }
+  const io = new Redis(url, { lazyConnect: true });
+  await io.connect();
+  assert.equal(await io.incr("app:n"), 2);
+  await assert.rejects(io.get("other"), /NOPERM/);
+  await io.quit();
+  const bad = createClient({
+    url: `redis://app:wrong@127.0.0.1:${port}`,
+    socket: { reconnectStrategy: false },
+  });
+  bad.on("error", () => {});
+  await assert.rejects(bad.connect(), /WRONGPASS/);
+  return "node-redis and ioredis with credentials";
+}
+
 (async () => {
-  const done = [await nodeRedis(2), await nodeRedis(3), await ioredis()];
+  const done = [await nodeRedis(2), await nodeRedis(3), await ioredis(), await withPassword()];
   console.log(`${done.join(", ")} ok`);
 })().catch((e) => {
   console.error(e);

@@ -80,3 +80,24 @@ for protocol in (None, 2, 3):
     other.close()
     r.close()
 print("redis-py", redis.__version__, "ok: default, RESP2 and RESP3")
+
+# With credentials: the ACL user `app` (made by run.sh, keys app:* only), in each protocol.
+for protocol in (None, 2, 3):
+    kwargs = {} if protocol is None else {"protocol": protocol}
+    label = "default" if protocol is None else f"protocol={protocol}"
+    r = redis.Redis(port=port, username="app", password="apppass", **kwargs)
+    check(f"{label} auth set", r.set("app:k", "v"), True)
+    check(f"{label} auth get", r.get("app:k"), b"v")
+    check(f"{label} auth whoami", r.execute_command("ACL", "WHOAMI"), b"app")
+    try:
+        r.get("other")
+        sys.exit(f"redis-py: {label}: a key outside app:* was read")
+    except redis.exceptions.NoPermissionError:
+        pass
+    r.close()
+    try:
+        redis.Redis(port=port, username="app", password="wrong", **kwargs).ping()
+        sys.exit(f"redis-py: {label}: a wrong password was taken")
+    except redis.AuthenticationError:
+        pass
+print("redis-py", redis.__version__, "ok: username and password, each protocol")

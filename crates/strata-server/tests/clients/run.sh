@@ -24,5 +24,23 @@ test "$(cli persist greeting)" = 1
 test "$(cli ttl greeting)" = -1
 echo "redis-cli $(redis-cli --version | awk '{print $2}') ok"
 
+# An ACL user limited to app:* keys, for the sessions with credentials.
+cli acl setuser app reset on '>apppass' '~app:*' '+@all' >/dev/null
 python3 "$here/redis_py.py" "$port"
 NODE_PATH="$node_modules" node "$here/node.js" "$port"
+
+# Credentials: the ACL user (above), then requirepass for `default`.
+as_app() { redis-cli -p "$port" --user app --pass apppass --no-auth-warning "$@"; }
+test "$(as_app set app:x 1)" = OK
+test "$(as_app get app:x)" = 1
+test "$(as_app get other 2>&1)" = \
+  "NOPERM this user has no permissions to access one of the keys used as arguments"
+test "$(redis-cli -p "$port" --user app --pass wrong --no-auth-warning ping 2>&1 | head -1)" = \
+  "AUTH failed: WRONGPASS invalid username-password pair or user is disabled."
+cli config set requirepass rootpw >/dev/null
+test "$(cli ping 2>&1)" = "NOAUTH Authentication required."
+test "$(redis-cli -p "$port" -a rootpw --no-auth-warning ping)" = PONG
+redis-cli -p "$port" -a rootpw --no-auth-warning config set requirepass '' >/dev/null
+test "$(cli ping)" = PONG
+cli acl deluser app >/dev/null
+echo "credentials ok: redis-cli (-a, --user), redis-py, node-redis and ioredis"

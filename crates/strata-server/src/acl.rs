@@ -1,0 +1,555 @@
+//! Users and what they may do, as Redis 6+ has them: `ACL SETUSER` rules, passwords kept as
+//! SHA-256 digests, allowed commands (by name or by the categories of the command table) and
+//! key patterns for reading, writing or both.
+//!
+//! A user's allowed commands are a flag per row of the command table, so a permission check
+//! is an index into a vector; its keys are found from the row's key positions. A user with
+//! every command and every key (`default`, unless changed) is *unrestricted*, and its
+//! commands skip the check.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::commands::{Command, TABLE};
+use crate::glob;
+
+const BAD_HASH: &str = "The password hash must be exactly 64 characters and contain only \
+     lowercase hexadecimal characters";
+
+/// A password's SHA-256 digest.
+pub(crate) type Digest32 = [u8; 32];
+
+/// The categories `ACL CAT` lists, as Redis 7.0 names them.
+pub(crate) const CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+/// A key pattern and what it allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeyPattern {
+    pub read: bool,
+    pub write: bool,
+    pub pattern: Vec<u8>,
+}
+
+/// One user.
+#[derive(Clone, Debug)]
+pub(crate) struct User {
+    pub name: String,
+    pub enabled: bool,
+    /// Any password authenticates.
+    pub nopass: bool,
+    pub passwords: Vec<Digest32>,
+    /// One flag per row of [`TABLE`].
+    allowed: Vec<bool>,
+    /// The command rules since the last `+@all` or `-@all`, for display.
+    command_rules: Vec<String>,
+    /// The last `+@all`/`-@all` (`allcommands`/`nocommands`) was `+@all`.
+    base_all: bool,
+    pub keys: Vec<KeyPattern>,
+    /// `&*` (channels are accepted for configurations' sake; there is no Pub/Sub).
+    all_channels: bool,
+}
+
+/// Why a command was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Denied {
+    Command,
+    /// The key at this argument position.
+    Key(usize),
+}
+
+impl User {
+    /// A user as `ACL SETUSER` creates it: off, no passwords, no keys, no commands.
+    pub(crate) fn new(name: &str) -> Self {
+        User {
+            name: name.to_string(),
+            enabled: false,
+            nopass: false,
+            passwords: Vec::new(),
+            allowed: vec![false; TABLE.len()],
+            command_rules: Vec::new(),
+            base_all: false,
+            keys: Vec::new(),
+            all_channels: false,
+        }
+    }
+
+    /// `default` as a fresh server has it: on, no password, every command and key.
+    pub(crate) fn default_user() -> Self {
+        let mut u = User::new("default");
+        for rule in ["on", "nopass", "~*", "&*", "+@all"] {
+            // The rules are valid.
+            let _ = u.apply(rule.as_bytes());
+        }
+        u
+    }
+
+    /// Every command, every key, enabled: nothing to check.
+    pub(crate) fn unrestricted(&self) -> bool {
+        self.enabled
+            && self.allowed.iter().all(|&a| a)
+            && self
+                .keys
+                .iter()
+                .any(|k| k.read && k.write && k.pattern == b"*")
+    }
+
+    /// Whether `password` authenticates this user (compared as digests, in constant time).
+    pub(crate) fn accepts(&self, password: &[u8]) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        if self.nopass {
+            return true;
+        }
+        let given = digest(password);
+        // Every stored digest is compared, whatever matched before.
+        self.passwords
+            .iter()
+            .fold(false, |found, d| found | constant_time_eq(d, &given))
+    }
+
+    /// May this user run `cmd` (row `index`) with `args`?
+    pub(crate) fn check(&self, index: usize, cmd: &Command, args: &[&[u8]]) -> Result<(), Denied> {
+        if !self.allowed.get(index).copied().unwrap_or(false) {
+            return Err(Denied::Command);
+        }
+        let write = cmd.flags.contains(&"write");
+        for i in key_positions(cmd, args.len()) {
+            let Some(key) = args.get(i) else { continue };
+            let ok = self
+                .keys
+                .iter()
+                .any(|k| (if write { k.write } else { k.read }) && glob::matches(&k.pattern, key));
+            if !ok {
+                return Err(Denied::Key(i));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one `ACL SETUSER` rule.
+    pub(crate) fn apply(&mut self, rule: &[u8]) -> Result<(), String> {
+        let text = String::from_utf8_lossy(rule).into_owned();
+        let bad = |why: &str| format!("Error in ACL SETUSER modifier '{text}': {why}");
+        let lower = text.to_ascii_lowercase();
+        match lower.as_str() {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            "resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            "allkeys" => self.apply(b"~*")?,
+            "resetkeys" => self.keys.clear(),
+            "allchannels" => self.all_channels = true,
+            "resetchannels" => self.all_channels = false,
+            "allcommands" => self.apply(b"+@all")?,
+            "nocommands" => self.apply(b"-@all")?,
+            "reset" => {
+                for r in ["resetpass", "resetkeys", "resetchannels", "off", "-@all"] {
+                    self.apply(r.as_bytes())?;
+                }
+            }
+            _ => match rule.split_first() {
+                Some((b'>', pw)) => {
+                    let d = digest(pw);
+                    if !self.passwords.contains(&d) {
+                        self.passwords.push(d);
+                    }
+                    self.nopass = false;
+                }
+                Some((b'<', pw)) => {
+                    let d = digest(pw);
+                    self.passwords.retain(|p| *p != d);
+                }
+                Some((b'#', hex)) => {
+                    let d = parse_digest(hex).ok_or_else(|| bad(BAD_HASH))?;
+                    if !self.passwords.contains(&d) {
+                        self.passwords.push(d);
+                    }
+                    self.nopass = false;
+                }
+                Some((b'!', hex)) => {
+                    let d = parse_digest(hex).ok_or_else(|| bad(BAD_HASH))?;
+                    self.passwords.retain(|p| *p != d);
+                }
+                Some((b'~', pattern)) => self.add_keys(true, true, pattern),
+                Some((b'%', rest)) => {
+                    let tilde = rest
+                        .iter()
+                        .position(|&b| b == b'~')
+                        .ok_or_else(|| bad("Syntax error"))?;
+                    let (flags, pattern) = rest.split_at(tilde);
+                    let (mut read, mut write) = (false, false);
+                    for f in flags {
+                        match f.to_ascii_uppercase() {
+                            b'R' => read = true,
+                            b'W' => write = true,
+                            _ => return Err(bad("Syntax error")),
+                        }
+                    }
+                    if !read && !write {
+                        return Err(bad("Syntax error"));
+                    }
+                    self.add_keys(read, write, pattern.get(1..).unwrap_or_default());
+                }
+                Some((b'&', pattern)) => {
+                    if pattern == b"*" {
+                        self.all_channels = true;
+                    }
+                }
+                Some((&sign @ (b'+' | b'-'), what)) => {
+                    let allow = sign == b'+';
+                    let what = String::from_utf8_lossy(what).to_ascii_lowercase();
+                    let unknown = || bad("Unknown command or category name in ACL");
+                    if let Some(category) = what.strip_prefix('@') {
+                        if category == "all" {
+                            self.allowed.iter_mut().for_each(|a| *a = allow);
+                            self.base_all = allow;
+                            self.command_rules.clear();
+                            return Ok(());
+                        }
+                        if !CATEGORIES.contains(&category) {
+                            return Err(unknown());
+                        }
+                        for (i, c) in TABLE.iter().enumerate() {
+                            if c.categories.contains(&category)
+                                && let Some(a) = self.allowed.get_mut(i)
+                            {
+                                *a = allow;
+                            }
+                        }
+                    } else {
+                        let i = TABLE
+                            .iter()
+                            .position(|c| c.name == what)
+                            .ok_or_else(unknown)?;
+                        if let Some(a) = self.allowed.get_mut(i) {
+                            *a = allow;
+                        }
+                    }
+                    self.command_rules.push(format!("{}{what}", sign as char));
+                }
+                Some((b'(', _)) => {
+                    return Err(bad("Selectors are not supported"));
+                }
+                _ => return Err(bad("Syntax error")),
+            },
+        }
+        Ok(())
+    }
+
+    fn add_keys(&mut self, read: bool, write: bool, pattern: &[u8]) {
+        if let Some(k) = self.keys.iter_mut().find(|k| k.pattern == pattern) {
+            k.read |= read;
+            k.write |= write;
+        } else {
+            self.keys.push(KeyPattern {
+                read,
+                write,
+                pattern: pattern.to_vec(),
+            });
+        }
+    }
+
+    /// The flags `ACL GETUSER` lists.
+    pub(crate) fn flags(&self) -> Vec<&'static str> {
+        let mut f = vec![if self.enabled { "on" } else { "off" }];
+        if self.nopass {
+            f.push("nopass");
+        }
+        f
+    }
+
+    /// The command rules, as `ACL GETUSER` and `ACL LIST` show them.
+    pub(crate) fn commands_text(&self) -> String {
+        let mut parts = vec![if self.base_all { "+@all" } else { "-@all" }.to_string()];
+        parts.extend(self.command_rules.iter().cloned());
+        parts.join(" ")
+    }
+
+    /// The key patterns, as `ACL GETUSER` shows them.
+    pub(crate) fn keys_text(&self) -> String {
+        let pats: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| {
+                let p = String::from_utf8_lossy(&k.pattern);
+                match (k.read, k.write) {
+                    (true, true) => format!("~{p}"),
+                    (true, false) => format!("%R~{p}"),
+                    _ => format!("%W~{p}"),
+                }
+            })
+            .collect();
+        pats.join(" ")
+    }
+
+    pub(crate) fn channels_text(&self) -> &'static str {
+        if self.all_channels { "&*" } else { "" }
+    }
+
+    /// The user as one `ACL LIST` line (and one line of an ACL file): rules that rebuild it.
+    pub(crate) fn describe(&self) -> String {
+        let mut parts = vec![format!("user {}", self.name)];
+        parts.extend(self.flags().iter().map(|f| f.to_string()));
+        parts.extend(self.passwords.iter().map(|d| format!("#{}", hex(d))));
+        let keys = self.keys_text();
+        if !keys.is_empty() {
+            parts.push(keys);
+        }
+        parts.push(
+            if self.all_channels {
+                "&*"
+            } else {
+                "resetchannels"
+            }
+            .into(),
+        );
+        parts.push(self.commands_text());
+        parts.join(" ")
+    }
+}
+
+/// The argument positions of a command's keys, from its row.
+pub(crate) fn key_positions(cmd: &Command, argc: usize) -> impl Iterator<Item = usize> {
+    let (first, last, step) = cmd.keys;
+    let n = argc as i64;
+    let last = if last < 0 {
+        n + i64::from(last)
+    } else {
+        i64::from(last)
+    };
+    let (first, step) = (i64::from(first), i64::from(step).max(1));
+    let end = if first <= 0 { 0 } else { last.min(n - 1) + 1 };
+    (first.max(1)..end.max(first.max(1)))
+        .step_by(step as usize)
+        .map(|i| i as usize)
+}
+
+/// What a refused command or login leaves in `ACL LOG`.
+pub(crate) struct LogEntry {
+    pub count: u64,
+    /// `auth`, `command` or `key`.
+    pub reason: &'static str,
+    /// `toplevel` or `multi`.
+    pub context: &'static str,
+    pub object: String,
+    pub username: String,
+    pub at: std::time::Instant,
+    pub client_info: String,
+}
+
+/// The most entries `ACL LOG` keeps, as Redis's default `acllog-max-len`.
+const LOG_MAX: usize = 128;
+
+/// Every user, and the log of refusals.
+pub(crate) struct Acl {
+    pub users: BTreeMap<String, Arc<User>>,
+    pub log: VecDeque<LogEntry>,
+}
+
+impl Acl {
+    pub(crate) fn new() -> Self {
+        let mut users = BTreeMap::new();
+        users.insert("default".to_string(), Arc::new(User::default_user()));
+        Acl {
+            users,
+            log: VecDeque::new(),
+        }
+    }
+
+    /// Adds a refusal; one like the newest within a minute only counts again.
+    pub(crate) fn record(&mut self, entry: LogEntry) {
+        if let Some(e) = self.log.iter_mut().find(|e| {
+            e.reason == entry.reason
+                && e.context == entry.context
+                && e.object == entry.object
+                && e.username == entry.username
+                && e.at.elapsed().as_secs() < 60
+        }) {
+            e.count += 1;
+            e.at = entry.at;
+            e.client_info = entry.client_info;
+            return;
+        }
+        self.log.push_front(entry);
+        self.log.truncate(LOG_MAX);
+    }
+
+    /// Users from the lines of an ACL file (`user <name> <rules>...`, as `ACL LIST` writes
+    /// them). `default` is there even when the file leaves it out.
+    pub(crate) fn parse_file(
+        text: &str,
+        path: &str,
+    ) -> Result<BTreeMap<String, Arc<User>>, String> {
+        let mut users = BTreeMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut words = line.split_ascii_whitespace();
+            let (Some("user"), Some(name)) = (words.next(), words.next()) else {
+                return Err(format!("{path}:{}: should start with user keyword", n + 1));
+            };
+            if users.contains_key(name) {
+                return Err(format!("{path}:{}: Duplicate user '{name}' found", n + 1));
+            }
+            let mut u = User::new(name);
+            for w in words {
+                u.apply(w.as_bytes())
+                    .map_err(|e| format!("{path}:{}: {e}", n + 1))?;
+            }
+            users.insert(name.to_string(), Arc::new(u));
+        }
+        users
+            .entry("default".to_string())
+            .or_insert_with(|| Arc::new(User::default_user()));
+        Ok(users)
+    }
+
+    /// The users as an ACL file holds them.
+    pub(crate) fn file_text(&self) -> String {
+        let mut s = String::new();
+        for u in self.users.values() {
+            s.push_str(&u.describe());
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// `requirepass`: the `default` user's one password, or none (`nopass`) when empty.
+pub(crate) fn set_requirepass(acl: &mut Acl, password: &[u8]) {
+    let mut user = acl
+        .users
+        .get("default")
+        .map_or_else(User::default_user, |u| (**u).clone());
+    let _ = user.apply(b"resetpass");
+    if password.is_empty() {
+        let _ = user.apply(b"nopass");
+    } else {
+        let mut rule = vec![b'>'];
+        rule.extend_from_slice(password);
+        let _ = user.apply(&rule);
+    }
+    acl.users.insert("default".into(), Arc::new(user));
+}
+
+pub(crate) fn digest(password: &[u8]) -> Digest32 {
+    Sha256::digest(password).into()
+}
+
+fn constant_time_eq(a: &Digest32, b: &Digest32) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub(crate) fn hex(d: &Digest32) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_digest(hex: &[u8]) -> Option<Digest32> {
+    if hex.len() != 64 || !hex.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut d = [0u8; 32];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        *d.get_mut(i)? = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str) -> (usize, &'static Command) {
+        crate::commands::lookup(name.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn rules_grant_commands_and_keys_as_redis_does() {
+        let mut u = User::new("alice");
+        for r in ["on", ">pw", "~a*", "%R~r*", "+get", "+set", "+mget"] {
+            u.apply(r.as_bytes()).unwrap();
+        }
+        assert!(u.accepts(b"pw"));
+        assert!(!u.accepts(b"pw2"));
+        let (gi, get) = row("get");
+        let (si, set) = row("set");
+        let (mi, mget) = row("mget");
+        let (di, del) = row("del");
+        assert_eq!(u.check(gi, get, &[b"get", b"abc"]), Ok(()));
+        assert_eq!(u.check(gi, get, &[b"get", b"rx"]), Ok(()));
+        assert_eq!(u.check(gi, get, &[b"get", b"b"]), Err(Denied::Key(1)));
+        assert_eq!(
+            u.check(si, set, &[b"set", b"r1", b"v"]),
+            Err(Denied::Key(1))
+        );
+        assert_eq!(u.check(si, set, &[b"set", b"a1", b"v"]), Ok(()));
+        // MGET's second key is checked as its first is.
+        assert_eq!(
+            u.check(mi, mget, &[b"mget", b"a", b"zz"]),
+            Err(Denied::Key(2))
+        );
+        assert_eq!(u.check(di, del, &[b"del", b"a"]), Err(Denied::Command));
+        assert_eq!(
+            u.describe(),
+            "user alice on #30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4 \
+             ~a* %R~r* resetchannels -@all +get +set +mget"
+        );
+        assert!(!u.unrestricted());
+        assert!(User::default_user().unrestricted());
+        assert!(u.apply(b"+nosuchcommand").is_err());
+        assert!(u.apply(b"#abc").is_err());
+    }
+
+    #[test]
+    fn an_acl_file_round_trips() {
+        let mut acl = Acl::new();
+        let mut u = User::new("bob");
+        for r in ["on", ">secret", "%W~w:*", "+@string", "-getdel"] {
+            u.apply(r.as_bytes()).unwrap();
+        }
+        acl.users.insert("bob".into(), Arc::new(u));
+        let text = acl.file_text();
+        let back = Acl::parse_file(&text, "users.acl").unwrap();
+        let again: Vec<String> = back.values().map(|u| u.describe()).collect();
+        assert_eq!(again.join("\n") + "\n", text);
+        assert!(
+            Acl::parse_file("user x bogus\n", "f")
+                .unwrap_err()
+                .starts_with("f:1:")
+        );
+    }
+}
