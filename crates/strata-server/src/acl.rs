@@ -54,6 +54,19 @@ pub(crate) struct KeyPattern {
     pub pattern: Vec<u8>,
 }
 
+impl KeyPattern {
+    /// Whether `key` matches. The common shapes, `prefix*` and a plain name, are compared
+    /// directly; the rest go through the glob matcher.
+    fn matches(&self, key: &[u8]) -> bool {
+        let special = |b: &u8| matches!(b, b'*' | b'?' | b'[' | b'\\');
+        match self.pattern.split_last() {
+            Some((b'*', prefix)) if !prefix.iter().any(special) => key.starts_with(prefix),
+            _ if !self.pattern.iter().any(special) => key == self.pattern.as_slice(),
+            _ => glob::matches(&self.pattern, key),
+        }
+    }
+}
+
 /// One user.
 #[derive(Clone, Debug)]
 pub(crate) struct User {
@@ -143,7 +156,7 @@ impl User {
             let ok = self
                 .keys
                 .iter()
-                .any(|k| (if write { k.write } else { k.read }) && glob::matches(&k.pattern, key));
+                .any(|k| (if write { k.write } else { k.read }) && k.matches(key));
             if !ok {
                 return Err(Denied::Key(i));
             }
@@ -532,6 +545,26 @@ mod tests {
         assert!(User::default_user().unrestricted());
         assert!(u.apply(b"+nosuchcommand").is_err());
         assert!(u.apply(b"#abc").is_err());
+    }
+
+    #[test]
+    fn key_patterns_match_as_globs_do() {
+        let cases: &[&[u8]] = &[b"*", b"a*", b"ab", b"a?c", b"a[bc]*", b"a\\*", b"", b"*b"];
+        let keys: &[&[u8]] = &[b"", b"a", b"ab", b"abc", b"a*", b"b", b"acx", b"xb"];
+        for &pattern in cases {
+            let k = KeyPattern {
+                read: true,
+                write: true,
+                pattern: pattern.to_vec(),
+            };
+            for &key in keys {
+                assert_eq!(
+                    k.matches(key),
+                    glob::matches(pattern, key),
+                    "{pattern:?} {key:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -499,10 +499,9 @@ impl Worker {
                             pos += n;
                             continue;
                         }
-                        // Inside MULTI every command is queued, through `execute`, and a
-                        // connection whose user has limits has each command checked there.
-                        let batchable = c.state.may_batch(shared);
-                        if batchable && commands::is_plain_set(args) {
+                        // Inside MULTI every command is queued, through `execute`; a command
+                        // the connection's user may not run is refused there.
+                        if commands::is_plain_set(args) && c.state.may_batch(shared, args) {
                             // A SET after a GET of this connection must not be written
                             // before that GET reads.
                             if self.batch.full() || c.gets_in_batch > 0 {
@@ -523,7 +522,7 @@ impl Worker {
                             });
                             continue;
                         }
-                        if batchable && commands::is_plain_get(args) {
+                        if commands::is_plain_get(args) && c.state.may_batch(shared, args) {
                             if self.batch.full() || c.gets_in_batch >= MAX_BATCH_GETS_PER_CONNECTION
                             {
                                 break Some(Advance::NeedFlush);

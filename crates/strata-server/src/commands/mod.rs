@@ -113,14 +113,31 @@ impl Connection {
         true
     }
 
-    /// A plain GET or SET of this connection may join the batched paths, which check
-    /// nothing: no transaction is open, and the connection may run anything.
-    pub(crate) fn may_batch(&mut self, shared: &Shared) -> bool {
-        self.multi.is_none()
-            && !self.denied
-            && self.refresh_user(shared)
-            && self.authenticated
-            && self.unrestricted
+    /// A plain GET or SET of this connection (`args`, checked by [`is_plain_get`] or
+    /// [`is_plain_set`]) may join the batched paths, which check nothing themselves: no
+    /// transaction is open, the connection is logged in, and its user may run it on its key.
+    pub(crate) fn may_batch(&mut self, shared: &Shared, args: &Args) -> bool {
+        if self.multi.is_some() || self.denied || !self.refresh_user(shared) {
+            return false;
+        }
+        if !self.authenticated {
+            return false;
+        }
+        if self.unrestricted {
+            return true;
+        }
+        let (Some(name), Some(key)) = (args.get(0), args.get(1)) else {
+            return false;
+        };
+        let value = args.get(2).unwrap_or_default();
+        let argv = [name, key, value];
+        let argv = argv.get(..args.len()).unwrap_or_default();
+        // GET or SET: their rows, found once.
+        static ROWS: std::sync::OnceLock<[Option<(usize, &'static Command)>; 2]> =
+            std::sync::OnceLock::new();
+        let rows = ROWS.get_or_init(|| [lookup(b"get"), lookup(b"set")]);
+        let row = if args.len() == 2 { rows[0] } else { rows[1] };
+        row.is_some_and(|(i, cmd)| self.user.check(i, cmd, argv).is_ok())
     }
 }
 
