@@ -183,6 +183,21 @@ enum Command {
         /// Refuse clients from other hosts while `default` has no password: yes or no.
         #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
         protected_mode: String,
+        /// Serve TLS on this port too (`--port 0` then turns the plain port off).
+        #[arg(long)]
+        tls_port: Option<u16>,
+        /// The server's certificate chain (PEM).
+        #[arg(long)]
+        tls_cert_file: Option<PathBuf>,
+        /// The server's private key (PEM).
+        #[arg(long)]
+        tls_key_file: Option<PathBuf>,
+        /// The CA that signs client certificates (PEM).
+        #[arg(long)]
+        tls_ca_cert_file: Option<PathBuf>,
+        /// Whether clients must show a certificate signed by that CA: yes, no or optional.
+        #[arg(long, default_value = "yes")]
+        tls_auth_clients: strata_server::ClientAuth,
     },
 }
 
@@ -225,7 +240,22 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             requirepass,
             aclfile,
             protected_mode,
+            tls_port,
+            tls_cert_file,
+            tls_key_file,
+            tls_ca_cert_file,
+            tls_auth_clients,
         } => {
+            let tls = match (tls_cert_file, tls_key_file) {
+                (Some(cert), Some(key)) => Some(strata_server::TlsFiles {
+                    cert,
+                    key,
+                    ca: tls_ca_cert_file,
+                    auth: tls_auth_clients,
+                }),
+                (None, None) => None,
+                _ => return Err("--tls-cert-file and --tls-key-file go together".into()),
+            };
             let config = strata_server::Config {
                 dir: dir.clone(),
                 bind,
@@ -244,6 +274,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 requirepass,
                 aclfile,
                 protected_mode: protected_mode == "yes",
+                // As Redis: with a TLS port, port 0 turns the plain one off.
+                plain: !(port == 0 && tls_port.is_some()),
+                tls_port,
+                tls,
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;

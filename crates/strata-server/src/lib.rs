@@ -29,8 +29,10 @@ mod hotcache;
 mod net;
 pub mod resp;
 mod store;
+mod tls;
 
 pub use store::Clock;
+pub use tls::{ClientAuth, TlsFiles};
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -106,6 +108,12 @@ pub struct Config {
     /// Refuse clients from other hosts while `default` has no password and the server
     /// listens beyond the loopback address.
     pub protected_mode: bool,
+    /// Serve plain TCP on `port` (off: only the TLS port, as Redis's `--port 0`).
+    pub plain: bool,
+    /// The TLS port (0 picks a free one), when TLS is served.
+    pub tls_port: Option<u16>,
+    /// The certificate, key and client-certificate settings of the TLS port.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for Config {
@@ -126,6 +134,9 @@ impl Default for Config {
             requirepass: None,
             aclfile: None,
             protected_mode: true,
+            plain: true,
+            tls_port: None,
+            tls: None,
         }
     }
 }
@@ -161,6 +172,11 @@ pub(crate) struct Shared {
     pub acl_generation: AtomicU64,
     /// `protected-mode`, which CONFIG SET may change.
     pub protected_mode: AtomicBool,
+    /// The TLS port's files and the configuration made of them; CONFIG SET of a file reads
+    /// them again, for the connections that come after.
+    pub tls: Mutex<Option<(TlsFiles, Arc<rustls::ServerConfig>)>>,
+    /// The TLS port, when one is served.
+    pub tls_port: Option<u16>,
     /// One row per row of the command table.
     pub command_stats: Vec<commands::CommandStats>,
     pub started: Instant,
@@ -206,6 +222,12 @@ impl Shared {
             SyncMode::No => 2,
         };
         self.sync.store(n, Ordering::Relaxed);
+    }
+
+    /// The TLS configuration new connections to the TLS port get.
+    pub(crate) fn tls_config(&self) -> Option<Arc<rustls::ServerConfig>> {
+        let tls = self.tls.lock().unwrap_or_else(|e| e.into_inner());
+        tls.as_ref().map(|(_, c)| c.clone())
     }
 
     pub(crate) fn new_client_id(&self) -> u64 {
@@ -255,6 +277,7 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     accept: Option<JoinHandle<()>>,
     syncer: Option<JoinHandle<()>>,
     workers: Arc<Vec<net::WorkerHandle>>,
@@ -282,10 +305,36 @@ impl Server {
         if let Some(pass) = &config.requirepass {
             acl::set_requirepass(&mut users, pass.as_bytes());
         }
-        let listener = TcpListener::bind((config.bind.as_str(), config.port))
-            .map_err(|e| format!("cannot listen on {}:{}: {e}", config.bind, config.port))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let tls_config = match (&config.tls, config.tls_port) {
+            (Some(files), Some(_)) => Some((files.clone(), tls::server_config(files)?)),
+            (None, Some(_)) => {
+                return Err("--tls-port needs --tls-cert-file and --tls-key-file".into());
+            }
+            _ => None,
+        };
+        let listen = |port: u16| -> Result<(TcpListener, SocketAddr), String> {
+            let listener = TcpListener::bind((config.bind.as_str(), port))
+                .map_err(|e| format!("cannot listen on {}:{port}: {e}", config.bind))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+            Ok((listener, addr))
+        };
+        let mut listeners = Vec::new();
+        let mut addr = None;
+        if config.plain {
+            let (l, a) = listen(config.port)?;
+            listeners.push((l, false));
+            addr = Some(a);
+        }
+        let mut tls_addr = None;
+        if let Some(port) = config.tls_port {
+            let (l, a) = listen(port)?;
+            listeners.push((l, true));
+            tls_addr = Some(a);
+        }
+        let addr = addr
+            .or(tls_addr)
+            .ok_or("nothing to listen on: the plain port is off and no --tls-port is given")?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
@@ -299,6 +348,8 @@ impl Server {
             acl: RwLock::new(users),
             acl_generation: AtomicU64::new(0),
             protected_mode: AtomicBool::new(config.protected_mode),
+            tls: Mutex::new(tls_config),
+            tls_port: tls_addr.map(|a| a.port()),
             command_stats: commands::TABLE.iter().map(|_| Default::default()).collect(),
             started: Instant::now(),
             started_unix: now.as_secs(),
@@ -334,7 +385,7 @@ impl Server {
             let poll = mio::Poll::new().map_err(|e| e.to_string())?;
             std::thread::Builder::new()
                 .name("strata-accept".into())
-                .spawn(move || net::accept_loop(listener, shared, workers, poll))
+                .spawn(move || net::accept_loop(listeners, shared, workers, poll))
                 .map_err(|e| e.to_string())?
         };
         // Once a second, the WAL is synced when the mode (which CONFIG SET may change) is
@@ -349,6 +400,7 @@ impl Server {
         Ok(Server {
             shared,
             addr,
+            tls_addr,
             accept: Some(accept),
             syncer: Some(syncer),
             workers,
@@ -358,6 +410,11 @@ impl Server {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of the TLS port, when one is served.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// Blocks until SIGINT or SIGTERM, then shuts down cleanly.

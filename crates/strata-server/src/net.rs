@@ -18,7 +18,7 @@
 //! not hold up the others. No connection gets more than [`READ_PER_ROUND`] bytes of reading
 //! per round, so a busy one cannot starve the rest.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
@@ -30,6 +30,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::commands::{self, Connection};
 use crate::resp::{self, Args, Limits, Parsed, Reply};
+use crate::tls::Stream;
 use crate::{After, Shared, store};
 
 /// Stop running a connection's commands while this many reply bytes wait to be sent to it.
@@ -55,7 +56,8 @@ const LISTEN: Token = Token(usize::MAX - 1);
 
 /// A worker as the acceptor sees it: where to send new connections and how to wake it.
 pub(crate) struct WorkerHandle {
-    sender: Sender<std::net::TcpStream>,
+    /// New connections, each with whether it came to the TLS port.
+    sender: Sender<(std::net::TcpStream, bool)>,
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
 }
@@ -87,20 +89,26 @@ impl WorkerHandle {
     }
 }
 
-/// Accepts connections until shutdown and deals them to the workers in turn.
+/// Accepts connections until shutdown and deals them to the workers in turn. Each listener
+/// comes with whether it is the TLS port.
 pub(crate) fn accept_loop(
-    listener: std::net::TcpListener,
+    listeners: Vec<(std::net::TcpListener, bool)>,
     shared: Arc<Shared>,
     workers: Arc<Vec<WorkerHandle>>,
     mut poll: Poll,
 ) {
-    let mut listener = TcpListener::from_std(listener);
-    if poll
-        .registry()
-        .register(&mut listener, LISTEN, Interest::READABLE)
-        .is_err()
-    {
-        return;
+    let mut listeners: Vec<(TcpListener, bool)> = listeners
+        .into_iter()
+        .map(|(l, tls)| (TcpListener::from_std(l), tls))
+        .collect();
+    for (i, (listener, _)) in listeners.iter_mut().enumerate() {
+        if poll
+            .registry()
+            .register(listener, Token(LISTEN.0 - i), Interest::READABLE)
+            .is_err()
+        {
+            return;
+        }
     }
     let mut events = Events::with_capacity(64);
     let mut next = 0usize;
@@ -110,42 +118,55 @@ pub(crate) fn accept_loop(
         {
             std::thread::sleep(TICK);
         }
-        loop {
-            let stream = match listener.accept() {
-                Ok((stream, _)) => stream,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                // Out of descriptors and the like: wait for the next readiness or tick.
-                Err(_) => break,
-            };
-            let counters = &shared.counters;
-            counters
-                .connections_received
-                .fetch_add(1, Ordering::Relaxed);
-            let _ = stream.set_nodelay(true);
-            if counters.connected.load(Ordering::SeqCst)
-                >= shared.max_clients.load(Ordering::Relaxed)
-            {
-                counters.rejected.fetch_add(1, Ordering::Relaxed);
-                // A best-effort note to the refused client; the socket is fresh and empty.
-                let mut s = stream;
-                let _ = s.write(b"-ERR max number of clients reached\r\n");
-                continue;
-            }
-            let Some(worker) = workers.get(next % workers.len().max(1)) else {
-                return;
-            };
-            next = next.wrapping_add(1);
-            // Convert back to a std stream to cross the channel; the worker registers it.
-            let std_stream = std::net::TcpStream::from(stream);
-            counters.connected.fetch_add(1, Ordering::SeqCst);
-            if worker.sender.send(std_stream).is_err() {
-                counters.connected.fetch_sub(1, Ordering::SeqCst);
-                continue;
-            }
-            worker.wake();
+        for (listener, tls) in &listeners {
+            next = accept_all(listener, *tls, &shared, &workers, next);
         }
     }
+}
+
+/// Accepts what waits on one listener; `next` is the worker whose turn it is, returned moved
+/// on.
+fn accept_all(
+    listener: &TcpListener,
+    tls: bool,
+    shared: &Shared,
+    workers: &[WorkerHandle],
+    mut next: usize,
+) -> usize {
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // Out of descriptors and the like: wait for the next readiness or tick.
+            Err(_) => break,
+        };
+        let counters = &shared.counters;
+        counters
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = stream.set_nodelay(true);
+        if counters.connected.load(Ordering::SeqCst) >= shared.max_clients.load(Ordering::Relaxed) {
+            counters.rejected.fetch_add(1, Ordering::Relaxed);
+            // A best-effort note to the refused client; the socket is fresh and empty.
+            let mut s = stream;
+            let _ = s.write(b"-ERR max number of clients reached\r\n");
+            continue;
+        }
+        let Some(worker) = workers.get(next % workers.len().max(1)) else {
+            return next;
+        };
+        next = next.wrapping_add(1);
+        // Convert back to a std stream to cross the channel; the worker registers it.
+        let std_stream = std::net::TcpStream::from(stream);
+        counters.connected.fetch_add(1, Ordering::SeqCst);
+        if worker.sender.send((std_stream, tls)).is_err() {
+            counters.connected.fetch_sub(1, Ordering::SeqCst);
+            continue;
+        }
+        worker.wake();
+    }
+    next
 }
 
 /// Redis's answer to a client refused by protected mode.
@@ -178,7 +199,7 @@ pub(crate) fn protected(shared: &Shared, peer: std::net::SocketAddr) -> bool {
 
 /// One connection and what the worker knows of it.
 struct Client {
-    stream: TcpStream,
+    stream: Stream,
     input: Vec<u8>,
     output: Vec<u8>,
     /// Bytes at the front of `output` already sent.
@@ -200,13 +221,14 @@ struct Client {
 }
 
 impl Client {
+    /// Bytes of replies not yet sent (1 for encrypted bytes that wait, under TLS).
     fn unsent(&self) -> usize {
-        self.output.len() - self.sent
+        self.output.len() - self.sent + usize::from(self.stream.has_pending())
     }
 
     /// Writes unsent replies until they are all sent or the socket is full.
     fn write_out(&mut self) -> Written {
-        while self.unsent() > 0 {
+        while self.output.len() > self.sent {
             match self
                 .stream
                 .write(self.output.get(self.sent..).unwrap_or_default())
@@ -218,7 +240,11 @@ impl Client {
                 Err(_) => return Written::Broken,
             }
         }
-        Written::All
+        match self.stream.flush_pending() {
+            Ok(()) => Written::All,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Written::Blocked,
+            Err(_) => Written::Broken,
+        }
     }
 }
 
@@ -270,7 +296,7 @@ impl Batch {
 struct Worker {
     shared: Arc<Shared>,
     poll: Poll,
-    incoming: Receiver<std::net::TcpStream>,
+    incoming: Receiver<(std::net::TcpStream, bool)>,
     clients: Vec<Option<Client>>,
     free: Vec<usize>,
     batch: Batch,
@@ -283,7 +309,11 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(shared: Arc<Shared>, poll: Poll, incoming: Receiver<std::net::TcpStream>) -> Self {
+    fn new(
+        shared: Arc<Shared>,
+        poll: Poll,
+        incoming: Receiver<(std::net::TcpStream, bool)>,
+    ) -> Self {
         let limits = Limits {
             max_bulk_bytes: shared.config.max_request_bytes,
             ..Limits::default()
@@ -382,7 +412,7 @@ impl Worker {
 
     fn take_new_connections(&mut self, ready: &mut Vec<usize>) {
         loop {
-            let stream = match self.incoming.try_recv() {
+            let (stream, tls) = match self.incoming.try_recv() {
                 Ok(s) => s,
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
             };
@@ -398,12 +428,35 @@ impl Worker {
             let denied = stream
                 .peer_addr()
                 .is_ok_and(|peer| protected(&self.shared, peer));
-            let mut stream = TcpStream::from_std(stream);
+            let stream = TcpStream::from_std(stream);
+            let mut stream = match (tls, self.shared.tls_config()) {
+                (false, _) => Stream::Plain(stream),
+                (true, Some(config)) => match rustls::ServerConnection::new(config) {
+                    Ok(conn) => Stream::Tls {
+                        sock: stream,
+                        tls: Box::new(conn),
+                    },
+                    Err(_) => {
+                        self.shared
+                            .counters
+                            .connected
+                            .fetch_sub(1, Ordering::SeqCst);
+                        continue;
+                    }
+                },
+                (true, None) => {
+                    self.shared
+                        .counters
+                        .connected
+                        .fetch_sub(1, Ordering::SeqCst);
+                    continue;
+                }
+            };
             let idx = self.free.pop().unwrap_or(self.clients.len());
             if self
                 .poll
                 .registry()
-                .register(&mut stream, Token(idx), Interest::READABLE)
+                .register(stream.socket(), Token(idx), Interest::READABLE)
                 .is_err()
             {
                 self.free.push(idx);
@@ -604,7 +657,7 @@ impl Worker {
                     c.last_activity = Instant::now();
                     // A short read emptied the socket; bytes that come later raise a new
                     // readiness edge, so asking again now would only hear WouldBlock.
-                    if n < self.scratch.len() {
+                    if n < self.scratch.len() && c.stream.short_read_drains() {
                         c.readable = false;
                     }
                 }
@@ -717,7 +770,7 @@ impl Worker {
             if self
                 .poll
                 .registry()
-                .reregister(&mut c.stream, Token(idx), interest)
+                .reregister(c.stream.socket(), Token(idx), interest)
                 .is_err()
             {
                 self.close(idx);
@@ -731,7 +784,7 @@ impl Worker {
         if let Some(slot) = self.clients.get_mut(idx)
             && let Some(mut c) = slot.take()
         {
-            let _ = self.poll.registry().deregister(&mut c.stream);
+            let _ = self.poll.registry().deregister(c.stream.socket());
             self.free.push(idx);
             self.shared
                 .counters

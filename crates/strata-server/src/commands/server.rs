@@ -1,6 +1,7 @@
 //! The connection and the server: PING, HELLO, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -233,6 +234,13 @@ pub(super) fn command(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 /// The parameters CONFIG GET reports, and whether CONFIG SET may change each.
 fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     let c = &shared.config;
+    let tls = shared.tls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let tls_file = |f: fn(&crate::TlsFiles) -> String| {
+        tls.as_ref().map_or_else(String::new, |(files, _)| f(files))
+    };
+    let tls_port = shared
+        .tls_port
+        .map_or_else(|| "0".into(), |p| p.to_string());
     let appendfsync = match shared.sync_mode() {
         SyncMode::Always => "always",
         SyncMode::EverySec => "everysec",
@@ -261,6 +269,37 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ("port", shared.port.to_string(), false),
         ("bind", c.bind.clone(), false),
         ("dir", c.dir.display().to_string(), false),
+        ("tls-port", tls_port, false),
+        (
+            "tls-cert-file",
+            tls_file(|f| f.cert.display().to_string()),
+            true,
+        ),
+        (
+            "tls-key-file",
+            tls_file(|f| f.key.display().to_string()),
+            true,
+        ),
+        (
+            "tls-ca-cert-file",
+            tls_file(|f| {
+                f.ca.as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string())
+            }),
+            true,
+        ),
+        (
+            "tls-auth-clients",
+            tls_file(|f| {
+                match f.auth {
+                    crate::ClientAuth::Yes => "yes",
+                    crate::ClientAuth::No => "no",
+                    crate::ClientAuth::Optional => "optional",
+                }
+                .to_string()
+            }),
+            true,
+        ),
         // Passwords are kept as digests only: the password itself cannot be shown.
         ("requirepass", String::new(), true),
         (
@@ -291,6 +330,43 @@ enum Setting {
     TimeoutSecs(u64),
     RequirePass(Vec<u8>),
     ProtectedMode(bool),
+    /// `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` or `tls-auth-clients`.
+    Tls(&'static str, String),
+}
+
+/// The TLS configuration that `changes` make, read from the files now; `None` when they
+/// change no TLS setting.
+fn tls_changes(
+    shared: &Shared,
+    changes: &[Setting],
+) -> Result<Option<(crate::TlsFiles, Arc<rustls::ServerConfig>)>, String> {
+    let tls: Vec<(&str, &String)> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Setting::Tls(name, value) => Some((*name, value)),
+            _ => None,
+        })
+        .collect();
+    if tls.is_empty() {
+        return Ok(None);
+    }
+    let failed = |name: &str, why: String| {
+        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+    };
+    let current = shared.tls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some((mut files, _)) = current else {
+        return Err(failed(tls[0].0, "TLS is not served (no --tls-port)".into()));
+    };
+    for (name, value) in &tls {
+        match *name {
+            "tls-cert-file" => files.cert = value.into(),
+            "tls-key-file" => files.key = value.into(),
+            "tls-ca-cert-file" => files.ca = Some(value.into()),
+            _ => files.auth = value.parse().map_err(|e| failed(name, e))?,
+        }
+    }
+    let config = crate::tls::server_config(&files).map_err(|e| failed(tls[0].0, e))?;
+    Ok(Some((files, config)))
 }
 
 /// Parses `value` for the parameter `name`, as Redis checks it, without changing anything.
@@ -317,6 +393,10 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .map(Setting::TimeoutSecs)
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
+        "tls-cert-file" => Ok(Setting::Tls("tls-cert-file", text.into_owned())),
+        "tls-key-file" => Ok(Setting::Tls("tls-key-file", text.into_owned())),
+        "tls-ca-cert-file" => Ok(Setting::Tls("tls-ca-cert-file", text.into_owned())),
+        "tls-auth-clients" => Ok(Setting::Tls("tls-auth-clients", text.into_owned())),
         "protected-mode" => match text.to_ascii_lowercase().as_str() {
             "yes" => Ok(Setting::ProtectedMode(true)),
             "no" => Ok(Setting::ProtectedMode(false)),
@@ -337,6 +417,8 @@ fn apply_setting(shared: &Shared, setting: Setting) {
             .store(n.saturating_mul(1000), Ordering::Relaxed),
         Setting::RequirePass(p) => super::auth::set_requirepass(shared, &p),
         Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
+        // Applied whole by the caller, from `tls_changes`.
+        Setting::Tls(..) => {}
     }
 }
 
@@ -380,8 +462,13 @@ pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                     }
                 }
             }
+            // TLS files are read (and checked to go together) before anything changes.
+            let tls = tls_changes(cx.shared, &changes)?;
             for setting in changes {
                 apply_setting(cx.shared, setting);
+            }
+            if let Some(tls) = tls {
+                *cx.shared.tls.lock().unwrap_or_else(|e| e.into_inner()) = Some(tls);
             }
             cx.out.ok();
         }

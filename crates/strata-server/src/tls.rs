@@ -1,0 +1,194 @@
+//! TLS for `--tls-port`: the server's configuration from PEM files, and a connection's stream,
+//! plain or encrypted, behind one pair of non-blocking `read` and `write` calls.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mio::net::TcpStream;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, ServerConnection};
+
+/// Whether clients must show a certificate (`tls-auth-clients`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A certificate signed by the CA is required.
+    Yes,
+    /// None is asked for.
+    No,
+    /// One is asked for; a client without one is served, one with a bad one is refused.
+    Optional,
+}
+
+impl std::str::FromStr for ClientAuth {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "yes" => Ok(ClientAuth::Yes),
+            "no" => Ok(ClientAuth::No),
+            "optional" => Ok(ClientAuth::Optional),
+            other => Err(format!(
+                "unknown tls-auth-clients {other:?} (yes, no or optional)"
+            )),
+        }
+    }
+}
+
+/// What TLS is built from.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The CA that signs client certificates (needed unless `auth` is `No`).
+    pub ca: Option<PathBuf>,
+    pub auth: ClientAuth,
+}
+
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("cannot read certificates from {}: {e}", path.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot read certificates from {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("no certificate in {}", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The server's TLS configuration, read from its files now.
+pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
+    let chain = certs(&files.cert)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| format!("cannot read the private key {}: {e}", files.key.display()))?;
+    let builder = ServerConfig::builder();
+    let builder = match files.auth {
+        ClientAuth::No => builder.with_no_client_auth(),
+        auth => {
+            let ca = files
+                .ca
+                .as_ref()
+                .ok_or("tls-auth-clients needs --tls-ca-cert-file (or tls-auth-clients no)")?;
+            let mut roots = RootCertStore::empty();
+            for c in certs(ca)? {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("bad CA certificate in {}: {e}", ca.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder(Arc::new(roots));
+            let verifier = if auth == ClientAuth::Optional {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier.build().map_err(|e| e.to_string())?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the certificate and key do not go together: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+/// A connection's socket, plain or under TLS.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls {
+        sock: TcpStream,
+        tls: Box<ServerConnection>,
+    },
+}
+
+impl Stream {
+    pub(crate) fn socket(&mut self) -> &mut TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls { sock, .. } => sock,
+        }
+    }
+
+    /// A short read says the socket is empty (the next bytes raise a new readiness edge).
+    /// Not under TLS, where the socket may hold records that were not read yet.
+    pub(crate) fn short_read_drains(&self) -> bool {
+        matches!(self, Stream::Plain(_))
+    }
+
+    /// Reads plaintext. `WouldBlock` when none is ready; 0 at the end of input.
+    pub(crate) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let (sock, tls) = match self {
+            Stream::Plain(s) => return s.read(buf),
+            Stream::Tls { sock, tls } => (sock, tls),
+        };
+        loop {
+            match tls.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if tls.read_tls(sock)? == 0 {
+                return Ok(0);
+            }
+            if let Err(e) = tls.process_new_packets() {
+                // The alert that says why goes out before the connection closes.
+                let _ = tls.write_tls(sock);
+                return Err(io::Error::new(ErrorKind::InvalidData, e));
+            }
+            // The handshake's answers, if it is under way.
+            match flush(sock, tls) {
+                Err(e) if e.kind() != ErrorKind::WouldBlock => return Err(e),
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes plaintext: under TLS it is encrypted into the connection's buffer, which is
+    /// sent as far as the socket takes it ([`Stream::flush_pending`] sends the rest).
+    pub(crate) fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let (sock, tls) = match self {
+            Stream::Plain(s) => return s.write(buf),
+            Stream::Tls { sock, tls } => (sock, tls),
+        };
+        if tls.wants_write() {
+            flush(sock, tls)?;
+        }
+        let n = tls.writer().write(buf)?;
+        match flush(sock, tls) {
+            Err(e) if e.kind() != ErrorKind::WouldBlock => return Err(e),
+            _ => {}
+        }
+        if n == 0 && !buf.is_empty() {
+            return Err(ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+
+    /// True while encrypted bytes wait for the socket.
+    pub(crate) fn has_pending(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            Stream::Tls { tls, .. } => tls.wants_write(),
+        }
+    }
+
+    /// Sends what waits; `WouldBlock` when the socket is full.
+    pub(crate) fn flush_pending(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(_) => Ok(()),
+            Stream::Tls { sock, tls } => flush(sock, tls),
+        }
+    }
+}
+
+fn flush(sock: &mut TcpStream, tls: &mut ServerConnection) -> io::Result<()> {
+    while tls.wants_write() {
+        match tls.write_tls(sock) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
