@@ -198,6 +198,12 @@ enum Command {
         /// Whether clients must show a certificate signed by that CA: yes, no or optional.
         #[arg(long, default_value = "yes")]
         tls_auth_clients: strata_server::ClientAuth,
+        /// Close a connection whose unparsed request passes this many bytes.
+        #[arg(long, default_value_t = 1 << 30)]
+        client_query_buffer_limit: usize,
+        /// Close a connection whose unread replies pass this many bytes (0: no limit).
+        #[arg(long, default_value_t = 0)]
+        client_output_buffer_limit: usize,
     },
 }
 
@@ -245,6 +251,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             tls_key_file,
             tls_ca_cert_file,
             tls_auth_clients,
+            client_query_buffer_limit,
+            client_output_buffer_limit,
         } => {
             let tls = match (tls_cert_file, tls_key_file) {
                 (Some(cert), Some(key)) => Some(strata_server::TlsFiles {
@@ -278,6 +286,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 plain: !(port == 0 && tls_port.is_some()),
                 tls_port,
                 tls,
+                query_buffer_limit: client_query_buffer_limit,
+                output_buffer_limit: client_output_buffer_limit,
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;

@@ -112,6 +112,10 @@ pub struct Config {
     pub plain: bool,
     /// The TLS port (0 picks a free one), when TLS is served.
     pub tls_port: Option<u16>,
+    /// A connection whose unparsed input passes this many bytes is closed.
+    pub query_buffer_limit: usize,
+    /// A connection whose unread replies pass this many bytes is closed (0: no limit).
+    pub output_buffer_limit: usize,
     /// The certificate, key and client-certificate settings of the TLS port.
     pub tls: Option<TlsFiles>,
 }
@@ -137,6 +141,9 @@ impl Default for Config {
             plain: true,
             tls_port: None,
             tls: None,
+            // Redis's defaults: 1 GiB, and no hard limit for normal clients.
+            query_buffer_limit: 1 << 30,
+            output_buffer_limit: 0,
         }
     }
 }
@@ -152,6 +159,10 @@ pub(crate) struct Counters {
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub protocol_errors: AtomicU64,
+    /// Connections closed for a request past `client-query-buffer-limit`.
+    pub query_buffer_closed: AtomicU64,
+    /// Connections closed for unread replies past `client-output-buffer-limit`.
+    pub output_buffer_closed: AtomicU64,
     pub expired_keys: AtomicU64,
 }
 
@@ -177,6 +188,10 @@ pub(crate) struct Shared {
     pub tls: Mutex<Option<(TlsFiles, Arc<rustls::ServerConfig>)>>,
     /// The TLS port, when one is served.
     pub tls_port: Option<u16>,
+    /// `client-query-buffer-limit`, which CONFIG SET may change.
+    pub query_buffer_limit: AtomicUsize,
+    /// The hard `client-output-buffer-limit` of normal clients (0: none).
+    pub output_buffer_limit: AtomicUsize,
     /// One row per row of the command table.
     pub command_stats: Vec<commands::CommandStats>,
     pub started: Instant,
@@ -350,6 +365,8 @@ impl Server {
             protected_mode: AtomicBool::new(config.protected_mode),
             tls: Mutex::new(tls_config),
             tls_port: tls_addr.map(|a| a.port()),
+            query_buffer_limit: AtomicUsize::new(config.query_buffer_limit),
+            output_buffer_limit: AtomicUsize::new(config.output_buffer_limit),
             command_stats: commands::TABLE.iter().map(|_| Default::default()).collect(),
             started: Instant::now(),
             started_unix: now.as_secs(),

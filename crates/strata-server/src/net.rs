@@ -655,6 +655,18 @@ impl Worker {
                     c.input
                         .extend_from_slice(self.scratch.get(..n).unwrap_or_default());
                     c.last_activity = Instant::now();
+                    // A request that grows past the query buffer limit closes its connection.
+                    if c.input.len() > shared.query_buffer_limit.load(Ordering::Relaxed) {
+                        shared
+                            .counters
+                            .query_buffer_closed
+                            .fetch_add(1, Ordering::Relaxed);
+                        c.readable = false;
+                        c.closing = true;
+                        c.output.clear();
+                        c.sent = 0;
+                        return Advance::Idle;
+                    }
                     // A short read emptied the socket; bytes that come later raise a new
                     // readiness edge, so asking again now would only hear WouldBlock.
                     if n < self.scratch.len() && c.stream.short_read_drains() {
@@ -748,7 +760,16 @@ impl Worker {
         let Some(Some(c)) = self.clients.get_mut(idx) else {
             return;
         };
-        let broken = c.write_out() == Written::Broken;
+        let mut broken = c.write_out() == Written::Broken;
+        // Replies left unread past the output buffer limit (0: none) close the connection.
+        let limit = self.shared.output_buffer_limit.load(Ordering::Relaxed);
+        if !broken && limit > 0 && c.unsent() > limit {
+            self.shared
+                .counters
+                .output_buffer_closed
+                .fetch_add(1, Ordering::Relaxed);
+            broken = true;
+        }
         if c.unsent() == 0 {
             c.output.clear();
             c.sent = 0;

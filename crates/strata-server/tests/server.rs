@@ -1110,3 +1110,83 @@ fn concurrent_transactions_on_shared_keys_lose_no_update() {
         ((CLIENTS * ROUNDS) as i64, (CLIENTS * ROUNDS) as i64)
     );
 }
+
+/// The `client_*_buffer_limit_disconnections` counters of INFO clients.
+fn buffer_closes(c: &mut redis::Connection) -> (u64, u64) {
+    let info: String = redis::cmd("INFO").arg("clients").query(c).unwrap();
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+            .unwrap()
+    };
+    (
+        field("client_query_buffer_limit_disconnections"),
+        field("client_output_buffer_limit_disconnections"),
+    )
+}
+
+#[test]
+fn query_and_output_buffer_limits_close_only_the_offender() {
+    let t = tempfile::tempdir().unwrap();
+    let server = start(t.path(), |_| {});
+    let addr = server.local_addr();
+    let mut c = client(&server);
+    assert_eq!(buffer_closes(&mut c), (0, 0));
+    for (name, value) in [
+        ("client-query-buffer-limit", "1mb"),
+        ("client-output-buffer-limit", "normal 2mb 0 0"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(&mut c)
+            .unwrap();
+    }
+    let bad: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("normal 2mb 1mb 10")
+        .query(&mut c);
+    assert!(bad.is_err(), "a soft limit is refused, not ignored");
+    // A request that never ends: its bulk string grows past 1 MiB and the connection closes.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    slow.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000000\r\n")
+        .unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..32 {
+        if slow.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    let mut buf = [0u8; 16];
+    match slow.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the connection should be closed without an answer: {other:?}"),
+    }
+    assert_eq!(buffer_closes(&mut c), (1, 0));
+    // A flood of GETs of a 512 KiB value, never read: its replies pass 2 MiB and it closes.
+    let big = vec![b'v'; 512 * 1024];
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query(&mut c)
+        .unwrap();
+    let mut flood = TcpStream::connect(addr).unwrap();
+    flood
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let get = b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(200);
+    let _ = flood.write_all(&get);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while buffer_closes(&mut c).1 == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(buffer_closes(&mut c), (1, 1));
+    // Everyone else goes on.
+    let v: Vec<u8> = redis::cmd("GET").arg("big").query(&mut c).unwrap();
+    assert_eq!(v, big);
+}

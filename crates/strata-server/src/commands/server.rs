@@ -271,6 +271,22 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ("dir", c.dir.display().to_string(), false),
         ("tls-port", tls_port, false),
         (
+            "client-query-buffer-limit",
+            shared
+                .query_buffer_limit
+                .load(Ordering::Relaxed)
+                .to_string(),
+            true,
+        ),
+        (
+            "client-output-buffer-limit",
+            format!(
+                "normal {} 0 0",
+                shared.output_buffer_limit.load(Ordering::Relaxed)
+            ),
+            true,
+        ),
+        (
             "tls-cert-file",
             tls_file(|f| f.cert.display().to_string()),
             true,
@@ -322,6 +338,24 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     ]
 }
 
+/// A memory size as Redis writes them: bytes, or with k, kb, m, mb, g or gb (1000s for the
+/// bare letters, 1024s with b).
+fn bytes(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &lower[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
 /// A setting CONFIG SET changes, parsed and checked.
 enum Setting {
     Sync(SyncMode),
@@ -330,6 +364,8 @@ enum Setting {
     TimeoutSecs(u64),
     RequirePass(Vec<u8>),
     ProtectedMode(bool),
+    QueryBufferLimit(usize),
+    OutputBufferLimit(usize),
     /// `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` or `tls-auth-clients`.
     Tls(&'static str, String),
 }
@@ -393,6 +429,25 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .map(Setting::TimeoutSecs)
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
+        "client-query-buffer-limit" => bytes(&text)
+            .filter(|&n| n >= 1024 * 1024)
+            .map(Setting::QueryBufferLimit)
+            .ok_or_else(|| invalid("argument must be a memory value of at least 1mb")),
+        "client-output-buffer-limit" => {
+            let words: Vec<&str> = text.split_ascii_whitespace().collect();
+            match words.as_slice() {
+                ["normal", hard, soft, secs] => {
+                    let hard = bytes(hard).ok_or_else(|| invalid("Invalid argument"))?;
+                    if bytes(soft) != Some(0) || *secs != "0" {
+                        return Err(invalid("soft limits are not supported, only hard ones"));
+                    }
+                    Ok(Setting::OutputBufferLimit(hard))
+                }
+                _ => Err(invalid(
+                    "only the normal class is supported: normal <hard> 0 0",
+                )),
+            }
+        }
         "tls-cert-file" => Ok(Setting::Tls("tls-cert-file", text.into_owned())),
         "tls-key-file" => Ok(Setting::Tls("tls-key-file", text.into_owned())),
         "tls-ca-cert-file" => Ok(Setting::Tls("tls-ca-cert-file", text.into_owned())),
@@ -417,6 +472,8 @@ fn apply_setting(shared: &Shared, setting: Setting) {
             .store(n.saturating_mul(1000), Ordering::Relaxed),
         Setting::RequirePass(p) => super::auth::set_requirepass(shared, &p),
         Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
+        Setting::QueryBufferLimit(n) => shared.query_buffer_limit.store(n, Ordering::Relaxed),
+        Setting::OutputBufferLimit(n) => shared.output_buffer_limit.store(n, Ordering::Relaxed),
         // Applied whole by the caller, from `tls_changes`.
         Setting::Tls(..) => {}
     }
@@ -628,10 +685,14 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                  connected_clients:{}\r\n\
                  maxclients:{}\r\n\
                  blocked_clients:0\r\n\
-                 rejected_connections:{}\r\n",
+                 rejected_connections:{}\r\n\
+                 client_query_buffer_limit_disconnections:{}\r\n\
+                 client_output_buffer_limit_disconnections:{}\r\n",
                 c.connected.load(Ordering::Relaxed),
                 shared.max_clients.load(Ordering::Relaxed),
-                c.rejected.load(Ordering::Relaxed)
+                c.rejected.load(Ordering::Relaxed),
+                c.query_buffer_closed.load(Ordering::Relaxed),
+                c.output_buffer_closed.load(Ordering::Relaxed)
             );
         }
         "memory" => {
