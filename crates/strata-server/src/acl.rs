@@ -52,17 +52,41 @@ pub(crate) struct KeyPattern {
     pub read: bool,
     pub write: bool,
     pub pattern: Vec<u8>,
+    shape: Shape,
+}
+
+/// How a pattern is matched, found once when it is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// `prefix*`, with no other special byte: the prefix's length.
+    Prefix(usize),
+    /// No special byte at all.
+    Exact,
+    Glob,
 }
 
 impl KeyPattern {
-    /// Whether `key` matches. The common shapes, `prefix*` and a plain name, are compared
-    /// directly; the rest go through the glob matcher.
-    fn matches(&self, key: &[u8]) -> bool {
+    pub(crate) fn new(read: bool, write: bool, pattern: &[u8]) -> Self {
         let special = |b: &u8| matches!(b, b'*' | b'?' | b'[' | b'\\');
-        match self.pattern.split_last() {
-            Some((b'*', prefix)) if !prefix.iter().any(special) => key.starts_with(prefix),
-            _ if !self.pattern.iter().any(special) => key == self.pattern.as_slice(),
-            _ => glob::matches(&self.pattern, key),
+        let shape = match pattern.split_last() {
+            Some((b'*', prefix)) if !prefix.iter().any(special) => Shape::Prefix(prefix.len()),
+            _ if !pattern.iter().any(special) => Shape::Exact,
+            _ => Shape::Glob,
+        };
+        KeyPattern {
+            read,
+            write,
+            pattern: pattern.to_vec(),
+            shape,
+        }
+    }
+
+    /// Whether `key` matches: the common shapes directly, the rest through the glob matcher.
+    fn matches(&self, key: &[u8]) -> bool {
+        match self.shape {
+            Shape::Prefix(n) => key.starts_with(self.pattern.get(..n).unwrap_or_default()),
+            Shape::Exact => key == self.pattern.as_slice(),
+            Shape::Glob => glob::matches(&self.pattern, key),
         }
     }
 }
@@ -150,7 +174,7 @@ impl User {
         if !self.allowed.get(index).copied().unwrap_or(false) {
             return Err(Denied::Command);
         }
-        let write = cmd.flags.contains(&"write");
+        let write = writes(index, cmd);
         for i in key_positions(cmd, args.len()) {
             let Some(key) = args.get(i) else { continue };
             let ok = self
@@ -285,11 +309,7 @@ impl User {
             k.read |= read;
             k.write |= write;
         } else {
-            self.keys.push(KeyPattern {
-                read,
-                write,
-                pattern: pattern.to_vec(),
-            });
+            self.keys.push(KeyPattern::new(read, write, pattern));
         }
     }
 
@@ -350,6 +370,15 @@ impl User {
         parts.push(self.commands_text());
         parts.join(" ")
     }
+}
+
+/// Whether the command of row `index` writes (its `write` flag), looked up once per row.
+fn writes(index: usize, cmd: &Command) -> bool {
+    static WRITES: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
+    let rows = WRITES.get_or_init(|| TABLE.iter().map(|c| c.flags.contains(&"write")).collect());
+    rows.get(index)
+        .copied()
+        .unwrap_or_else(|| cmd.flags.contains(&"write"))
 }
 
 /// The argument positions of a command's keys, from its row.
@@ -552,11 +581,7 @@ mod tests {
         let cases: &[&[u8]] = &[b"*", b"a*", b"ab", b"a?c", b"a[bc]*", b"a\\*", b"", b"*b"];
         let keys: &[&[u8]] = &[b"", b"a", b"ab", b"abc", b"a*", b"b", b"acx", b"xb"];
         for &pattern in cases {
-            let k = KeyPattern {
-                read: true,
-                write: true,
-                pattern: pattern.to_vec(),
-            };
+            let k = KeyPattern::new(true, true, pattern);
             for &key in keys {
                 assert_eq!(
                     k.matches(key),
