@@ -3,10 +3,11 @@
 # port off (--port 0) and client certificates required; redis-cli --tls, redis-py ssl=True and
 # redis-benchmark --tls against it, and a client without a certificate refused.
 #
-#   tls.sh STRATA_BINARY PORT
+#   tls.sh STRATA_BINARY PORT NODE_MODULES
 set -euo pipefail
 strata=$1
 port=$2
+node_modules=$3
 dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 cd "$dir"
@@ -46,5 +47,28 @@ except redis.ConnectionError:
     pass
 print("redis-py ssl=True ok")
 PY
+redis-cli -p "$port" "${tls[@]}" acl setuser app on '>apppass' '~app:*' '+@all' >/dev/null
+NODE_PATH="$node_modules" node - "$port" <<'JS'
+const assert = require("node:assert");
+const fs = require("node:fs");
+const { createClient } = require("redis");
+const Redis = require("ioredis");
+const port = Number(process.argv[2]);
+const tls = { ca: fs.readFileSync("ca.crt"), cert: fs.readFileSync("client.crt"),
+              key: fs.readFileSync("client.key") };
+(async () => {
+  const url = `rediss://app:apppass@localhost:${port}`;
+  const c = createClient({ url, socket: { tls: true, ...tls } });
+  await c.connect();
+  assert.equal(await c.set("app:t", "1"), "OK");
+  await assert.rejects(c.get("other"), /NOPERM/);
+  await c.quit();
+  const io = new Redis(url, { tls, lazyConnect: true });
+  await io.connect();
+  assert.equal(await io.incr("app:t"), 2);
+  await io.quit();
+  console.log("node-redis and ioredis over TLS with a user and password ok");
+})().catch((e) => { console.error(e); process.exit(1); });
+JS
 redis-benchmark -p "$port" "${tls[@]}" -t set,get -n 20000 -r 10000 -c 20 -q
-echo "TLS ok: redis-cli --tls, redis-py ssl=True, redis-benchmark --tls"
+echo "TLS ok: redis-cli --tls, redis-py ssl=True, node-redis, ioredis, redis-benchmark --tls"
