@@ -95,6 +95,9 @@ impl KeyPattern {
 #[derive(Clone, Debug)]
 pub(crate) struct User {
     pub name: String,
+    /// Distinct for every user created: a user deleted and made again under the same name
+    /// is another user, whose rights its predecessor's connections do not get.
+    pub id: u64,
     pub enabled: bool,
     /// Any password authenticates.
     pub nopass: bool,
@@ -121,8 +124,11 @@ pub(crate) enum Denied {
 impl User {
     /// A user as `ACL SETUSER` creates it: off, no passwords, no keys, no commands.
     pub(crate) fn new(name: &str) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         User {
             name: name.to_string(),
+            // Relaxed: only distinctness matters.
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             enabled: false,
             nopass: false,
             passwords: Vec::new(),
@@ -156,13 +162,14 @@ impl User {
 
     /// Whether `password` authenticates this user (compared as digests, in constant time).
     pub(crate) fn accepts(&self, password: &[u8]) -> bool {
+        // Hashed whatever the user's state, so that the time taken tells nothing of it.
+        let given = digest(password);
         if !self.enabled {
             return false;
         }
         if self.nopass {
             return true;
         }
-        let given = digest(password);
         // Every stored digest is compared, whatever matched before.
         self.passwords
             .iter()
@@ -174,13 +181,14 @@ impl User {
         if !self.allowed.get(index).copied().unwrap_or(false) {
             return Err(Denied::Command);
         }
-        let write = writes(index, cmd);
+        let (read, write) = needs(index, cmd, args);
         for i in key_positions(cmd, args.len()) {
             let Some(key) = args.get(i) else { continue };
-            let ok = self
-                .keys
-                .iter()
-                .any(|k| (if write { k.write } else { k.read }) && k.matches(key));
+            // Each need may be met by a different pattern (`%R~a*` and `%W~a*`).
+            let covered = |need: bool, has: fn(&KeyPattern) -> bool| {
+                !need || self.keys.iter().any(|k| has(k) && k.matches(key))
+            };
+            let ok = covered(read, |k| k.read) && covered(write, |k| k.write);
             if !ok {
                 return Err(Denied::Key(i));
             }
@@ -372,13 +380,40 @@ impl User {
     }
 }
 
-/// Whether the command of row `index` writes (its `write` flag), looked up once per row.
-fn writes(index: usize, cmd: &Command) -> bool {
-    static WRITES: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
-    let rows = WRITES.get_or_init(|| TABLE.iter().map(|c| c.flags.contains(&"write")).collect());
-    rows.get(index)
-        .copied()
-        .unwrap_or_else(|| cmd.flags.contains(&"write"))
+/// What a command needs on its keys: (read, write), by row, found once. A command without
+/// the `write` flag reads. One with it writes, and reads too unless it only stores or
+/// removes without showing anything of the old value: SET (without its GET option), SETNX,
+/// SETEX, PSETEX, MSET, MSETNX, DEL, UNLINK and the EXPIRE family and PERSIST. INCR, APPEND,
+/// GETSET, GETDEL, RENAME, COPY and the like show or move what they read, and need both.
+fn needs(index: usize, cmd: &Command, args: &[&[u8]]) -> (bool, bool) {
+    static NEEDS: std::sync::OnceLock<Vec<(bool, bool)>> = std::sync::OnceLock::new();
+    let of = |c: &Command| {
+        if !c.flags.contains(&"write") {
+            return (true, false);
+        }
+        let write_only = matches!(
+            c.name,
+            "set"
+                | "setnx"
+                | "setex"
+                | "psetex"
+                | "mset"
+                | "msetnx"
+                | "del"
+                | "unlink"
+                | "expire"
+                | "pexpire"
+                | "expireat"
+                | "pexpireat"
+                | "persist"
+        );
+        (!write_only, true)
+    };
+    let rows = NEEDS.get_or_init(|| TABLE.iter().map(of).collect());
+    let (read, write) = rows.get(index).copied().unwrap_or_else(|| of(cmd));
+    // SET ... GET answers with the old value.
+    let set_get = cmd.name == "set" && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+    (read || set_get, write)
 }
 
 /// The argument positions of a command's keys, from its row.
@@ -448,7 +483,7 @@ impl Acl {
     }
 
     /// Users from the lines of an ACL file (`user <name> <rules>...`, as `ACL LIST` writes
-    /// them). `default` is there even when the file leaves it out.
+    /// them). `default` is there only if the file has it: the caller keeps its own.
     pub(crate) fn parse_file(
         text: &str,
         path: &str,
@@ -473,9 +508,6 @@ impl Acl {
             }
             users.insert(name.to_string(), Arc::new(u));
         }
-        users
-            .entry("default".to_string())
-            .or_insert_with(|| Arc::new(User::default_user()));
         Ok(users)
     }
 

@@ -105,8 +105,8 @@ pub struct Config {
     /// The file ACL users are loaded from at start and by `ACL LOAD`, and saved to by
     /// `ACL SAVE`.
     pub aclfile: Option<PathBuf>,
-    /// Refuse clients from other hosts while `default` has no password and the server
-    /// listens beyond the loopback address.
+    /// Refuse clients from other hosts while `default` has no password. (Bound to the
+    /// loopback address, the server has no clients from other hosts to refuse.)
     pub protected_mode: bool,
     /// Serve plain TCP on `port` (off: only the TLS port, as Redis's `--port 0`).
     pub plain: bool,
@@ -315,7 +315,12 @@ impl Server {
         if let Some(path) = &config.aclfile {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read the ACL file {}: {e}", path.display()))?;
+            let default = users.users.remove("default");
             users.users = acl::Acl::parse_file(&text, &path.display().to_string())?;
+            // A file without `default` leaves it as a fresh server has it.
+            if let Some(d) = default {
+                users.users.entry("default".into()).or_insert(d);
+            }
         }
         if let Some(pass) = &config.requirepass {
             acl::set_requirepass(&mut users, pass.as_bytes());

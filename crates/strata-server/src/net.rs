@@ -184,14 +184,15 @@ pub(crate) const PROTECTED: &str = "DENIED Redis is running in protected mode be
     for the default user. NOTE: You only need to do one of the above things in order for the \
     server to start accepting connections from the outside.";
 
-/// Protected mode refuses `peer`: it is not on this host, and `default` needs no password.
-pub(crate) fn protected(shared: &Shared, peer: std::net::SocketAddr) -> bool {
-    let loopback = match peer.ip() {
+/// Protected mode refuses `peer` (`None`: its address is unknown, and it is refused as one
+/// from another host would be): it is not on this host, and `default` needs no password.
+pub(crate) fn protected(shared: &Shared, peer: Option<std::net::SocketAddr>) -> bool {
+    let loopback = peer.is_some_and(|peer| match peer.ip() {
         std::net::IpAddr::V4(ip) => ip.is_loopback(),
         std::net::IpAddr::V6(ip) => {
             ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
-    };
+    });
     shared.protected_mode.load(Ordering::Relaxed)
         && !loopback
         && crate::commands::default_needs_no_password(shared)
@@ -425,9 +426,7 @@ impl Worker {
             }
             // Protected mode answers every command of a client from another host with an
             // error, and closes (having read what it sent, so that the error arrives).
-            let denied = stream
-                .peer_addr()
-                .is_ok_and(|peer| protected(&self.shared, peer));
+            let denied = protected(&self.shared, stream.peer_addr().ok());
             let stream = TcpStream::from_std(stream);
             let mut stream = match (tls, self.shared.tls_config()) {
                 (false, _) => Stream::Plain(stream),

@@ -197,6 +197,61 @@ fn acl_users_have_their_commands_keys_and_log() {
         (field(&entries[0], "reason"), field(&entries[0], "username")),
         ("auth".to_string(), "alice".to_string())
     );
+    // Rights taken away between MULTI and EXEC are checked again at EXEC (raw bytes, so
+    // that the error is seen in its slot of EXEC's array).
+    {
+        use std::io::{Read, Write};
+        let mut raw = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        raw.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut exchange = |req: &[u8], want: &[u8]| {
+            raw.write_all(req).unwrap();
+            let mut got = vec![0u8; want.len()];
+            raw.read_exact(&mut got).unwrap();
+            assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+        };
+        exchange(
+            b"*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$2\r\npw\r\n",
+            b"+OK\r\n",
+        );
+        exchange(b"*1\r\n$5\r\nMULTI\r\n", b"+OK\r\n");
+        exchange(
+            b"*3\r\n$3\r\nSET\r\n$2\r\na3\r\n$1\r\n1\r\n",
+            b"+QUEUED\r\n",
+        );
+        assert_eq!(
+            text(ask(&mut admin, &["ACL", "SETUSER", "alice", "-set"])),
+            "OK"
+        );
+        exchange(
+            b"*1\r\n$4\r\nEXEC\r\n",
+            b"*1\r\n-NOPERM this user has no permissions to run the 'set' command\r\n",
+        );
+    }
+    assert_eq!(text(ask(&mut c, &["GET", "a3"])), "(nil)");
+    // Write-only keys: stored and removed, but nothing that shows the old value.
+    let rules = ["on", ">w", "%W~w*", "+@all"];
+    let mut setuser = vec!["ACL", "SETUSER", "writer"];
+    setuser.extend(rules);
+    assert_eq!(text(ask(&mut admin, &setuser)), "OK");
+    let mut w2 = client(&server);
+    assert_eq!(text(ask(&mut w2, &["AUTH", "writer", "w"])), "OK");
+    assert_eq!(text(ask(&mut w2, &["SET", "w1", "secret"])), "OK");
+    for shows in [
+        vec!["GET", "w1"],
+        vec!["GETDEL", "w1"],
+        vec!["GETSET", "w1", "x"],
+        vec!["INCR", "w1"],
+        vec!["SET", "w1", "x", "GET"],
+        vec!["RENAME", "w1", "w2"],
+    ] {
+        assert_eq!(text(ask(&mut w2, &shows)), key, "{shows:?}");
+    }
+    assert_eq!(text(ask(&mut w2, &["DEL", "w1"])), "1");
+    // A user deleted and made again is another user: the old one's connections close.
+    assert_eq!(text(ask(&mut admin, &["ACL", "DELUSER", "writer"])), "1");
+    assert_eq!(text(ask(&mut admin, &setuser)), "OK");
+    assert!(ask(&mut w2, &["SET", "w3", "v"]).is_err());
     // Turned off: the password no longer works. Deleted: its connections are closed.
     assert_eq!(
         text(ask(&mut admin, &["ACL", "SETUSER", "alice", "off"])),
@@ -242,8 +297,24 @@ fn acl_save_and_load_keep_users_in_the_acl_file() {
         text(ask(&mut admin, &["ACL", "DRYRUN", "carol", "get", "k"])),
         "OK"
     );
+    // A file without `default` leaves it as it is: here, with its password.
+    std::fs::write(&file, "user carol on >x allkeys +get\n").unwrap();
+    assert_eq!(
+        text(ask(&mut admin, &["CONFIG", "SET", "requirepass", "rootpw"])),
+        "OK"
+    );
+    assert_eq!(text(ask(&mut admin, &["ACL", "LOAD"])), "OK");
+    let mut fresh = client(&server);
+    assert_eq!(
+        text(ask(&mut fresh, &["GET", "b:1"])),
+        "NOAUTH Authentication required."
+    );
+    assert_eq!(
+        text(ask(&mut admin, &["CONFIG", "SET", "requirepass", ""])),
+        "OK"
+    );
     std::fs::write(&file, &saved).unwrap();
-    drop((c, admin));
+    drop((c, admin, fresh));
     server.shutdown().unwrap();
     // A restart loads the saved users.
     let server = start(&t.path().join("db"), |c| c.aclfile = Some(file.clone()));
@@ -319,10 +390,13 @@ fn protected_mode_refuses_other_hosts_until_a_password_is_set() {
 
 // The model test: random users against random commands and keys.
 
-/// A command of the model: name, categories, whether it writes, and its keys' positions.
+/// A command of the model: name, categories, and what it needs on its keys (read, write).
+/// A write command reads too when it shows or moves the old value (INCR), not when it only
+/// stores or removes (SET, MSET, DEL).
 struct ModelCmd {
     name: &'static str,
     categories: &'static [&'static str],
+    read: bool,
     write: bool,
 }
 
@@ -330,36 +404,43 @@ const CMDS: &[ModelCmd] = &[
     ModelCmd {
         name: "get",
         categories: &["read", "string", "fast"],
+        read: true,
         write: false,
     },
     ModelCmd {
         name: "mget",
         categories: &["read", "string", "fast"],
+        read: true,
         write: false,
     },
     ModelCmd {
         name: "exists",
         categories: &["keyspace", "read", "fast"],
+        read: true,
         write: false,
     },
     ModelCmd {
         name: "set",
         categories: &["write", "string", "slow"],
+        read: false,
         write: true,
     },
     ModelCmd {
         name: "mset",
         categories: &["write", "string", "slow"],
+        read: false,
         write: true,
     },
     ModelCmd {
         name: "incr",
         categories: &["write", "string", "fast"],
+        read: true,
         write: true,
     },
     ModelCmd {
         name: "del",
         categories: &["keyspace", "write", "slow"],
+        read: false,
         write: true,
     },
 ];
@@ -430,9 +511,9 @@ fn model_allows(enabled: bool, rules: &[Rule], cmd: &ModelCmd, keys: &[&str]) ->
         return "command";
     }
     let key_ok = |k: &str| {
-        patterns
-            .iter()
-            .any(|&(r, w, p)| (if cmd.write { w } else { r }) && model_match(p, k))
+        let readable = patterns.iter().any(|&(r, _, p)| r && model_match(p, k));
+        let writable = patterns.iter().any(|&(_, w, p)| w && model_match(p, k));
+        (!cmd.read || readable) && (!cmd.write || writable)
     };
     if keys.iter().all(|k| key_ok(k)) {
         "ok"

@@ -101,6 +101,18 @@ fn the_tls_port_serves_trusted_clients_and_refuses_others() {
         c.tls = Some(files.clone());
     });
     let addr = server.tls_addr().unwrap();
+    // With the plain port off, the TLS port is all there is.
+    let only_tls = common::start(&t.path().join("db2"), |c| {
+        c.plain = false;
+        c.tls_port = Some(0);
+        c.tls = Some(files.clone());
+    });
+    assert_eq!(Some(only_tls.local_addr()), only_tls.tls_addr());
+    assert_eq!(
+        ping(only_tls.local_addr(), &ca, Some(&client_cert)).unwrap(),
+        "+PONG\r\n"
+    );
+    drop(only_tls);
     // A client with a certificate from the CA is served.
     assert_eq!(ping(addr, &ca, Some(&client_cert)).unwrap(), "+PONG\r\n");
     // Without one, or with one from another CA, the handshake is refused.

@@ -99,7 +99,7 @@ pub(crate) fn log_in(cx: &mut Ctx<'_, '_>, name: &[u8], password: &[u8]) -> Outc
     };
     match found {
         Some(u) if ok => {
-            cx.conn.log_in(cx.shared, u, true);
+            cx.conn.log_in(u, true);
             Ok(())
         }
         _ => {
@@ -235,12 +235,12 @@ pub(super) fn acl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             None => cx.out.null(),
         },
         "DELUSER" => {
+            if a[2..].iter().any(|n| *n == b"default") {
+                return Err("ERR The 'default' user cannot be removed".into());
+            }
             let mut acl = write(shared);
             let mut removed = 0;
             for n in &a[2..] {
-                if *n == b"default" {
-                    return Err("ERR The 'default' user cannot be removed".into());
-                }
                 removed += i64::from(acl.users.remove(&*String::from_utf8_lossy(n)).is_some());
             }
             changed(shared);
@@ -310,9 +310,24 @@ pub(super) fn acl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                     path.display()
                 )
             })?;
-            let users = Acl::parse_file(&text, &path.display().to_string())
+            let mut users = Acl::parse_file(&text, &path.display().to_string())
                 .map_err(|e| format!("ERR {e}"))?;
             let mut acl = write(shared);
+            // `default` stays the same user (its connections go on), with the file's rules if
+            // the file has it, else as it was: a file without it does not drop requirepass.
+            // Every other user is made anew, and its connections are closed.
+            let current = acl.users.get("default").cloned();
+            match (users.get_mut("default"), current) {
+                (Some(new), Some(old)) => {
+                    let mut d = (**new).clone();
+                    d.id = old.id;
+                    *new = Arc::new(d);
+                }
+                (None, Some(old)) => {
+                    users.insert("default".into(), old);
+                }
+                _ => {}
+            }
             acl.users = users;
             changed(shared);
             drop(acl);
@@ -337,8 +352,17 @@ pub(super) fn acl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 /// Writes the ACL file whole or not at all: a temporary file, synced, renamed over it.
 fn save(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("acl.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // A name of its own for each save, so that two at once cannot truncate each other's;
+    // readable by the server's user only, as it holds password digests.
+    static SAVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SAVES.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("acl.tmp.{}.{n}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(text.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;

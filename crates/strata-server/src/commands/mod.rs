@@ -78,20 +78,16 @@ impl Connection {
             user: user.clone(),
             denied,
         };
-        c.log_in(shared, user, false);
+        c.log_in(user, false);
         c
     }
 
     /// Runs as `user` from now on; `authenticated`: it gave its password (else it is
     /// authenticated only if it needs none).
-    pub(crate) fn log_in(
-        &mut self,
-        shared: &Shared,
-        user: Arc<crate::acl::User>,
-        authenticated: bool,
-    ) {
-        // Acquire: pairs with the Release bump after a change of the users.
-        self.acl_seen = shared.acl_generation.load(Ordering::Acquire);
+    pub(crate) fn log_in(&mut self, user: Arc<crate::acl::User>, authenticated: bool) {
+        // The user was read before now: the next command reads it again ([`refresh_user`]),
+        // in case it changed or went in between.
+        self.acl_seen = u64::MAX;
         self.authenticated = authenticated || (user.enabled && user.nopass);
         self.unrestricted = user.unrestricted();
         self.user = user;
@@ -104,7 +100,8 @@ impl Connection {
         if seen == self.acl_seen {
             return true;
         }
-        let Some(user) = auth::user(shared, &self.user.name) else {
+        let Some(user) = auth::user(shared, &self.user.name).filter(|u| u.id == self.user.id)
+        else {
             return false;
         };
         self.acl_seen = seen;

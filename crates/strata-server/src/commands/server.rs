@@ -49,7 +49,7 @@ pub(super) fn reset(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     // Back to `default`: authenticated only if it needs no password.
     let default = super::auth::user(cx.shared, "default")
         .unwrap_or_else(|| std::sync::Arc::new(crate::acl::User::default_user()));
-    cx.conn.log_in(cx.shared, default, false);
+    cx.conn.log_in(default, false);
     cx.out.protocol(2);
     cx.out.simple("RESET");
     Ok(())

@@ -293,6 +293,13 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
             out.error("ERR unknown command");
             continue;
         };
+        // Checked again: the user's rights may have changed since the command was queued.
+        if !cx.conn.unrestricted
+            && let Err(e) = super::auth::permitted(shared, cx.conn, i, cmd, &argv)
+        {
+            out.error(&e);
+            continue;
+        }
         if matches!(run(shared, cx.conn, i, cmd, &argv, &mut out), After::Close) {
             cx.after = After::Close;
         }
