@@ -192,3 +192,111 @@ fn flush(sock: &mut TcpStream, tls: &mut ServerConnection) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use rcgen::{CertificateParams, KeyPair};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+
+    use super::*;
+
+    /// Encrypted bytes the socket cannot take yet are reported by `has_pending`, and
+    /// `flush_pending` sends them once it can: a client that reads late gets every byte.
+    #[test]
+    fn encrypted_bytes_that_wait_are_reported_and_sent_later() {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let server = ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.der().clone()).unwrap();
+        let client = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        const TOTAL: usize = 8 << 20;
+        let reader = std::thread::spawn(move || {
+            let conn = rustls::ClientConnection::new(
+                Arc::new(client),
+                ServerName::try_from("localhost").unwrap(),
+            )
+            .unwrap();
+            let sock = std::net::TcpStream::connect(addr).unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, sock);
+            tls.write_all(b"hello").unwrap();
+            // Late, so that the server's socket fills first.
+            std::thread::sleep(Duration::from_millis(300));
+            let mut got = vec![0u8; TOTAL];
+            // And late again halfway, so that the bytes wait for `flush_pending` a while.
+            let (head, tail) = got.split_at_mut(TOTAL / 2);
+            tls.read_exact(head)?;
+            std::thread::sleep(Duration::from_millis(300));
+            tls.read_exact(tail).map(|_| got)
+        });
+        let (sock, _) = listener.accept().unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let mut conn = ServerConnection::new(Arc::new(server)).unwrap();
+        // No cap on buffered plaintext: a write takes all it is given, and what the socket
+        // cannot take waits in the connection for `flush_pending`.
+        conn.set_buffer_limit(None);
+        let mut stream = Stream::Tls {
+            sock: TcpStream::from_std(sock),
+            tls: Box::new(conn),
+        };
+        let mut buf = [0u8; 16];
+        let n = loop {
+            match stream.read(&mut buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(&buf[..n], b"hello");
+        let data: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
+        let mut sent = 0;
+        let mut saw_pending = false;
+        while sent < TOTAL {
+            match stream.write(&data[sent..]) {
+                Ok(n) => {
+                    sent += n;
+                    saw_pending |= stream.has_pending();
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    saw_pending |= stream.has_pending();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(saw_pending, "a full socket left no encrypted bytes waiting");
+        loop {
+            match stream.flush_pending() {
+                Ok(()) => break,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(!stream.has_pending());
+        let got = reader.join().unwrap().expect("the client got every byte");
+        assert!(got == data, "the client's bytes differ from those written");
+    }
+}
