@@ -204,6 +204,10 @@ enum Command {
         /// Close a connection whose unread replies pass this many bytes (0: no limit).
         #[arg(long, default_value_t = 0)]
         client_output_buffer_limit: usize,
+        /// Seconds of silence before TCP keepalive probes a connection, so that a peer gone
+        /// without closing is found (0: off).
+        #[arg(long, default_value_t = 300)]
+        tcp_keepalive: u64,
     },
 }
 
@@ -253,6 +257,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             tls_auth_clients,
             client_query_buffer_limit,
             client_output_buffer_limit,
+            tcp_keepalive,
         } => {
             let tls = match (tls_cert_file, tls_key_file) {
                 (Some(cert), Some(key)) => Some(strata_server::TlsFiles {
@@ -288,6 +293,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 tls,
                 query_buffer_limit: client_query_buffer_limit,
                 output_buffer_limit: client_output_buffer_limit,
+                tcp_keepalive,
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;

@@ -116,6 +116,8 @@ pub struct Config {
     pub query_buffer_limit: usize,
     /// A connection whose unread replies pass this many bytes is closed (0: no limit).
     pub output_buffer_limit: usize,
+    /// Seconds of silence before TCP keepalive probes a connection (0: none).
+    pub tcp_keepalive: u64,
     /// The certificate, key and client-certificate settings of the TLS port.
     pub tls: Option<TlsFiles>,
 }
@@ -144,6 +146,8 @@ impl Default for Config {
             // Redis's defaults: 1 GiB, and no hard limit for normal clients.
             query_buffer_limit: 1 << 30,
             output_buffer_limit: 0,
+            // Redis's default.
+            tcp_keepalive: 300,
         }
     }
 }
@@ -192,6 +196,8 @@ pub(crate) struct Shared {
     pub query_buffer_limit: AtomicUsize,
     /// The hard `client-output-buffer-limit` of normal clients (0: none).
     pub output_buffer_limit: AtomicUsize,
+    /// `tcp-keepalive` in seconds, for connections accepted from now on.
+    pub tcp_keepalive: AtomicU64,
     /// One row per row of the command table.
     pub command_stats: Vec<commands::CommandStats>,
     pub started: Instant,
@@ -372,6 +378,7 @@ impl Server {
             tls_port: tls_addr.map(|a| a.port()),
             query_buffer_limit: AtomicUsize::new(config.query_buffer_limit),
             output_buffer_limit: AtomicUsize::new(config.output_buffer_limit),
+            tcp_keepalive: AtomicU64::new(config.tcp_keepalive),
             command_stats: commands::TABLE.iter().map(|_| Default::default()).collect(),
             started: Instant::now(),
             started_unix: now.as_secs(),

@@ -146,6 +146,7 @@ fn accept_all(
             .connections_received
             .fetch_add(1, Ordering::Relaxed);
         let _ = stream.set_nodelay(true);
+        keep_alive(&stream, shared.tcp_keepalive.load(Ordering::Relaxed));
         if counters.connected.load(Ordering::SeqCst) >= shared.max_clients.load(Ordering::Relaxed) {
             counters.rejected.fetch_add(1, Ordering::Relaxed);
             // A best-effort note to the refused client; the socket is fresh and empty.
@@ -167,6 +168,20 @@ fn accept_all(
         worker.wake();
     }
     next
+}
+
+/// Turns on TCP keepalive probes after `secs` idle seconds (0: off), as Redis's
+/// `tcp-keepalive`: a peer that vanished without closing (a half-open connection) is found
+/// and closed by the kernel, and its connection with it.
+pub(crate) fn keep_alive<S: std::os::fd::AsFd>(stream: &S, secs: u64) {
+    if secs == 0 {
+        return;
+    }
+    let probe = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(secs))
+        .with_interval(Duration::from_secs((secs / 3).max(1)));
+    // Best effort, as Redis: a socket that refuses keeps working without it.
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&probe);
 }
 
 /// Redis's answer to a client refused by protected mode.
@@ -849,5 +864,25 @@ impl Worker {
             }
             self.close(idx);
         }
+    }
+}
+
+#[cfg(test)]
+mod keepalive_tests {
+    use super::*;
+
+    #[test]
+    fn accepted_sockets_get_the_keepalive_asked_for() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server_side, _) = listener.accept().unwrap();
+        let sock = socket2::SockRef::from(&server_side);
+        assert!(!sock.keepalive().unwrap());
+        keep_alive(&server_side, 0);
+        assert!(!sock.keepalive().unwrap(), "0 leaves keepalive off");
+        keep_alive(&server_side, 300);
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.keepalive_time().unwrap(), Duration::from_secs(300));
+        assert_eq!(sock.keepalive_interval().unwrap(), Duration::from_secs(100));
     }
 }

@@ -1190,3 +1190,38 @@ fn query_and_output_buffer_limits_close_only_the_offender() {
     let v: Vec<u8> = redis::cmd("GET").arg("big").query(&mut c).unwrap();
     assert_eq!(v, big);
 }
+
+/// The kernel's timer of the TCP socket from local port `local` to remote port `remote` on
+/// 127.0.0.1, from /proc/net/tcp: 2 is the keepalive timer, 0 none.
+fn tcp_timer(local: u16, remote: u16) -> Option<u8> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let want = (format!("0100007F:{local:04X}"), format!("0100007F:{remote:04X}"));
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&want.0.as_str()) && f.get(2) == Some(&want.1.as_str()))
+            .then(|| u8::from_str_radix(f.get(5)?.split(':').next()?, 16).ok())?
+    })
+}
+
+#[test]
+fn accepted_connections_get_tcp_keepalive() {
+    let t = tempfile::tempdir().unwrap();
+    let server = start(t.path(), |c| c.tcp_keepalive = 300);
+    let port = server.local_addr().port();
+    let probe = TcpStream::connect(server.local_addr()).unwrap();
+    let mut c = client(&server);
+    let _: () = redis::cmd("PING").query(&mut c).unwrap();
+    let mine = probe.local_addr().unwrap().port();
+    assert_eq!(tcp_timer(port, mine), Some(2), "the server's side probes when idle");
+    // Turned off: connections accepted from now on have no keepalive timer.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("tcp-keepalive")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    let quiet = TcpStream::connect(server.local_addr()).unwrap();
+    let _: () = redis::cmd("PING").query(&mut c).unwrap();
+    let theirs = quiet.local_addr().unwrap().port();
+    assert_eq!(tcp_timer(port, theirs), Some(0));
+}

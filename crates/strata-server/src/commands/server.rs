@@ -271,6 +271,11 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ("dir", c.dir.display().to_string(), false),
         ("tls-port", tls_port, false),
         (
+            "tcp-keepalive",
+            shared.tcp_keepalive.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
             "client-query-buffer-limit",
             shared
                 .query_buffer_limit
@@ -365,6 +370,7 @@ enum Setting {
     RequirePass(Vec<u8>),
     ProtectedMode(bool),
     QueryBufferLimit(usize),
+    TcpKeepalive(u64),
     OutputBufferLimit(usize),
     /// `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` or `tls-auth-clients`.
     Tls(&'static str, String),
@@ -429,6 +435,9 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .map(Setting::TimeoutSecs)
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
+        "tcp-keepalive" => number()
+            .map(Setting::TcpKeepalive)
+            .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "client-query-buffer-limit" => bytes(&text)
             .filter(|&n| n >= 1024 * 1024)
             .map(Setting::QueryBufferLimit)
@@ -473,6 +482,7 @@ fn apply_setting(shared: &Shared, setting: Setting) {
         Setting::RequirePass(p) => super::auth::set_requirepass(shared, &p),
         Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
         Setting::QueryBufferLimit(n) => shared.query_buffer_limit.store(n, Ordering::Relaxed),
+        Setting::TcpKeepalive(n) => shared.tcp_keepalive.store(n, Ordering::Relaxed),
         Setting::OutputBufferLimit(n) => shared.output_buffer_limit.store(n, Ordering::Relaxed),
         // Applied whole by the caller, from `tls_changes`.
         Setting::Tls(..) => {}
