@@ -819,6 +819,7 @@ impl Worker {
         if let Some(slot) = self.clients.get_mut(idx)
             && let Some(mut c) = slot.take()
         {
+            c.stream.close_notify();
             let _ = self.poll.registry().deregister(c.stream.socket());
             self.free.push(idx);
             self.shared

@@ -172,6 +172,15 @@ impl Stream {
         }
     }
 
+    /// Under TLS, tells the peer that the session ends here (close_notify), so that it can
+    /// tell a clean end from a cut-off one; best effort, as the connection is closing.
+    pub(crate) fn close_notify(&mut self) {
+        if let Stream::Tls { sock, tls } = self {
+            tls.send_close_notify();
+            let _ = flush(sock, tls);
+        }
+    }
+
     /// Sends what waits; `WouldBlock` when the socket is full.
     pub(crate) fn flush_pending(&mut self) -> io::Result<()> {
         match self {

@@ -1195,7 +1195,10 @@ fn query_and_output_buffer_limits_close_only_the_offender() {
 /// 127.0.0.1, from /proc/net/tcp: 2 is the keepalive timer, 0 none.
 fn tcp_timer(local: u16, remote: u16) -> Option<u8> {
     let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    let want = (format!("0100007F:{local:04X}"), format!("0100007F:{remote:04X}"));
+    let want = (
+        format!("0100007F:{local:04X}"),
+        format!("0100007F:{remote:04X}"),
+    );
     table.lines().skip(1).find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
         (f.get(1) == Some(&want.0.as_str()) && f.get(2) == Some(&want.1.as_str()))
@@ -1212,7 +1215,11 @@ fn accepted_connections_get_tcp_keepalive() {
     let mut c = client(&server);
     let _: () = redis::cmd("PING").query(&mut c).unwrap();
     let mine = probe.local_addr().unwrap().port();
-    assert_eq!(tcp_timer(port, mine), Some(2), "the server's side probes when idle");
+    assert_eq!(
+        tcp_timer(port, mine),
+        Some(2),
+        "the server's side probes when idle"
+    );
     // Turned off: connections accepted from now on have no keepalive timer.
     let _: () = redis::cmd("CONFIG")
         .arg("SET")

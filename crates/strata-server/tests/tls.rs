@@ -207,4 +207,11 @@ fn the_tls_port_serves_trusted_clients_and_refuses_others() {
     }
     let one = [header.as_bytes(), big.as_bytes(), b"\r\n"].concat();
     assert_eq!(got, one.repeat(4));
+    // QUIT ends the session cleanly: +OK, then TLS's close_notify, which the client reads as
+    // the end of input rather than as a connection cut off.
+    tls.write_all(b"*1\r\n$4\r\nQUIT\r\n").unwrap();
+    let mut rest = Vec::new();
+    tls.read_to_end(&mut rest)
+        .expect("a clean end of the session (close_notify)");
+    assert_eq!(rest, b"+OK\r\n");
 }
