@@ -184,11 +184,22 @@ impl User {
         let (read, write) = needs(index, cmd, args);
         for i in key_positions(cmd, args.len()) {
             let Some(key) = args.get(i) else { continue };
-            // Each need may be met by a different pattern (`%R~a*` and `%W~a*`).
-            let covered = |need: bool, has: fn(&KeyPattern) -> bool| {
-                !need || self.keys.iter().any(|k| has(k) && k.matches(key))
-            };
-            let ok = covered(read, |k| k.read) && covered(write, |k| k.write);
+            // Each need may be met by a different pattern (`%R~a*` and `%W~a*`); patterns that
+            // would add nothing are not matched.
+            let (mut can_read, mut can_write) = (!read, !write);
+            for k in &self.keys {
+                if (can_read || !k.read) && (can_write || !k.write) {
+                    continue;
+                }
+                if k.matches(key) {
+                    can_read |= k.read;
+                    can_write |= k.write;
+                    if can_read && can_write {
+                        break;
+                    }
+                }
+            }
+            let ok = can_read && can_write;
             if !ok {
                 return Err(Denied::Key(i));
             }

@@ -207,6 +207,21 @@ fn the_tls_port_serves_trusted_clients_and_refuses_others() {
     }
     let one = [header.as_bytes(), big.as_bytes(), b"\r\n"].concat();
     assert_eq!(got, one.repeat(4));
+    // A large pipeline in one write: TLS records wait in the socket after each short read,
+    // and every one of them must still be read (no new readiness edge comes for them).
+    const SETS: usize = 10_000; // replies under the 64 KiB a server holds unread
+    let request = b"*3\r\n$3\r\nSET\r\n$4\r\npipe\r\n$64\r\n"
+        .iter()
+        .chain([b'p'; 64].iter())
+        .chain(b"\r\n".iter())
+        .copied()
+        .collect::<Vec<u8>>()
+        .repeat(SETS);
+    tls.write_all(&request).unwrap();
+    let mut oks = vec![0u8; 5 * SETS];
+    tls.read_exact(&mut oks)
+        .expect("every reply of the pipeline (a request stranded in the socket never answers)");
+    assert_eq!(oks, b"+OK\r\n".repeat(SETS));
     // QUIT ends the session cleanly: +OK, then TLS's close_notify, which the client reads as
     // the end of input rather than as a connection cut off.
     tls.write_all(b"*1\r\n$4\r\nQUIT\r\n").unwrap();
