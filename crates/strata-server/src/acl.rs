@@ -178,16 +178,32 @@ impl User {
 
     /// May this user run `cmd` (row `index`) with `args`?
     pub(crate) fn check(&self, index: usize, cmd: &Command, args: &[&[u8]]) -> Result<(), Denied> {
+        self.check_with_hint(index, cmd, args, &mut 0)
+    }
+
+    /// As [`User::check`]. The walk over the key patterns starts at `hint`, and `hint` is
+    /// left at the pattern that granted the last key. A connection that keeps its hint finds
+    /// its usual pattern first; the answer does not depend on where the walk starts.
+    pub(crate) fn check_with_hint(
+        &self,
+        index: usize,
+        cmd: &Command,
+        args: &[&[u8]],
+        hint: &mut usize,
+    ) -> Result<(), Denied> {
         if !self.allowed.get(index).copied().unwrap_or(false) {
             return Err(Denied::Command);
         }
         let (read, write) = needs(index, cmd, args);
+        let n = self.keys.len();
+        let start = if *hint < n { *hint } else { 0 };
         for i in key_positions(cmd, args.len()) {
             let Some(key) = args.get(i) else { continue };
             // Each need may be met by a different pattern (`%R~a*` and `%W~a*`); patterns that
             // would add nothing are not matched.
             let (mut can_read, mut can_write) = (!read, !write);
-            for k in &self.keys {
+            let order = (start..n).chain(0..start);
+            for (at, k) in order.filter_map(|at| Some((at, self.keys.get(at)?))) {
                 if (can_read || !k.read) && (can_write || !k.write) {
                     continue;
                 }
@@ -195,12 +211,12 @@ impl User {
                     can_read |= k.read;
                     can_write |= k.write;
                     if can_read && can_write {
+                        *hint = at;
                         break;
                     }
                 }
             }
-            let ok = can_read && can_write;
-            if !ok {
+            if !(can_read && can_write) {
                 return Err(Denied::Key(i));
             }
         }

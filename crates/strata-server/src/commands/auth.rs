@@ -44,12 +44,15 @@ fn client_info(conn: &Connection, cmd: &str) -> String {
 /// also enters `ACL LOG`.
 pub(crate) fn permitted(
     shared: &Shared,
-    conn: &Connection,
+    conn: &mut Connection,
     index: usize,
     cmd: &Command,
     args: &[&[u8]],
 ) -> Outcome {
-    let denied = match conn.user.check(index, cmd, args) {
+    let denied = match conn
+        .user
+        .check_with_hint(index, cmd, args, &mut conn.acl_hint)
+    {
         Ok(()) => return Ok(()),
         Err(d) => d,
     };

@@ -58,6 +58,8 @@ pub(crate) struct Connection {
     acl_seen: u64,
     /// Refused by protected mode: every command is answered with its error, then closed.
     pub denied: bool,
+    /// Where the user's key patterns are walked from: the one that granted the last key.
+    pub acl_hint: usize,
 }
 
 impl Connection {
@@ -77,6 +79,7 @@ impl Connection {
             acl_seen: 0,
             user: user.clone(),
             denied,
+            acl_hint: 0,
         };
         c.log_in(user, false);
         c
@@ -134,7 +137,8 @@ impl Connection {
             std::sync::OnceLock::new();
         let rows = ROWS.get_or_init(|| [lookup(b"get"), lookup(b"set")]);
         let row = if args.len() == 2 { rows[0] } else { rows[1] };
-        row.is_some_and(|(i, cmd)| self.user.check(i, cmd, argv).is_ok())
+        let hint = &mut self.acl_hint;
+        row.is_some_and(|(i, cmd)| self.user.check_with_hint(i, cmd, argv, hint).is_ok())
     }
 }
 
