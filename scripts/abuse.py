@@ -113,7 +113,10 @@ async def good(latencies):
             t = time.perf_counter()
             w.write(cmd)
             await w.drain()
-            got = await r.readexactly(len(want))
+            try:
+                got = await asyncio.wait_for(r.readexactly(len(want)), timeout=10)
+            except asyncio.TimeoutError:
+                sys.exit("the well-behaved client waited 10 s for an answer")
             latencies.append(time.perf_counter() - t)
             if got != want:
                 sys.exit(f"wrong answer: {got!r}, want {want!r}")
@@ -134,6 +137,8 @@ async def main():
     await asyncio.sleep(2)  # the slow connections open first
     tasks += [asyncio.create_task(t) for t in (flood(), frames(), rss(), good(latencies))]
     await asyncio.gather(*tasks)
+    if not latencies:
+        sys.exit("the well-behaved client got no answer")
     latencies.sort()
     pct = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
     print(f"well-behaved client: {len(latencies)} answers, all right; "
@@ -143,8 +148,6 @@ async def main():
           f"{'closed by the server' if stats['flood_closed'] else 'still open'}; "
           f"malformed frames: {stats['frames']} sent")
     print(f"server's largest resident set: {stats['rss_max_kb'] / 1024:.0f} MiB")
-    if not latencies:
-        sys.exit("the well-behaved client got no answer")
     bound = os.environ.get("STRATA_ABUSE_MAX_RSS_MIB")
     if bound and stats["rss_max_kb"] > int(bound) * 1024:
         sys.exit(f"the server's resident set passed {bound} MiB")

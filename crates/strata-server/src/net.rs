@@ -170,6 +170,9 @@ fn accept_all(
     next
 }
 
+/// The longest idle time the kernel takes for its first keepalive probe.
+pub(crate) const MAX_KEEPALIVE_SECS: u64 = 32_767;
+
 /// Turns on TCP keepalive probes after `secs` idle seconds (0: off), as Redis's
 /// `tcp-keepalive`: a peer that vanished without closing (a half-open connection) is found
 /// and closed by the kernel, and its connection with it.
@@ -177,9 +180,12 @@ pub(crate) fn keep_alive<S: std::os::fd::AsFd>(stream: &S, secs: u64) {
     if secs == 0 {
         return;
     }
+    // As Redis: probes after `secs`, then every third of it, three times.
+    let secs = secs.min(MAX_KEEPALIVE_SECS);
     let probe = socket2::TcpKeepalive::new()
         .with_time(Duration::from_secs(secs))
-        .with_interval(Duration::from_secs((secs / 3).max(1)));
+        .with_interval(Duration::from_secs((secs / 3).max(1)))
+        .with_retries(3);
     // Best effort, as Redis: a socket that refuses keeps working without it.
     let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&probe);
 }
@@ -225,6 +231,8 @@ struct Client {
     readable: bool,
     /// Send what is owed, then close (QUIT, a protocol error, the peer's end of input).
     closing: bool,
+    /// Closed for breaking a limit: the session is cut off, not ended.
+    cut_off: bool,
     /// SETs and GETs of this connection waiting in the worker's batch.
     in_batch: usize,
     /// Of those, the GETs.
@@ -489,6 +497,7 @@ impl Worker {
                 // Bytes may have arrived before registration; look once.
                 readable: true,
                 closing: false,
+                cut_off: false,
                 in_batch: 0,
                 gets_in_batch: 0,
                 want_write: false,
@@ -677,6 +686,7 @@ impl Worker {
                             .fetch_add(1, Ordering::Relaxed);
                         c.readable = false;
                         c.closing = true;
+                        c.cut_off = true;
                         c.output.clear();
                         c.sent = 0;
                         return Advance::Idle;
@@ -695,6 +705,7 @@ impl Worker {
                 Err(_) => {
                     c.readable = false;
                     c.closing = true;
+                    c.cut_off = true;
                     c.output.clear();
                     c.sent = 0;
                     return Advance::Idle;
@@ -792,6 +803,11 @@ impl Worker {
             }
         }
         if broken || (c.closing && c.unsent() == 0 && c.in_batch == 0) {
+            // A session that ends whole (QUIT, the peer's end of input) says so under TLS; one
+            // cut off (a limit, a broken socket) does not, so the peer can tell them apart.
+            if !broken && !c.cut_off {
+                c.stream.close_notify();
+            }
             self.close(idx);
             return;
         }
@@ -819,7 +835,6 @@ impl Worker {
         if let Some(slot) = self.clients.get_mut(idx)
             && let Some(mut c) = slot.take()
         {
-            c.stream.close_notify();
             let _ = self.poll.registry().deregister(c.stream.socket());
             self.free.push(idx);
             self.shared
@@ -885,5 +900,6 @@ mod keepalive_tests {
         assert!(sock.keepalive().unwrap());
         assert_eq!(sock.keepalive_time().unwrap(), Duration::from_secs(300));
         assert_eq!(sock.keepalive_interval().unwrap(), Duration::from_secs(100));
+        assert_eq!(sock.keepalive_retries().unwrap(), 3);
     }
 }

@@ -436,8 +436,9 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
         "tcp-keepalive" => number()
+            .filter(|&n| n <= crate::net::MAX_KEEPALIVE_SECS)
             .map(Setting::TcpKeepalive)
-            .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
+            .ok_or_else(|| invalid("argument must be a number of seconds from 0 to 32767")),
         "client-query-buffer-limit" => bytes(&text)
             .filter(|&n| n >= 1024 * 1024)
             .map(Setting::QueryBufferLimit)
