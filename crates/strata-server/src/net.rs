@@ -250,6 +250,15 @@ impl Client {
         self.output.len() - self.sent + usize::from(self.stream.has_pending())
     }
 
+    /// Ends the connection without its owed replies: a broken limit or a broken socket.
+    fn cut_off(&mut self) {
+        self.readable = false;
+        self.closing = true;
+        self.cut_off = true;
+        self.output.clear();
+        self.sent = 0;
+    }
+
     /// Writes unsent replies until they are all sent or the socket is full.
     fn write_out(&mut self) -> Written {
         while self.output.len() > self.sent {
@@ -684,11 +693,7 @@ impl Worker {
                             .counters
                             .query_buffer_closed
                             .fetch_add(1, Ordering::Relaxed);
-                        c.readable = false;
-                        c.closing = true;
-                        c.cut_off = true;
-                        c.output.clear();
-                        c.sent = 0;
+                        c.cut_off();
                         return Advance::Idle;
                     }
                     // A short read emptied the socket; bytes that come later raise a new
@@ -703,11 +708,7 @@ impl Worker {
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => {
-                    c.readable = false;
-                    c.closing = true;
-                    c.cut_off = true;
-                    c.output.clear();
-                    c.sent = 0;
+                    c.cut_off();
                     return Advance::Idle;
                 }
             }

@@ -338,7 +338,7 @@ fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     if let Some(v) = shared.cache.get(key) {
         return Ok(v);
     }
-    let _stripe = lock_stripes(shared, [key]);
+    let _stripe = lock_stripe(shared, key);
     let v = shared.db.get(key).map_err(engine)?;
     shared.cache.fill(key, &v);
     Ok(v)
@@ -458,6 +458,16 @@ impl Writes {
             .write(self.batch, write_opts(shared))
             .map_err(engine)
     }
+}
+
+/// Locks the stripe of one key, unless the `EXEC` running on this thread holds it: the read
+/// path's cache fill, without the vector [`lock_stripes`] makes.
+fn lock_stripe<'a>(shared: &'a Shared, key: &[u8]) -> Option<std::sync::MutexGuard<'a, ()>> {
+    let i = shared.stripe(key);
+    if transaction::held_by_this_thread(i) {
+        return None;
+    }
+    Some(shared.stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Locks the stripes of `keys` in a fixed order (no deadlock between multi-key commands).
