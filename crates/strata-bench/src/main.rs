@@ -2,6 +2,8 @@
 //! and `strata-bench server`, a load client for Redis-protocol servers.
 
 mod engines;
+mod machine;
+mod plot;
 mod server_load;
 mod sys;
 mod transfer_load;
@@ -67,9 +69,14 @@ struct Cli {
     /// name), so that open tables hold only the roots of both.
     #[arg(long)]
     partition_index_and_filters: bool,
-    /// Sync every write (as fillsync does).
+    /// Sync every write of every workload (fillsync always does).
     #[arg(long)]
     sync: bool,
+    /// Strata only: turn on its idle merge (`Options::idle_merge_after`, on by default in
+    /// Strata), which the harness turns off so that reads after `waitforcompaction` see the
+    /// tree compaction left; `compact` shows a whole-tree merge on every engine.
+    #[arg(long)]
+    idle_merge: bool,
     /// Keep and reuse the database in --db instead of starting empty.
     #[arg(long)]
     use_existing_db: bool,
@@ -94,6 +101,12 @@ struct Cli {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
+    /// Draw the comparison's medians as an SVG bar chart into this file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// The chart's title (default: the run's settings).
+    #[arg(long)]
+    plot_title: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -111,6 +124,7 @@ fn settings(cli: &Cli) -> Settings {
         compression: cli.compression_type.clone(),
         table_pinned_bytes: cli.table_pinned_bytes,
         partition_index_and_filters: cli.partition_index_and_filters,
+        idle_merge: cli.idle_merge,
     }
 }
 
@@ -123,15 +137,24 @@ fn params(cli: &Cli) -> Params {
         value_size: cli.value_size,
         seed: cli.seed,
         batch_size: cli.batch_size,
+        sync: cli.sync,
     }
 }
 
 /// A workload's figures with what it did to the disk and memory.
 struct Report {
     outcome: Outcome,
+    /// Bytes the process wrote to storage during the workload per byte of keys and values
+    /// it wrote, the same measure for every engine.
     write_amp: Option<f64>,
+    /// The engine's own count of what it wrote, per byte, where it keeps one.
+    engine_write_amp: Option<f64>,
     disk_bytes: u64,
     peak_rss: Option<u64>,
+}
+
+fn ratio(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |w| format!("{w:.2}"))
 }
 
 fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
@@ -150,10 +173,8 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
     if o.bytes > 0 {
         line.push_str(&format!(" {mb:>7.1} MB/s"));
     }
-    if (o.name.starts_with("read") && !o.name.starts_with("readseq") && o.name != "readreverse")
-        || o.name == "multireadrandom"
-    {
-        line.push_str(&format!(" ({} of {} found)", o.found, o.ops));
+    if let Some(found) = answer(o) {
+        line.push_str(&format!(" ({found})"));
     }
     println!("{line}");
     let h = &o.hist;
@@ -166,20 +187,29 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
         h.max() as f64 / 1000.0
     );
     if workloads::writes(&o.name) {
-        let live = o.bytes;
-        let wa = r.write_amp.map_or("-".to_string(), |w| format!("{w:.2}"));
         println!(
-            "{:<12} : write amp {wa}, on disk {:.1} MB for {:.1} MB written by the workload, \
-             peak RSS {}",
+            "{:<12} : write amp {} (engine's own count {}), on disk {:.1} MB for {:.1} MB \
+             written by the workload, peak RSS {}",
             "",
+            ratio(r.write_amp),
+            ratio(r.engine_write_amp),
             r.disk_bytes as f64 / 1048576.0,
-            live as f64 / 1048576.0,
+            o.bytes as f64 / 1048576.0,
             r.peak_rss.map_or("-".to_string(), |b| format!(
                 "{:.0} MB",
                 b as f64 / 1048576.0
             ))
         );
     }
+}
+
+/// What a read workload answered, in a form to compare engines by: `found N of M` for
+/// lookups and seeks, the entry count and key hash for scans.
+fn answer(o: &Outcome) -> Option<String> {
+    if let Some(hash) = o.key_hash {
+        return Some(format!("{} entries, keys hashed {hash:016x}", o.found));
+    }
+    workloads::reads(&o.name).then(|| format!("{} of {} found", o.found, o.ops))
 }
 
 fn json_report(engine: &str, r: &Report) -> serde_json::Value {
@@ -192,13 +222,33 @@ fn json_report(engine: &str, r: &Report) -> serde_json::Value {
         "ops_per_sec": o.ops_per_sec(),
         "micros_per_op": o.micros_per_op(),
         "found": o.found,
+        "key_hash": o.key_hash.map(|h| format!("{h:016x}")),
         "p50_us": o.hist.value_at_quantile(0.5) as f64 / 1000.0,
         "p99_us": o.hist.value_at_quantile(0.99) as f64 / 1000.0,
         "p999_us": o.hist.value_at_quantile(0.999) as f64 / 1000.0,
         "write_amp": r.write_amp,
+        "engine_write_amp": r.engine_write_amp,
         "disk_bytes": r.disk_bytes,
         "peak_rss_bytes": r.peak_rss,
     })
+}
+
+/// What a `waitforcompaction` or `compact` step took and left.
+struct Step {
+    name: String,
+    seconds: f64,
+    disk_bytes: u64,
+    /// The last write workload's amplification counted to the end of this step: the process's
+    /// count and the engine's own.
+    write_amp: Option<f64>,
+    engine_write_amp: Option<f64>,
+    files: Option<String>,
+}
+
+/// The steps of a benchmark list that are pauses, not measurements: they print what they
+/// took and what the disk holds after.
+fn is_step(name: &str) -> bool {
+    matches!(name, "waitforcompaction" | "compact")
 }
 
 /// Runs every workload of the list, in order, on one engine.
@@ -207,7 +257,7 @@ fn run_engine(
     engine_name: &str,
     dir: &Path,
     quiet: bool,
-) -> Result<Vec<Report>, String> {
+) -> Result<(Vec<Report>, Vec<Step>), String> {
     let s = settings(cli);
     let p = params(cli);
     if !cli.use_existing_db {
@@ -215,7 +265,7 @@ fn run_engine(
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut engine: Arc<dyn Engine> = Arc::from(engines::open(engine_name, dir, &s)?);
-    let mut reports = Vec::new();
+    let (mut reports, mut steps) = (Vec::new(), Vec::new());
     let mut last_write: Option<WriteMark> = None;
     for name in cli
         .benchmarks
@@ -223,25 +273,45 @@ fn run_engine(
         .map(str::trim)
         .filter(|n| !n.is_empty())
     {
-        if name == "waitforcompaction" {
-            // As RocksDB's db_bench: not a measurement, a pause until compactions settle. It
-            // reports what settling added to the last write workload's cost: its write
-            // amplification counted to the end of settling, and the size on disk after.
+        if is_step(name) {
+            // As db_bench's: `waitforcompaction` flushes and waits for background work to
+            // end; `compact` compacts the whole key range. Either adds to the last write
+            // workload's cost, reported as its write amplification to the end of the step.
             let start = Instant::now();
-            engine.settle()?;
-            if !quiet && !cli.json {
-                let settled = last_write
+            match name {
+                "compact" => engine.compact()?,
+                _ => engine.wait_for_compaction()?,
+            }
+            let step = Step {
+                name: name.to_string(),
+                seconds: start.elapsed().as_secs_f64(),
+                disk_bytes: sys::dir_bytes(dir),
+                write_amp: last_write.as_ref().and_then(WriteMark::amplification),
+                engine_write_amp: last_write
                     .as_ref()
-                    .and_then(|w| w.amplification(engine.as_ref()))
-                    .map_or(String::new(), |(name, wa)| {
-                        format!("; {name} write amp with settling {wa:.2}")
-                    });
+                    .and_then(|w| w.engine_amplification(engine.as_ref())),
+                files: engine.files(),
+            };
+            if !quiet && !cli.json {
+                let settled = last_write.as_ref().map_or(String::new(), |w| {
+                    format!(
+                        "; {} write amp to here {} (engine's own count {})",
+                        w.name,
+                        ratio(step.write_amp),
+                        ratio(step.engine_write_amp)
+                    )
+                });
+                let files = step
+                    .files
+                    .as_ref()
+                    .map_or(String::new(), |f| format!("\n{:<12} : {f}", ""));
                 println!(
-                    "{name:<12} : settled in {:.1} s{settled}, on disk {:.1} MB",
-                    start.elapsed().as_secs_f64(),
-                    sys::dir_bytes(dir) as f64 / 1e6
+                    "{name:<12} : done in {:.1} s{settled}, on disk {:.1} MB{files}",
+                    step.seconds,
+                    step.disk_bytes as f64 / 1048576.0
                 );
             }
+            steps.push(step);
             continue;
         }
         if workloads::fresh_db(name) && !cli.use_existing_db {
@@ -250,8 +320,12 @@ fn run_engine(
             std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
             engine = Arc::from(engines::open(engine_name, dir, &s)?);
         }
-        let disk_before = sys::write_bytes();
-        let engine_before = engine.bytes_written();
+        let mark = WriteMark {
+            name: name.to_string(),
+            engine_before: engine.bytes_written(),
+            disk_before: sys::write_bytes(),
+            bytes: 0,
+        };
         let progress = Arc::new(AtomicU64::new(0));
         let bar = progress_bar(name, &progress, quiet);
         let outcome = workloads::run(&engine, &p, name, &progress)?;
@@ -259,22 +333,24 @@ fn run_engine(
             stop.store(u64::MAX, Ordering::SeqCst);
             let _ = handle.join();
         }
-        let write_amp = if workloads::writes(name) && outcome.bytes > 0 {
+        let (write_amp, engine_write_amp) = if workloads::writes(name) && outcome.bytes > 0 {
             let mark = WriteMark {
-                name: name.to_string(),
-                engine_before,
-                disk_before,
                 bytes: outcome.bytes,
+                ..mark
             };
-            let wa = mark.amplification(engine.as_ref()).map(|(_, wa)| wa);
+            let amps = (
+                mark.amplification(),
+                mark.engine_amplification(engine.as_ref()),
+            );
             last_write = Some(mark);
-            wa
+            amps
         } else {
-            None
+            (None, None)
         };
         let report = Report {
             outcome,
             write_amp,
+            engine_write_amp,
             disk_bytes: sys::dir_bytes(dir),
             peak_rss: sys::peak_rss_bytes(),
         };
@@ -287,10 +363,10 @@ fn run_engine(
         }
         reports.push(report);
     }
-    Ok(reports)
+    Ok((reports, steps))
 }
 
-/// Where the engine's and the process's write counters stood when a write workload began.
+/// Where the process's and the engine's write counters stood when a write workload began.
 struct WriteMark {
     name: String,
     engine_before: Option<u64>,
@@ -299,16 +375,16 @@ struct WriteMark {
 }
 
 impl WriteMark {
-    /// Bytes written since the mark per byte the workload wrote: the engine's own count where
-    /// it keeps one, else what the process sent to disk.
-    fn amplification(&self, engine: &dyn Engine) -> Option<(&str, f64)> {
-        let written = match (engine.bytes_written(), self.engine_before) {
-            (Some(after), Some(before)) => Some(after.saturating_sub(before)),
-            _ => sys::write_bytes()
-                .zip(self.disk_before)
-                .map(|(a, b)| a.saturating_sub(b)),
-        }?;
-        Some((&self.name, written as f64 / self.bytes as f64))
+    /// What the process wrote to storage since the mark, per byte the workload wrote.
+    fn amplification(&self) -> Option<f64> {
+        let written = sys::write_bytes()?.saturating_sub(self.disk_before?);
+        Some(written as f64 / self.bytes.max(1) as f64)
+    }
+
+    /// The same from the engine's own count, where it keeps one.
+    fn engine_amplification(&self, engine: &dyn Engine) -> Option<f64> {
+        let written = engine.bytes_written()?.saturating_sub(self.engine_before?);
+        Some(written as f64 / self.bytes.max(1) as f64)
     }
 }
 
@@ -358,26 +434,158 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// A step's figures in a comparison, as text or JSON.
+fn step_line(engine: &str, round: usize, step: &Step, json: bool) -> String {
+    if json {
+        return serde_json::json!({
+            "engine": engine,
+            "round": round,
+            "step": step.name,
+            "seconds": step.seconds,
+            "disk_bytes": step.disk_bytes,
+            "write_amp": step.write_amp,
+            "engine_write_amp": step.engine_write_amp,
+            "files": step.files,
+        })
+        .to_string();
+    }
+    let files = step
+        .files
+        .as_ref()
+        .map_or(String::new(), |f| format!("; {f}"));
+    format!(
+        "{engine}/{} round {round}: {:.1} s, on disk {:.1} MB, the last fill's write amp to \
+         here {} (engine's own count {}){files}",
+        step.name,
+        step.seconds,
+        step.disk_bytes as f64 / 1048576.0,
+        ratio(step.write_amp),
+        ratio(step.engine_write_amp)
+    )
+}
+
+/// Names for the measured workloads of a list: those after a `compact` step are marked
+/// `name@compacted`, and a name that still repeats is numbered (`readrandom#2`).
+fn labels(list: &str) -> Vec<String> {
+    let mut compacted = false;
+    let mut names = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "compact" {
+            compacted = true;
+        }
+        if is_step(name) {
+            continue;
+        }
+        let base = match compacted {
+            true => format!("{name}@compacted"),
+            false => name.to_string(),
+        };
+        let seen = names
+            .iter()
+            .filter(|n: &&String| n.split('#').next() == Some(base.as_str()))
+            .count();
+        names.push(match seen {
+            0 => base,
+            n => format!("{base}#{}", n + 1),
+        });
+    }
+    names
+}
+
+/// The run's settings, the machine, the commit and the engines' versions.
+fn header(cli: &Cli, engines: &[&str]) -> String {
+    format!(
+        "num={} reads={} threads={} key_size={} value_size={} write_buffer_size={} \
+         cache_size={} bloom_bits={} block_size={} compression={} sync={}\n\
+         machine: {}\ncommit: {}\nengines: {}",
+        cli.num,
+        cli.reads.unwrap_or(cli.num),
+        cli.threads,
+        cli.key_size,
+        cli.value_size,
+        cli.write_buffer_size,
+        cli.cache_size,
+        cli.bloom_bits,
+        cli.block_size,
+        cli.compression_type,
+        cli.sync,
+        machine::describe(&cli.db),
+        machine::commit(),
+        machine::engine_versions(engines),
+    )
+}
+
+/// Where engines answered the same workload differently: one line per disagreement. Lookup
+/// counts and scans' key hashes are compared; readwhilewriting's counts depend on how far its
+/// writer got and are left out.
+fn disagreements(
+    engines: &[&str],
+    benchmarks: &[String],
+    answers: &[Vec<Vec<Option<String>>>],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (bi, b) in benchmarks.iter().enumerate() {
+        if b.starts_with("readwhilewriting") {
+            continue;
+        }
+        for (round, first) in answers[0][bi].iter().enumerate() {
+            for (ei, e) in engines.iter().enumerate().skip(1) {
+                let other = &answers[ei][bi][round];
+                if other != first {
+                    out.push(format!(
+                        "{b} (round {}): {} answered {}, {e} answered {}",
+                        round + 1,
+                        engines[0],
+                        first.as_deref().unwrap_or("nothing"),
+                        other.as_deref().unwrap_or("nothing")
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 fn compare(cli: &Cli, list: &str) -> Result<(), String> {
     let engines: Vec<&str> = list
         .split(',')
         .map(str::trim)
         .filter(|e| !e.is_empty())
         .collect();
-    let benchmarks: Vec<String> = cli
-        .benchmarks
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty() && s != "waitforcompaction")
-        .collect();
-    // results[engine][benchmark] = ops/sec of each round
+    let benchmarks = labels(&cli.benchmarks);
+    if cli.json {
+        println!("{}", serde_json::json!({ "header": header(cli, &engines) }));
+    } else {
+        println!("{}", header(cli, &engines));
+    }
+    // [engine][benchmark][round]: ops/sec, and what the workload answered.
     let mut results: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); benchmarks.len()]; engines.len()];
+    let mut answers: Vec<Vec<Vec<Option<String>>>> =
+        vec![vec![Vec::new(); benchmarks.len()]; engines.len()];
     for round in 1..=cli.rounds {
-        for (ei, e) in engines.iter().enumerate() {
+        // Each round starts with the next engine, so that no engine always runs first (on a
+        // cold page cache) or last (after the others have filled the disk's queues).
+        for k in 0..engines.len() {
+            let ei = (k + round - 1) % engines.len();
+            let e = engines[ei];
             eprintln!("round {round}/{}: {e}", cli.rounds);
-            let reports = run_engine(cli, e, &cli.db.join(e), true)?;
+            let (reports, steps) = run_engine(cli, e, &cli.db.join(e), true)?;
+            for step in &steps {
+                println!("{}", step_line(e, round, step, cli.json));
+            }
             for (bi, r) in reports.iter().enumerate() {
                 results[ei][bi].push(r.outcome.ops_per_sec());
+                if workloads::writes(&r.outcome.name) && !cli.json {
+                    println!(
+                        "{e}/{} round {round}: write amp {} (engine's own count {}), \
+                         on disk {:.1} MB",
+                        r.outcome.name,
+                        ratio(r.write_amp),
+                        ratio(r.engine_write_amp),
+                        r.disk_bytes as f64 / 1048576.0
+                    );
+                }
+                answers[ei][bi].push(answer(&r.outcome));
                 if cli.json {
                     let mut j = json_report(e, r);
                     j["round"] = serde_json::json!(round);
@@ -386,50 +594,69 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
             }
         }
     }
-    if cli.json {
-        return Ok(());
+    let medians: Vec<Vec<f64>> = results
+        .iter()
+        .map(|per_bench| per_bench.iter().map(|r| median(r.clone())).collect())
+        .collect();
+    if !cli.json {
+        print_table(cli, &engines, &benchmarks, &medians, &answers);
     }
+    if let Some(file) = &cli.plot {
+        let title = cli.plot_title.clone().unwrap_or_else(|| {
+            format!(
+                "num={} value_size={} threads={} compression={}: median of {} rounds",
+                cli.num, cli.value_size, cli.threads, cli.compression_type, cli.rounds
+            )
+        });
+        plot::bars(file, &title, &engines, &benchmarks, &medians)?;
+    }
+    let wrong = disagreements(&engines, &benchmarks, &answers);
+    if !wrong.is_empty() {
+        return Err(format!(
+            "the engines disagree on {} answers:\n  {}",
+            wrong.len(),
+            wrong.join("\n  ")
+        ));
+    }
+    Ok(())
+}
+
+/// The medians, each engine's ratio to the best of the others, and the answers.
+fn print_table(
+    cli: &Cli,
+    engines: &[&str],
+    labels: &[String],
+    medians: &[Vec<f64>],
+    answers: &[Vec<Vec<Option<String>>>],
+) {
     println!(
-        "median ops/sec of {} interleaved rounds; num={} threads={} value_size={} \
-         write_buffer_size={} cache_size={} bloom_bits={} compression={}",
-        cli.rounds,
-        cli.num,
-        cli.threads,
-        cli.value_size,
-        cli.write_buffer_size,
-        cli.cache_size,
-        cli.bloom_bits,
-        cli.compression_type
+        "median ops/sec of {} rounds, engine order rotating; the last column: {} over the \
+         best of the others",
+        cli.rounds, engines[0]
     );
-    let mut header = format!("{:<18}", "benchmark");
-    for e in &engines {
-        header.push_str(&format!("{e:>12}"));
+    let mut head = format!("{:<22}", "benchmark");
+    for e in engines {
+        head.push_str(&format!("{e:>13}"));
     }
-    for e in engines.iter().skip(1) {
-        header.push_str(&format!("{:>16}", format!("{}/{e}", engines[0])));
+    if engines.len() > 1 {
+        head.push_str(&format!("{:>10}", "ratio"));
     }
-    println!("{header}");
-    for (bi, b) in benchmarks.iter().enumerate() {
-        // A workload run twice (readrandom before and after compactions settle) is numbered.
-        let seen = benchmarks[..bi].iter().filter(|x| *x == b).count();
-        let b = if seen > 0 {
-            format!("{b}#{}", seen + 1)
-        } else {
-            b.clone()
-        };
-        let meds: Vec<f64> = (0..engines.len())
-            .map(|ei| median(results[ei][bi].clone()))
-            .collect();
-        let mut line = format!("{b:<18}");
-        for m in &meds {
-            line.push_str(&format!("{m:>12.0}"));
+    head.push_str("  answer");
+    println!("{head}");
+    for (bi, b) in labels.iter().enumerate() {
+        let mut line = format!("{b:<22}");
+        for m in medians {
+            line.push_str(&format!("{:>13.0}", m[bi]));
         }
-        for m in meds.iter().skip(1) {
-            line.push_str(&format!("{:>16.2}", meds[0] / m.max(1e-9)));
+        if engines.len() > 1 {
+            let best_other = medians[1..].iter().map(|m| m[bi]).fold(0f64, f64::max);
+            line.push_str(&format!("{:>9.2}x", medians[0][bi] / best_other.max(1e-9)));
+        }
+        if let Some(Some(a)) = answers[0][bi].first() {
+            line.push_str(&format!("  {a}"));
         }
         println!("{line}");
     }
-    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
@@ -440,19 +667,7 @@ fn main() -> std::process::ExitCode {
             Some(list) => compare(&cli, list),
             None => {
                 if !cli.json {
-                    println!(
-                        "{}: num={} key_size={} value_size={} threads={} write_buffer_size={} \
-                         cache_size={} bloom_bits={} compression={}",
-                        cli.engine,
-                        cli.num,
-                        cli.key_size,
-                        cli.value_size,
-                        cli.threads,
-                        cli.write_buffer_size,
-                        cli.cache_size,
-                        cli.bloom_bits,
-                        cli.compression_type
-                    );
+                    println!("{}", header(&cli, &[cli.engine.as_str()]));
                 }
                 let dir = cli.db.join(&cli.engine);
                 run_engine(&cli, &cli.engine, &dir, false).map(|_| ())

@@ -13,9 +13,13 @@ pub fn peak_rss_bytes() -> Option<u64> {
     proc_field("/proc/self/status", "VmHWM:").map(|kb| kb * 1024)
 }
 
-/// Bytes this process has caused to be written to storage (all its threads).
+/// Bytes this process has caused to be written to storage (all its threads): what it
+/// dirtied in the page cache or wrote directly, less what was dropped before it reached the
+/// disk (a file deleted or truncated while still dirty). The same count for every engine.
 pub fn write_bytes() -> Option<u64> {
-    proc_field("/proc/self/io", "write_bytes:")
+    let written = proc_field("/proc/self/io", "write_bytes:")?;
+    let cancelled = proc_field("/proc/self/io", "cancelled_write_bytes:").unwrap_or(0);
+    Some(written.saturating_sub(cancelled))
 }
 
 /// The size of every file under `dir`.

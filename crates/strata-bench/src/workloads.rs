@@ -33,6 +33,8 @@ pub struct Outcome {
     pub seconds: f64,
     pub bytes: u64,
     pub found: u64,
+    /// For scans: a hash of every key in the order read, to compare engines by.
+    pub key_hash: Option<u64>,
     pub hist: Histogram<u64>,
 }
 
@@ -56,6 +58,8 @@ pub struct Params {
     pub seed: u64,
     /// Keys per batched lookup in multireadrandom.
     pub batch_size: usize,
+    /// Sync every write, in every workload (fillsync always does).
+    pub sync: bool,
 }
 
 /// db_bench's key: the number zero-padded to `key_size` digits.
@@ -205,6 +209,7 @@ fn write(
         seconds,
         bytes,
         found,
+        key_hash: None,
         hist,
     })
 }
@@ -226,7 +231,7 @@ fn delete(
             };
             let k = key(n, p.key_size);
             let start = Instant::now();
-            engine.delete(&k, false)?;
+            engine.delete(&k, p.sync)?;
             record(h, start);
             progress.fetch_add(1, Ordering::Relaxed);
         }
@@ -238,6 +243,7 @@ fn delete(
         seconds,
         bytes,
         found,
+        key_hash: None,
         hist,
     })
 }
@@ -281,6 +287,7 @@ fn read_random(
         seconds,
         bytes,
         found,
+        key_hash: None,
         hist,
     })
 }
@@ -322,6 +329,7 @@ fn multi_read_random(
         seconds,
         bytes,
         found,
+        key_hash: None,
         hist,
     })
 }
@@ -347,8 +355,21 @@ fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Re
         seconds,
         bytes,
         found,
+        key_hash: None,
         hist,
     })
+}
+
+/// Folds one key into an order-sensitive hash of a scan's keys.
+pub fn hash_key(hash: u64, key: &[u8]) -> u64 {
+    let mut h = (hash ^ key.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for chunk in key.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 29;
+    }
+    h
 }
 
 fn scan(
@@ -358,21 +379,38 @@ fn scan(
     progress: &Arc<AtomicU64>,
 ) -> Result<Outcome> {
     let name = if reverse { "readreverse" } else { "readseq" };
+    let hashes = std::sync::Mutex::new(Vec::new());
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |_, h, progress| {
         let start = Instant::now();
-        let (n, bytes) = engine.scan(reverse, p.reads)?;
+        let (mut bytes, mut hash) = (0u64, 0u64);
+        let n = engine.scan(reverse, p.reads, &mut |k, value_len| {
+            bytes += (k.len() + value_len) as u64;
+            hash = hash_key(hash, k);
+        })?;
         // One histogram sample per entry, at the average cost: a scan is timed as a whole.
         let per = (start.elapsed().as_nanos() as u64 / n.max(1)).max(1);
         let _ = h.record_n(per, n.max(1));
         progress.fetch_add(n, Ordering::Relaxed);
+        hashes
+            .lock()
+            .map_err(|_| "a scan thread panicked".to_string())?
+            .push(hash);
         Ok((n, bytes, n))
     })?;
+    // Every thread scans the same entries; one hash stands for them all, or none if they
+    // differ (which the answer check then reports).
+    let hashes = hashes.into_inner().unwrap_or_default();
+    let key_hash = hashes
+        .first()
+        .copied()
+        .filter(|h| hashes.iter().all(|x| x == h));
     Ok(Outcome {
         name: name.into(),
         ops,
         seconds,
         bytes,
         found,
+        key_hash: Some(key_hash.unwrap_or(0)),
         hist,
     })
 }
@@ -386,8 +424,8 @@ pub fn run(
 ) -> Result<Outcome> {
     let e = engine.as_ref();
     match name {
-        "fillseq" => write(e, p, name, p.num, Order::Seq, false, progress),
-        "fillrandom" | "overwrite" => write(e, p, name, p.num, Order::Random, false, progress),
+        "fillseq" => write(e, p, name, p.num, Order::Seq, p.sync, progress),
+        "fillrandom" | "overwrite" => write(e, p, name, p.num, Order::Random, p.sync, progress),
         "fillsync" => write(
             e,
             p,
@@ -419,7 +457,7 @@ pub fn run(
                         engine.put(
                             &key(rng.below(p.num), p.key_size),
                             values.next(p.value_size),
-                            false,
+                            p.sync,
                         )?;
                         n += 1;
                         if n % 1024 == 0 {
@@ -447,6 +485,14 @@ pub fn run(
 /// True for workloads that start from an empty database in db_bench.
 pub fn fresh_db(name: &str) -> bool {
     matches!(name, "fillseq" | "fillrandom" | "fillsync")
+}
+
+/// True for workloads that look keys up and count what they found.
+pub fn reads(name: &str) -> bool {
+    matches!(
+        name,
+        "readrandom" | "readmissing" | "multireadrandom" | "seekrandom" | "readwhilewriting"
+    )
 }
 
 /// True for workloads that write.

@@ -24,6 +24,12 @@ unsafe impl Send for LevelEngine {}
 // SAFETY: as above.
 unsafe impl Sync for LevelEngine {}
 
+/// The version of the LevelDB sources built in, as LevelDB reports it.
+pub fn version() -> String {
+    // SAFETY: plain getters of constants.
+    unsafe { format!("{}.{}", leveldb_major_version(), leveldb_minor_version()) }
+}
+
 /// Turns LevelDB's error out-parameter into a `Result`, freeing the message.
 fn check(err: *mut c_char) -> Result<()> {
     if err.is_null() {
@@ -74,22 +80,45 @@ impl LevelEngine {
         }
     }
 
-    fn level0_files(&self) -> usize {
-        let prop = c"leveldb.num-files-at-level0";
+    /// A property's text (`leveldb.stats`, `leveldb.num-files-at-level0`, ...).
+    fn property(&self, name: &CStr) -> String {
         // SAFETY: the property name is NUL-terminated; the result is freed below.
-        let v = unsafe { leveldb_property_value(self.db, prop.as_ptr()) };
+        let v = unsafe { leveldb_property_value(self.db, name.as_ptr()) };
         if v.is_null() {
-            return 0;
+            return String::new();
         }
         // SAFETY: a NUL-terminated malloc'd string from LevelDB.
-        let n = unsafe { CStr::from_ptr(v) }
-            .to_string_lossy()
-            .trim()
-            .parse()
-            .unwrap_or(0);
+        let text = unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned();
         // SAFETY: freed once.
         unsafe { leveldb_free(v.cast()) };
-        n
+        text
+    }
+
+    /// True while LevelDB's own rule would pick a compaction: four or more files in level 0,
+    /// or a level L >= 1 over 10^L MB (its `VersionSet::Finalize` scores, from `leveldb.stats`).
+    fn compaction_needed(&self) -> bool {
+        let stats = self.property(c"leveldb.stats");
+        stats.lines().any(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let (Some(level), Some(files), Some(mb)) = (
+                cols.first().and_then(|c| c.parse::<i32>().ok()),
+                cols.get(1).and_then(|c| c.parse::<u64>().ok()),
+                cols.get(2).and_then(|c| c.parse::<f64>().ok()),
+            ) else {
+                return false;
+            };
+            match level {
+                0 => files >= 4,
+                l => mb * 1_048_576.0 > 10f64.powi(l) * 1_048_576.0,
+            }
+        })
+    }
+
+    fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) {
+        let (b, bl) = begin.map_or((ptr::null(), 0), |b| (b.as_ptr().cast(), b.len()));
+        let (e, el) = end.map_or((ptr::null(), 0), |e| (e.as_ptr().cast(), e.len()));
+        // SAFETY: valid handle; the bounds outlive the call.
+        unsafe { leveldb_compact_range(self.db, b, bl, e, el) };
     }
 }
 
@@ -155,8 +184,9 @@ impl Engine for LevelEngine {
         unsafe { leveldb_delete(self.db, wo, key.as_ptr().cast(), key.len(), &mut err) };
         check(err)
     }
-    fn scan(&self, reverse: bool, limit: u64) -> Result<(u64, u64)> {
-        // SAFETY: the iterator is created, used while the database is open, and destroyed.
+    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
+        // SAFETY: the iterator is created, used while the database is open, and destroyed;
+        // each key is read before the iterator moves.
         unsafe {
             let it = leveldb_create_iterator(self.db, self.read);
             if reverse {
@@ -164,12 +194,12 @@ impl Engine for LevelEngine {
             } else {
                 leveldb_iter_seek_to_first(it);
             }
-            let (mut n, mut bytes) = (0u64, 0u64);
+            let mut n = 0;
             while leveldb_iter_valid(it) != 0 && n < limit {
                 let (mut kl, mut vl) = (0usize, 0usize);
-                leveldb_iter_key(it, &mut kl);
+                let k = leveldb_iter_key(it, &mut kl);
                 leveldb_iter_value(it, &mut vl);
-                bytes += (kl + vl) as u64;
+                visit(std::slice::from_raw_parts(k.cast::<u8>(), kl), vl);
                 n += 1;
                 if reverse {
                     leveldb_iter_prev(it);
@@ -182,7 +212,7 @@ impl Engine for LevelEngine {
             leveldb_iter_get_error(it, (&mut err as *mut *const c_char).cast_const());
             leveldb_iter_destroy(it);
             check(err.cast_mut())?;
-            Ok((n, bytes))
+            Ok(n)
         }
     }
     fn seek(&self, key: &[u8]) -> Result<bool> {
@@ -195,11 +225,25 @@ impl Engine for LevelEngine {
             Ok(valid)
         }
     }
-    fn settle(&self) -> Result<()> {
-        while self.level0_files() >= 4 {
-            std::thread::sleep(std::time::Duration::from_millis(100));
+    fn wait_for_compaction(&self) -> Result<()> {
+        // LevelDB's C API has no flush and no "compaction pending". The nearest: a manual
+        // compaction of a range past every key, which flushes the memtable (CompactRange
+        // always does) and finds no file to merge; then wait until its compaction rule
+        // picks nothing and `leveldb.stats` stops changing (a running compaction changes it
+        // when it ends).
+        self.compact_range(Some(&[0xff; 32]), Some(&[0xff; 33]));
+        let mut last = String::new();
+        loop {
+            let stats = self.property(c"leveldb.stats");
+            if !self.compaction_needed() && stats == last {
+                return Ok(());
+            }
+            last = stats;
+            std::thread::sleep(std::time::Duration::from_millis(250));
         }
-        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    fn compact(&self) -> Result<()> {
+        self.compact_range(None, None);
         Ok(())
     }
 }

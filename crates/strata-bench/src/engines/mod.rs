@@ -28,6 +28,9 @@ pub struct Settings {
     /// Strata's B-tree index and partitioned filters (`IndexKind::BTree`,
     /// `FilterKind::Partitioned`) rather than its defaults.
     pub partition_index_and_filters: bool,
+    /// Strata's idle merge (`Options::idle_merge_after`), off unless asked for: no other
+    /// engine has one, and `compact` shows what a whole-tree merge does for every engine.
+    pub idle_merge: bool,
 }
 
 /// A key-value engine as the benchmarks use it.
@@ -41,24 +44,40 @@ pub trait Engine: Send + Sync {
         keys.iter().map(|k| self.get(k)).collect()
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()>;
-    /// Reads up to `limit` entries in key order (reverse if asked); returns entries and bytes.
-    fn scan(&self, reverse: bool, limit: u64) -> Result<(u64, u64)>;
+    /// Reads up to `limit` entries in key order (reverse if asked), handing each key and its
+    /// value's length to `visit`; returns the entries read.
+    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64>;
     /// Positions at the first key at or after `key`; true if there is one.
     fn seek(&self, key: &[u8]) -> Result<bool>;
-    /// Waits until background work (flushes and compactions) has settled.
-    fn settle(&self) -> Result<()>;
+    /// db_bench's `waitforcompaction`, the same for every engine: flushes the memtable, then
+    /// waits until no flush or compaction is pending or running.
+    fn wait_for_compaction(&self) -> Result<()>;
+    /// db_bench's `compact`: a full manual compaction of the whole key range.
+    fn compact(&self) -> Result<()>;
     /// Bytes the engine wrote to disk by its own account, when it keeps one.
     fn bytes_written(&self) -> Option<u64> {
+        None
+    }
+    /// What the engine's table files report of themselves (sizes before and after
+    /// compression), where it offers that.
+    fn files(&self) -> Option<String> {
         None
     }
 }
 
 pub const ENGINES: &[&str] = &["strata", "rocksdb", "leveldb", "fjall"];
 
+/// An engine that answers wrongly on purpose, so that a test can see `--compare` catch it:
+/// Strata with every 997th key dropped on the way in. Not listed among the engines.
+pub const WRONG: &str = "strata-wrong";
+
 /// Opens engine `name` in `dir`.
 pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
     match name {
         "strata" => Ok(Box::new(strata_engine::StrataEngine::open(dir, s)?)),
+        WRONG => Ok(Box::new(strata_engine::Wrong(
+            strata_engine::StrataEngine::open(dir, s)?,
+        ))),
         #[cfg(feature = "compare")]
         "rocksdb" => Ok(Box::new(rocksdb_engine::RocksEngine::open(dir, s)?)),
         #[cfg(feature = "compare")]

@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, IteratorMode, Options, WriteOptions,
+    BlockBasedOptions, Cache, DB, DBCompressionType, Options, WaitForCompactOptions, WriteOptions,
 };
 
 use super::{Engine, Result, Settings};
@@ -28,10 +28,65 @@ impl RocksEngine {
         opts.set_block_based_table_factory(&table);
         // Two background threads, as Strata has (one flush, one compaction).
         opts.increase_parallelism(2);
-        // Named, so that the batched MultiGet can be handed the default column family.
-        let db = DB::open_cf(&opts, dir, ["default"]).map_err(|e| e.to_string())?;
+        // Named, so that the batched MultiGet can be handed the default column family, and
+        // given these options: `DB::open_cf` would open it with RocksDB's defaults (no Bloom
+        // filter, a 32 MiB cache, no compression), whatever the database's options say.
+        let db = DB::open_cf_with_opts(&opts, dir, [("default", opts.clone())])
+            .map_err(|e| e.to_string())?;
+        check_options_file(dir, s)?;
         Ok(RocksEngine { db })
     }
+}
+
+/// Reads back the options RocksDB recorded in its newest OPTIONS file and fails unless the
+/// default column family runs with what it was given: compression, write buffer, block
+/// size, Bloom filter.
+fn check_options_file(dir: &Path, s: &Settings) -> Result<()> {
+    let newest = std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("OPTIONS-"))
+        .max_by_key(|n| n[8..].parse::<u64>().unwrap_or(0))
+        .ok_or("rocksdb: no OPTIONS file to check the settings in")?;
+    let text = std::fs::read_to_string(dir.join(&newest)).map_err(|e| e.to_string())?;
+    let default_cf = text
+        .split("[CFOptions \"default\"]")
+        .nth(1)
+        .ok_or("rocksdb: OPTIONS file has no default column family")?;
+    let value = |name: &str| {
+        default_cf
+            .lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or("")
+            .to_string()
+    };
+    let compression = match s.compression.as_str() {
+        "lz4" => "kLZ4Compression",
+        "zstd" => "kZSTD",
+        _ => "kNoCompression",
+    };
+    let expected = [
+        ("compression", compression.to_string()),
+        ("write_buffer_size", s.write_buffer_size.to_string()),
+        ("block_size", s.block_size.to_string()),
+    ];
+    for (name, want) in expected {
+        if value(name) != want {
+            return Err(format!(
+                "rocksdb: {newest} says {name}={}, not {want}",
+                value(name)
+            ));
+        }
+    }
+    if !value("filter_policy").contains("bloomfilter") {
+        return Err(format!(
+            "rocksdb: {newest} has no Bloom filter (filter_policy={})",
+            value("filter_policy")
+        ));
+    }
+    Ok(())
 }
 
 fn wo(sync: bool) -> WriteOptions {
@@ -69,52 +124,56 @@ impl Engine for RocksEngine {
             .delete_opt(key, &wo(sync))
             .map_err(|e| e.to_string())
     }
-    fn scan(&self, reverse: bool, limit: u64) -> Result<(u64, u64)> {
-        let mode = if reverse {
-            IteratorMode::End
-        } else {
-            IteratorMode::Start
-        };
+    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
         let mut it = self.db.raw_iterator();
-        match mode {
-            IteratorMode::End => it.seek_to_last(),
-            _ => it.seek_to_first(),
+        if reverse {
+            it.seek_to_last();
+        } else {
+            it.seek_to_first();
         }
-        let (mut n, mut bytes) = (0u64, 0u64);
-        while it.valid() && n < limit {
-            bytes += (it.key().map_or(0, <[u8]>::len) + it.value().map_or(0, <[u8]>::len)) as u64;
+        let mut n = 0;
+        while n < limit {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            visit(k, v.len());
             n += 1;
             if reverse { it.prev() } else { it.next() }
         }
         it.status().map_err(|e| e.to_string())?;
-        Ok((n, bytes))
+        Ok(n)
     }
     fn seek(&self, key: &[u8]) -> Result<bool> {
         let mut it = self.db.raw_iterator();
         it.seek(key);
         Ok(it.valid())
     }
-    fn settle(&self) -> Result<()> {
-        loop {
-            let pending = self
-                .db
-                .property_int_value("rocksdb.compaction-pending")
-                .map_err(|e| e.to_string())?
-                .unwrap_or(0)
-                + self
-                    .db
-                    .property_int_value("rocksdb.num-running-compactions")
-                    .map_err(|e| e.to_string())?
-                    .unwrap_or(0)
-                + self
-                    .db
-                    .property_int_value("rocksdb.num-running-flushes")
-                    .map_err(|e| e.to_string())?
-                    .unwrap_or(0);
-            if pending == 0 {
-                return Ok(());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+    fn wait_for_compaction(&self) -> Result<()> {
+        // RocksDB's own WaitForCompact, told to flush first (db_bench's waitforcompaction).
+        let mut opts = WaitForCompactOptions::default();
+        opts.set_flush(true);
+        self.db.wait_for_compact(&opts).map_err(|e| e.to_string())
+    }
+    fn compact(&self) -> Result<()> {
+        self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+        self.wait_for_compaction()
+    }
+    fn files(&self) -> Option<String> {
+        // What the table files say of themselves: raw bytes against stored data-block bytes.
+        let props = self
+            .db
+            .property_value("rocksdb.aggregated-table-properties")
+            .ok()??;
+        let field = |name: &str| -> Option<f64> {
+            let at = props.find(&format!("{name}="))? + name.len() + 1;
+            props[at..].split(';').next()?.trim().parse().ok()
+        };
+        let raw = field("raw key size")? + field("raw value size")?;
+        let stored = field("data block size")?;
+        Some(format!(
+            "table properties: {:.1} MB of keys and values in {:.1} MB of data blocks",
+            raw / 1e6,
+            stored / 1e6
+        ))
     }
 }

@@ -247,7 +247,10 @@ pub(crate) fn compress_block(raw: &[u8], compression: Compression) -> (Vec<u8>, 
     let packed = match compression {
         Compression::None => None,
         Compression::Lz4 => Some(lz4_flex::block::compress_prepend_size(raw)),
-        Compression::Zstd => zstd::bulk::compress(raw, 3).ok(),
+        Compression::Zstd => ZSTD_COMPRESSOR.with(|c| match &mut *c.borrow_mut() {
+            Some(c) => c.compress(raw).ok(),
+            None => None,
+        }),
     };
     match packed {
         Some(p) if p.len() < raw.len() - raw.len() / 8 => (p, compression),
@@ -294,9 +297,36 @@ pub(crate) fn decompress_block(body: &[u8], kind: Compression) -> Result<Vec<u8>
             lz4_flex::block::decompress_size_prepended(body)
                 .map_err(|_| DecodeError("lz4 block does not decompress"))
         }
-        Compression::Zstd => zstd::bulk::decompress(body, MAX_BLOCK_BYTES)
-            .map_err(|_| DecodeError("zstd block does not decompress")),
+        Compression::Zstd => {
+            // The frame declares its size (Strata's writer always records it): allocate
+            // that, not the bound, and reuse this thread's decompression context. Both
+            // matter: a fresh context and a 256 MiB allocation per block made zstd reads a
+            // tenth as fast as plain ones.
+            let capacity = match zstd::zstd_safe::get_frame_content_size(body) {
+                Ok(Some(n)) if n <= MAX_BLOCK_BYTES as u64 => n as usize,
+                Ok(Some(_)) => return Err(DecodeError("zstd block declares an oversized length")),
+                Ok(None) => MAX_BLOCK_BYTES,
+                Err(_) => return Err(DecodeError("zstd block does not decompress")),
+            };
+            ZSTD_DECOMPRESSOR.with(|d| match &mut *d.borrow_mut() {
+                Some(d) => d
+                    .decompress(body, capacity)
+                    .map_err(|_| DecodeError("zstd block does not decompress")),
+                None => Err(DecodeError(
+                    "zstd is out of memory for a decompression context",
+                )),
+            })
+        }
     }
+}
+
+thread_local! {
+    /// Each thread's zstd contexts, made once: a context costs more to set up than a 4 KiB
+    /// block costs to code.
+    static ZSTD_COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        std::cell::RefCell::new(zstd::bulk::Compressor::new(3).ok());
+    static ZSTD_DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        std::cell::RefCell::new(zstd::bulk::Decompressor::new().ok());
 }
 
 /// Checks a block's trailer and returns its uncompressed contents.

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The engine comparisons docs/BENCHMARKS.md records, each writing its table to
+# docs/bench/NAME.txt and its chart to docs/bench/NAME.svg:
+#   scripts/bench-engines.sh [SCENARIO...]     (default: all of them, about 1.5 hours)
+# Scenarios: 1m, 1m-lz4, 1m-zstd, fillsync, big, big-lz4, big-zstd. The big ones run under a
+# 512 MiB memory limit (page cache included) with scripts/memory-limit.sh, as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${STRATA_COMPARE_TARGET:-$HOME/.cache/strata-compare-target}"
+CC=clang CXX=clang++ cargo build --release -q -p strata-bench --features compare --target-dir "$target"
+bench="$target/release/strata-bench"
+out=docs/bench
+mkdir -p "$out"
+db="${STRATA_BENCH_DB:-/tmp/strata-bench}"
+
+one_million="fillseq,fillrandom,overwrite,waitforcompaction,readrandom,readmissing,readseq"
+one_million+=",readreverse,seekrandom,compact,readrandom,readseq,readreverse,seekrandom"
+compressed="fillseq,fillrandom,overwrite,waitforcompaction,readrandom,compact,readrandom,readseq"
+big="fillrandom,waitforcompaction,readrandom,readmissing,seekrandom,readwhilewriting"
+
+run() {
+  local name=$1 title=$2
+  shift 2
+  echo "== $name: $*" >&2
+  "$@" --db "$db" --plot "$out/$name.svg" --plot_title "$title" | tee "$out/$name.txt"
+}
+
+scenario() {
+  case $1 in
+  1m) run 1m "1M entries, 16+100 bytes, no compression: median of 3 rounds" \
+        "$bench" --compare=strata,rocksdb,leveldb,fjall --rounds=3 --num=1000000 \
+        --benchmarks="$one_million" ;;
+  1m-lz4) run 1m-lz4 "1M entries, lz4: median of 3 rounds" \
+        "$bench" --compare=strata,rocksdb,fjall --rounds=3 --num=1000000 \
+        --compression_type=lz4 --benchmarks="$compressed" ;;
+  1m-zstd) run 1m-zstd "1M entries, zstd: median of 3 rounds" \
+        "$bench" --compare=strata,rocksdb --rounds=3 --num=1000000 \
+        --compression_type=zstd --benchmarks="$compressed" ;;
+  fillsync) for t in 1 8; do
+        run "fillsync-$t" "fillsync, $t threads: median of 3 rounds" \
+          "$bench" --compare=strata,rocksdb,leveldb,fjall --rounds=3 --num=1000000 \
+          --threads="$t" --benchmarks=fillsync
+      done ;;
+  big) run big "20M entries under 512 MiB, page cache included: one round" \
+        scripts/memory-limit.sh 512 "$bench" --compare=strata,rocksdb,leveldb,fjall \
+        --rounds=1 --num=20000000 --reads=100000 --benchmarks="$big" ;;
+  big-lz4) run big-lz4 "20M entries under 512 MiB, lz4: one round" \
+        scripts/memory-limit.sh 512 "$bench" --compare=strata,rocksdb,fjall --rounds=1 \
+        --num=20000000 --reads=100000 --compression_type=lz4 \
+        --benchmarks=fillrandom,waitforcompaction,readrandom ;;
+  big-zstd) run big-zstd "20M entries under 512 MiB, zstd: one round" \
+        scripts/memory-limit.sh 512 "$bench" --compare=strata,rocksdb --rounds=1 \
+        --num=20000000 --reads=100000 --compression_type=zstd \
+        --benchmarks=fillrandom,waitforcompaction,readrandom ;;
+  *) echo "unknown scenario $1" >&2; exit 2 ;;
+  esac
+}
+
+if [ $# -eq 0 ]; then set -- 1m 1m-lz4 1m-zstd fillsync big big-lz4 big-zstd; fi
+for s in "$@"; do scenario "$s"; done
+rm -rf "$db"
