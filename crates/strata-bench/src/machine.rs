@@ -7,9 +7,9 @@ use std::path::Path;
 const LOCK: &str = include_str!("../../../Cargo.lock");
 
 fn locked_version(package: &str) -> Option<&'static str> {
-    let at = LOCK.find(&format!("name = \"{package}\"\nversion = \""))?;
-    let rest = &LOCK[at + package.len() + 19..];
-    rest.split('"').next()
+    let pattern = format!("name = \"{package}\"\nversion = \"");
+    let at = LOCK.find(&pattern)? + pattern.len();
+    LOCK[at..].split('"').next()
 }
 
 /// `strata 0.1.0, rocksdb 0.24.0 (librocksdb-sys 0.17.3+10.4.2), ...` for the engines named.
@@ -17,11 +17,14 @@ pub fn engine_versions(engines: &[&str]) -> String {
     engines
         .iter()
         .map(|&e| match e {
-            "rocksdb" => format!(
-                "rocksdb crate {} (RocksDB {})",
-                locked_version("rocksdb").unwrap_or("?"),
-                locked_version("librocksdb-sys").unwrap_or("?")
-            ),
+            "rocksdb" => {
+                let sys = locked_version("librocksdb-sys").unwrap_or("?");
+                format!(
+                    "rocksdb crate {} (librocksdb-sys {sys}, RocksDB {})",
+                    locked_version("rocksdb").unwrap_or("?"),
+                    sys.split('+').nth(1).unwrap_or("?")
+                )
+            }
             "leveldb" => format!(
                 "leveldb-sys {} (LevelDB {})",
                 locked_version("leveldb-sys").unwrap_or("?"),
