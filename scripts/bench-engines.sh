@@ -2,7 +2,7 @@
 # The engine comparisons docs/BENCHMARKS.md records, each writing its table to
 # docs/bench/NAME.txt and its chart to docs/bench/NAME.svg:
 #   scripts/bench-engines.sh [SCENARIO...]     (default: all of them, about 1.5 hours)
-# Scenarios: 1m, 1m-lz4, 1m-zstd, fillsync, big, big-lz4, big-zstd. The big ones run under a
+# Scenarios: 1m, 1m-idle, 1m-lz4, 1m-zstd, fillsync, big, big-lz4, big-zstd. The big ones run under a
 # 512 MiB memory limit (page cache included) with scripts/memory-limit.sh, as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +30,9 @@ scenario() {
   1m) run 1m "1M entries, 16+100 bytes, no compression: median of 3 rounds" \
         "$bench" --compare=strata,rocksdb,leveldb,fjall --rounds=3 --num=1000000 \
         --benchmarks="$one_million" ;;
+  1m-idle) run 1m-idle "1M entries, Strata with its idle merge on: median of 3 rounds" \
+        "$bench" --compare=strata --idle_merge --rounds=3 --num=1000000 \
+        --benchmarks="$one_million" ;;
   1m-lz4) run 1m-lz4 "1M entries, lz4: median of 3 rounds" \
         "$bench" --compare=strata,rocksdb,fjall --rounds=3 --num=1000000 \
         --compression_type=lz4 --benchmarks="$compressed" ;;
@@ -56,6 +59,6 @@ scenario() {
   esac
 }
 
-if [ $# -eq 0 ]; then set -- 1m 1m-lz4 1m-zstd fillsync big big-lz4 big-zstd; fi
+if [ $# -eq 0 ]; then set -- 1m 1m-idle 1m-lz4 1m-zstd fillsync big big-lz4 big-zstd; fi
 for s in "$@"; do scenario "$s"; done
 rm -rf "$db"
