@@ -22,7 +22,7 @@ pub fn bars(
     medians: &[Vec<f64>],
 ) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", file.display());
-    let width = (140 + 90 * workloads.len() as u32).max(640);
+    let width = (140 + 135 * workloads.len() as u32).max(640);
     let root = SVGBackend::new(file, (width, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let n = workloads.len().max(1);
@@ -45,6 +45,7 @@ pub fn bars(
                 String::new()
             }
         })
+        .x_label_style(("sans-serif", 12))
         .y_desc("throughput / fastest engine's")
         .draw()
         .map_err(|e| err(&e))?;

@@ -66,10 +66,12 @@ pub struct Options {
     /// [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a table holds is two small
     /// blocks, and such lookups read about 4 KiB per table instead.
     pub table_pinned_bytes: usize,
-    /// Bytes of table files the process may hold resident through memory mappings (32 MiB).
-    /// Reads that fill the block cache take their blocks in place from a mapping of the
-    /// table, without a system call or a copy; past this budget the mapped pages are
-    /// released (the operating system's page cache keeps them). 0 reads with `pread` only.
+    /// Bytes of table files the process may hold resident through memory mappings (256
+    /// MiB). Scans take their blocks in place from a mapping of the table, without a system
+    /// call or a copy, and so do random reads while every open table fits in the budget (a
+    /// database of up to this size is then read as LevelDB reads its mapped tables); past
+    /// the budget the mapped pages are released (the operating system's page cache keeps
+    /// them), and random reads use `pread` and the block cache. 0 reads with `pread` only.
     pub table_map_bytes: usize,
     /// Size ratio `T` between adjacent levels (10).
     pub size_ratio: u64,
@@ -153,7 +155,7 @@ impl Default for Options {
             filter_kind: FilterKind::Whole,
             block_cache_bytes: 8 << 20,
             table_pinned_bytes: 32 << 20,
-            table_map_bytes: 32 << 20,
+            table_map_bytes: 256 << 20,
             size_ratio: 10,
             level1_max_bytes: 256 << 20,
             target_file_size: 16 << 20,

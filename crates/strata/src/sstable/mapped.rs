@@ -26,14 +26,15 @@ const WINDOW_BITS: u32 = 16;
 /// The shared budget of resident mapped pages of one database's tables.
 pub(crate) struct MappedPages {
     budget_windows: usize,
-    /// Windows set since the last drop, across all tables.
-    touched: AtomicUsize,
+    counts: Arc<Counts>,
     tables: Mutex<Vec<Weak<MappedTable>>>,
 }
 
 /// One table's mapping, its touched windows and the blocks checked since they were touched.
 pub(crate) struct MappedTable {
     map: Arc<FileMap>,
+    /// The budget's counts, which this table leaves when dropped.
+    counts: Arc<Counts>,
     windows: Box<[AtomicU64]>,
     /// Windows set in `windows`.
     set: AtomicUsize,
@@ -45,6 +46,37 @@ pub(crate) struct MappedTable {
 /// The granularity of checked-block bits. Only blocks at least this long are marked: two of
 /// them cannot start in the same slot without overlapping, so a bit names one block.
 const CHECKED_SLOT: usize = 4096;
+
+/// The windows a mapping of `len` bytes spans.
+fn window_count(len: usize) -> usize {
+    len.div_ceil(1 << WINDOW_BITS)
+}
+
+/// What the budget counts, shared with its tables so that a table leaves the counts when it
+/// is dropped (a deleted table's windows once stayed counted as touched, and after enough
+/// compactions every new touch released every live table).
+#[derive(Default)]
+struct Counts {
+    /// Windows of every live mapped table together, set or not.
+    all: AtomicUsize,
+    /// Windows set since the last drop, across all live tables.
+    touched: AtomicUsize,
+}
+
+impl Drop for MappedTable {
+    fn drop(&mut self) {
+        let c = &self.counts;
+        c.all
+            .fetch_sub(window_count(self.map.bytes().len()), Ordering::Relaxed);
+        let set = self.set.load(Ordering::Relaxed);
+        // Saturating, as in `release`: a racing touch may count a window here first.
+        let _ = c
+            .touched
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_sub(set))
+            });
+    }
+}
 
 fn bit_words(bits: usize) -> Box<[AtomicU64]> {
     (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
@@ -99,7 +131,7 @@ impl MappedPages {
     pub(crate) fn new(bytes: usize) -> Self {
         MappedPages {
             budget_windows: bytes >> WINDOW_BITS,
-            touched: AtomicUsize::new(0),
+            counts: Arc::new(Counts::default()),
             tables: Mutex::new(Vec::new()),
         }
     }
@@ -111,8 +143,12 @@ impl MappedPages {
             return None;
         }
         let len = map.bytes().len();
+        self.counts
+            .all
+            .fetch_add(window_count(len), Ordering::Relaxed);
         let table = Arc::new(MappedTable {
             map,
+            counts: self.counts.clone(),
             windows: bit_words((len >> WINDOW_BITS) + 1),
             set: AtomicUsize::new(0),
             checked: bit_words(len / CHECKED_SLOT + 1),
@@ -121,6 +157,14 @@ impl MappedPages {
         tables.retain(|t| t.strong_count() > 0);
         tables.push(Arc::downgrade(&table));
         Some(table)
+    }
+
+    /// True while every open table's every window fits in the budget together: then no
+    /// table is ever released, and a random read faulting a window in pays once for all the
+    /// later reads of it. (Past the budget, windows would come and go, and a fault that maps
+    /// sixteen pages and later unmaps them costs more than reading the one block.)
+    pub(crate) fn holds_all(&self) -> bool {
+        self.counts.all.load(Ordering::Relaxed) <= self.budget_windows
     }
 
     /// Records a read of `len` bytes at `start` of `table`'s mapping, made just before.
@@ -143,7 +187,7 @@ impl MappedPages {
         }
         if new > 0 {
             table.set.fetch_add(new, Ordering::Relaxed);
-            if self.touched.fetch_add(new, Ordering::Relaxed) + new > self.budget_windows {
+            if self.counts.touched.fetch_add(new, Ordering::Relaxed) + new > self.budget_windows {
                 self.release();
             }
         }
@@ -159,7 +203,7 @@ impl MappedPages {
         tables.retain(|t| t.strong_count() > 0);
         let mut released = 0;
         for table in tables.iter().filter_map(Weak::upgrade) {
-            if self.touched.load(Ordering::Relaxed) <= self.budget_windows / 2 {
+            if self.counts.touched.load(Ordering::Relaxed) <= self.budget_windows / 2 {
                 break;
             }
             for word in table.windows.iter().chain(table.checked.iter()) {
@@ -169,6 +213,7 @@ impl MappedPages {
             table.map.release_resident();
             // Saturating: a racing touch may count a window in `set` before in `touched`.
             let _ = self
+                .counts
                 .touched
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
                     Some(t.saturating_sub(set))
@@ -181,7 +226,7 @@ impl MappedPages {
     /// Windows set since the last drop (for tests).
     #[cfg(test)]
     fn touched(&self) -> usize {
-        self.touched.load(Ordering::Relaxed)
+        self.counts.touched.load(Ordering::Relaxed)
     }
 }
 
@@ -221,6 +266,28 @@ mod tests {
         assert_eq!(pages.touched(), 1);
         // The bytes read the same after the drop.
         assert!(table.map().bytes().iter().all(|&b| b == 7));
+    }
+
+    #[test]
+    fn a_dropped_table_leaves_the_counts() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let pages = MappedPages::new(32 << WINDOW_BITS);
+        let a = pages
+            .register(mapped_file(d1.path(), 20 << WINDOW_BITS))
+            .unwrap();
+        assert!(pages.holds_all(), "20 windows fit a budget of 32");
+        let b = pages
+            .register(mapped_file(d2.path(), (20 << WINDOW_BITS) + 1))
+            .unwrap();
+        assert!(!pages.holds_all(), "41 windows do not");
+        pages.touch(&a, 0, 3 << WINDOW_BITS);
+        pages.touch(&b, 0, 1);
+        assert_eq!(pages.touched(), 4);
+        drop(a);
+        assert_eq!(pages.touched(), 1, "a's three windows left with it");
+        assert!(pages.holds_all(), "b's 21 windows fit alone");
+        drop(b);
+        assert_eq!(pages.touched(), 0);
     }
 
     #[test]

@@ -293,7 +293,8 @@ impl Table {
     /// (`in_order`) reads it through the mapping: one page fault maps the cached pages of 64
     /// KiB, the next fifteen blocks or so. A random read is cheaper with `pread` unless the
     /// page is mapped already, so it reads that way unless the table's mapping says its
-    /// window is resident. Reads that skip the cache (compactions,
+    /// window is resident, or every open table fits in the mapping budget (then each window
+    /// is faulted in once and stays). Reads that skip the cache (compactions,
     /// checks) read each block once and would only crowd the mapped pages out.
     ///
     /// A block read in place does not enter the block cache: the mapping holds it already,
@@ -328,7 +329,9 @@ impl Table {
                 .is_some_and(|(start, len)| table.is_resident(start, len))
         };
         let (data, cache) = match &self.mapped {
-            Some((pages, table)) if fill_cache && (in_order || resident(table)) => {
+            Some((pages, table))
+                if fill_cache && (in_order || pages.holds_all() || resident(table)) =>
+            {
                 (self.read_mapped(pages, table, handle)?, false)
             }
             _ => (BlockData::Owned(self.read_raw(handle)?), fill_cache),
