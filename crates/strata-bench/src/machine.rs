@@ -51,15 +51,36 @@ fn leveldb_version() -> String {
     "not built in".into()
 }
 
-/// The commit of the tree this binary was built from, `-dirty` if it had changes then.
+/// The commit of the checkout this binary was built in, with `-dirty` if its code (the
+/// crates and the lock file, not the results this run writes under docs/) differs from it.
 pub fn commit() -> String {
     let dir = env!("CARGO_MANIFEST_DIR");
-    let out = std::process::Command::new("git")
-        .args(["-C", dir, "describe", "--always", "--dirty", "--abbrev=10"])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
-        _ => "unknown (not run from a git checkout)".into(),
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-C", dir])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(head) = git(&["rev-parse", "--short=10", "HEAD"]) else {
+        return "unknown (not run from a git checkout)".into();
+    };
+    let top = git(&["rev-parse", "--show-toplevel"]).unwrap_or_default();
+    let changes = git(&[
+        "-C",
+        &top,
+        "status",
+        "--porcelain",
+        "--",
+        "crates",
+        "Cargo.toml",
+        "Cargo.lock",
+    ]);
+    match changes {
+        Some(c) if c.is_empty() => head,
+        _ => format!("{head}-dirty"),
     }
 }
 
