@@ -30,8 +30,8 @@ scenario() {
   1m) run 1m "1M entries, 16+100 bytes, no compression: median of 3 rounds" \
         "$bench" --compare=strata,rocksdb,leveldb,fjall --rounds=3 --num=1000000 \
         --benchmarks="$one_million" ;;
-  1m-idle) run 1m-idle "1M entries, Strata with its idle merge on: median of 3 rounds" \
-        "$bench" --compare=strata --idle_merge --rounds=3 --num=1000000 \
+  1m-idle) run 1m-idle "1M entries, Strata with its idle merge off and on: median of 3 rounds" \
+        "$bench" --compare=strata,strata-idle --rounds=3 --num=1000000 \
         --benchmarks="$one_million" ;;
   1m-lz4) run 1m-lz4 "1M entries, lz4: median of 3 rounds" \
         "$bench" --compare=strata,rocksdb,fjall --rounds=3 --num=1000000 \

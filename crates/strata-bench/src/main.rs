@@ -72,11 +72,6 @@ struct Cli {
     /// Sync every write of every workload (fillsync always does).
     #[arg(long)]
     sync: bool,
-    /// Strata only: turn on its idle merge (`Options::idle_merge_after`, on by default in
-    /// Strata), which the harness turns off so that reads after `waitforcompaction` see the
-    /// tree compaction left; `compact` shows a whole-tree merge on every engine.
-    #[arg(long)]
-    idle_merge: bool,
     /// Keep and reuse the database in --db instead of starting empty.
     #[arg(long)]
     use_existing_db: bool,
@@ -124,7 +119,6 @@ fn settings(cli: &Cli) -> Settings {
         compression: cli.compression_type.clone(),
         table_pinned_bytes: cli.table_pinned_bytes,
         partition_index_and_filters: cli.partition_index_and_filters,
-        idle_merge: cli.idle_merge,
     }
 }
 
@@ -203,13 +197,14 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
     }
 }
 
-/// What a read workload answered, in a form to compare engines by: `found N of M` for
-/// lookups and seeks, the entry count and key hash for scans.
+/// What a read workload answered, in a form to compare engines by: `N of M found` for
+/// lookups and seeks, the entry count for scans, and the hash of the answers.
 fn answer(o: &Outcome) -> Option<String> {
-    if let Some(hash) = o.key_hash {
-        return Some(format!("{} entries, keys hashed {hash:016x}", o.found));
-    }
-    workloads::reads(&o.name).then(|| format!("{} of {} found", o.found, o.ops))
+    let hash = o.answer_hash?;
+    Some(match o.name.as_str() {
+        "readseq" | "readreverse" => format!("{} entries, hashed {hash:016x}", o.found),
+        _ => format!("{} of {} found, hashed {hash:016x}", o.found, o.ops),
+    })
 }
 
 fn json_report(engine: &str, r: &Report) -> serde_json::Value {
@@ -222,7 +217,7 @@ fn json_report(engine: &str, r: &Report) -> serde_json::Value {
         "ops_per_sec": o.ops_per_sec(),
         "micros_per_op": o.micros_per_op(),
         "found": o.found,
-        "key_hash": o.key_hash.map(|h| format!("{h:016x}")),
+        "answer_hash": o.answer_hash.map(|h| format!("{h:016x}")),
         "p50_us": o.hist.value_at_quantile(0.5) as f64 / 1000.0,
         "p99_us": o.hist.value_at_quantile(0.99) as f64 / 1000.0,
         "p999_us": o.hist.value_at_quantile(0.999) as f64 / 1000.0,
@@ -290,7 +285,7 @@ fn run_engine(
                 engine_write_amp: last_write
                     .as_ref()
                     .and_then(|w| w.engine_amplification(engine.as_ref())),
-                files: engine.files(),
+                files: engine.files()?,
             };
             if !quiet && !cli.json {
                 let settled = last_write.as_ref().map_or(String::new(), |w| {

@@ -13,13 +13,13 @@ pub fn peak_rss_bytes() -> Option<u64> {
     proc_field("/proc/self/status", "VmHWM:").map(|kb| kb * 1024)
 }
 
-/// Bytes this process has caused to be written to storage (all its threads): what it
-/// dirtied in the page cache or wrote directly, less what was dropped before it reached the
-/// disk (a file deleted or truncated while still dirty). The same count for every engine.
+/// Bytes this process has written to storage (all its threads): the file pages it dirtied,
+/// through `write` or a shared mapping alike, and its direct writes. The same count for
+/// every engine. A page dirtied again before the kernel writes it back counts once; a file
+/// deleted while still dirty counts in full (Linux's `cancelled_write_bytes`, left aside here,
+/// depends on writeback timing and can be charged to a later workload).
 pub fn write_bytes() -> Option<u64> {
-    let written = proc_field("/proc/self/io", "write_bytes:")?;
-    let cancelled = proc_field("/proc/self/io", "cancelled_write_bytes:").unwrap_or(0);
-    Some(written.saturating_sub(cancelled))
+    proc_field("/proc/self/io", "write_bytes:")
 }
 
 /// The size of every file under `dir`.

@@ -33,8 +33,10 @@ pub struct Outcome {
     pub seconds: f64,
     pub bytes: u64,
     pub found: u64,
-    /// For scans: a hash of every key in the order read, to compare engines by.
-    pub key_hash: Option<u64>,
+    /// For reads, a hash of what they answered, to compare engines by: of every key a scan
+    /// read and its value's length, in order; of every key a lookup found with its value's
+    /// length, or the key a seek landed on, in any order.
+    pub answer_hash: Option<u64>,
     pub hist: Histogram<u64>,
 }
 
@@ -209,7 +211,7 @@ fn write(
         seconds,
         bytes,
         found,
-        key_hash: None,
+        answer_hash: None,
         hist,
     })
 }
@@ -243,7 +245,7 @@ fn delete(
         seconds,
         bytes,
         found,
-        key_hash: None,
+        answer_hash: None,
         hist,
     })
 }
@@ -256,9 +258,10 @@ fn read_random(
     stop: Option<&AtomicBool>,
     progress: &Arc<AtomicU64>,
 ) -> Result<Outcome> {
+    let answers = AtomicU64::new(0);
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 104_729 + 3);
-        let (mut bytes, mut found) = (0, 0);
+        let (mut bytes, mut found, mut hash) = (0, 0, 0u64);
         for _ in 0..p.reads {
             let mut k = key(rng.below(p.num), p.key_size);
             if missing {
@@ -273,9 +276,11 @@ fn read_random(
             if let Some(n) = got {
                 found += 1;
                 bytes += (k.len() + n) as u64;
+                hash = hash.wrapping_add(hash_key(n as u64, &k));
             }
             progress.fetch_add(1, Ordering::Relaxed);
         }
+        answers.fetch_add(hash, Ordering::Relaxed);
         Ok((p.reads, bytes, found))
     })?;
     if let Some(s) = stop {
@@ -287,7 +292,7 @@ fn read_random(
         seconds,
         bytes,
         found,
-        key_hash: None,
+        answer_hash: Some(answers.into_inner()),
         hist,
     })
 }
@@ -300,9 +305,10 @@ fn multi_read_random(
     progress: &Arc<AtomicU64>,
 ) -> Result<Outcome> {
     let batch = p.batch_size.max(1);
+    let answers = AtomicU64::new(0);
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 104_729 + 3);
-        let (mut bytes, mut found, mut done) = (0, 0, 0);
+        let (mut bytes, mut found, mut done, mut hash) = (0, 0, 0, 0u64);
         let mut keys = Vec::with_capacity(batch);
         while done < p.reads {
             let n = batch.min((p.reads - done) as usize);
@@ -316,11 +322,13 @@ fn multi_read_random(
                 if let Some(len) = v {
                     found += 1;
                     bytes += (k.len() + len) as u64;
+                    hash = hash.wrapping_add(hash_key(*len as u64, k));
                 }
             }
             done += n as u64;
             progress.fetch_add(n as u64, Ordering::Relaxed);
         }
+        answers.fetch_add(hash, Ordering::Relaxed);
         Ok((p.reads, bytes, found))
     })?;
     Ok(Outcome {
@@ -329,24 +337,25 @@ fn multi_read_random(
         seconds,
         bytes,
         found,
-        key_hash: None,
+        answer_hash: Some(answers.into_inner()),
         hist,
     })
 }
 
 fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Result<Outcome> {
+    let answers = AtomicU64::new(0);
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 15_485_863 + 11);
-        let mut found = 0;
+        let (mut found, mut hash) = (0, 0u64);
         for _ in 0..p.reads {
             let k = key(rng.below(p.num), p.key_size);
             let start = Instant::now();
-            if engine.seek(&k)? {
-                found += 1;
-            }
+            let landed = engine.seek(&k, &mut |at| hash = hash.wrapping_add(hash_key(0, at)))?;
             record(h, start);
+            found += u64::from(landed);
             progress.fetch_add(1, Ordering::Relaxed);
         }
+        answers.fetch_add(hash, Ordering::Relaxed);
         Ok((p.reads, 0, found))
     })?;
     Ok(Outcome {
@@ -355,7 +364,7 @@ fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Re
         seconds,
         bytes,
         found,
-        key_hash: None,
+        answer_hash: Some(answers.into_inner()),
         hist,
     })
 }
@@ -385,7 +394,7 @@ fn scan(
         let (mut bytes, mut hash) = (0u64, 0u64);
         let n = engine.scan(reverse, p.reads, &mut |k, value_len| {
             bytes += (k.len() + value_len) as u64;
-            hash = hash_key(hash, k);
+            hash = hash_key(hash ^ (value_len as u64).rotate_left(32), k);
         })?;
         // One histogram sample per entry, at the average cost: a scan is timed as a whole.
         let per = (start.elapsed().as_nanos() as u64 / n.max(1)).max(1);
@@ -397,20 +406,20 @@ fn scan(
             .push(hash);
         Ok((n, bytes, n))
     })?;
-    // Every thread scans the same entries; one hash stands for them all, or none if they
-    // differ (which the answer check then reports).
+    // Every thread scans the same entries: one hash stands for them all.
     let hashes = hashes.into_inner().unwrap_or_default();
-    let key_hash = hashes
-        .first()
-        .copied()
-        .filter(|h| hashes.iter().all(|x| x == h));
+    if hashes.windows(2).any(|w| w[0] != w[1]) {
+        return Err(format!(
+            "{name}: the scanning threads read different entries"
+        ));
+    }
     Ok(Outcome {
         name: name.into(),
         ops,
         seconds,
         bytes,
         found,
-        key_hash: Some(key_hash.unwrap_or(0)),
+        answer_hash: hashes.first().copied(),
         hist,
     })
 }
@@ -485,14 +494,6 @@ pub fn run(
 /// True for workloads that start from an empty database in db_bench.
 pub fn fresh_db(name: &str) -> bool {
     matches!(name, "fillseq" | "fillrandom" | "fillsync")
-}
-
-/// True for workloads that look keys up and count what they found.
-pub fn reads(name: &str) -> bool {
-    matches!(
-        name,
-        "readrandom" | "readmissing" | "multireadrandom" | "seekrandom" | "readwhilewriting"
-    )
 }
 
 /// True for workloads that write.

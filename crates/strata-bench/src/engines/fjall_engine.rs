@@ -1,7 +1,8 @@
 use std::path::Path;
 
 use fjall::{
-    CompressionType, Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode,
+    AbstractTree, CompressionType, Config, Keyspace, PartitionCreateOptions, PartitionHandle,
+    PersistMode,
 };
 
 use super::{Engine, Result, Settings};
@@ -86,33 +87,44 @@ impl Engine for FjallEngine {
         }
         Ok(n)
     }
-    fn seek(&self, key: &[u8]) -> Result<bool> {
-        Ok(self
+    fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let first = self
             .part
             .range(key.to_vec()..)
             .next()
             .transpose()
-            .map_err(|e| e.to_string())?
-            .is_some())
+            .map_err(|e| e.to_string())?;
+        if let Some((k, _)) = &first {
+            landed(k);
+        }
+        Ok(first.is_some())
     }
     fn wait_for_compaction(&self) -> Result<()> {
-        // fjall has no "compaction pending". The nearest: flush the memtable and wait for
-        // it, then wait until no compaction runs and none has finished for a second (each
-        // flush and compaction may queue another).
+        // fjall has no "compaction pending". The nearest: flush the memtable and wait until
+        // no sealed memtable is left to flush (`rotate_memtable_and_wait` returns at once
+        // when the active memtable is empty, even with sealed ones queued), then until no
+        // compaction runs and none has finished, nor the segments changed, for 250 ms (a
+        // flush or compaction may queue another).
         self.part
             .rotate_memtable_and_wait()
             .map_err(|e| e.to_string())?;
-        let mut last = (usize::MAX, usize::MAX);
-        loop {
-            let now = (
+        let pause = std::time::Duration::from_millis(250);
+        while self.part.tree.sealed_memtable_count() > 0 {
+            std::thread::sleep(pause / 5);
+        }
+        let state = || {
+            (
+                self.keyspace.active_compactions(),
                 self.keyspace.compactions_completed(),
                 self.part.segment_count(),
-            );
-            if self.keyspace.active_compactions() == 0 && now == last {
+            )
+        };
+        loop {
+            let before = state();
+            std::thread::sleep(pause);
+            if before.0 == 0 && state() == before {
                 return Ok(());
             }
-            last = now;
-            std::thread::sleep(std::time::Duration::from_millis(1000));
         }
     }
     fn compact(&self) -> Result<()> {

@@ -94,24 +94,31 @@ impl LevelEngine {
         text
     }
 
-    /// True while LevelDB's own rule would pick a compaction: four or more files in level 0,
-    /// or a level L >= 1 over 10^L MB (its `VersionSet::Finalize` scores, from `leveldb.stats`).
+    /// True while LevelDB's own rule would pick a compaction (`VersionSet::Finalize`): four
+    /// or more files in level 0, or a level L >= 1 at or over 10^L MiB, from the exact file
+    /// sizes `leveldb.sstables` lists. While a compaction runs, the version it will replace
+    /// still scores at least 1, so this also covers a running compaction.
     fn compaction_needed(&self) -> bool {
-        let stats = self.property(c"leveldb.stats");
-        stats.lines().any(|line| {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let (Some(level), Some(files), Some(mb)) = (
-                cols.first().and_then(|c| c.parse::<i32>().ok()),
-                cols.get(1).and_then(|c| c.parse::<u64>().ok()),
-                cols.get(2).and_then(|c| c.parse::<f64>().ok()),
-            ) else {
-                return false;
-            };
-            match level {
-                0 => files >= 4,
-                l => mb * 1_048_576.0 > 10f64.powi(l) * 1_048_576.0,
+        let tables = self.property(c"leveldb.sstables");
+        let (mut level, mut files, mut bytes) = (None::<i32>, [0u64; 7], [0u64; 7]);
+        for line in tables.lines() {
+            if let Some(rest) = line.strip_prefix("--- level ") {
+                level = rest.trim_end_matches(" ---").trim().parse().ok();
+                continue;
             }
-        })
+            // " 12:2125418['key' @ 1 : 1 .. 'key' @ 9 : 1]": file number, then its size.
+            let size = line
+                .trim()
+                .split_once(':')
+                .and_then(|(_, rest)| rest.split('[').next()?.parse::<u64>().ok());
+            if let (Some(l), Some(size)) = (level, size)
+                && let Some(i) = usize::try_from(l).ok().filter(|&i| i < 7)
+            {
+                files[i] += 1;
+                bytes[i] += size;
+            }
+        }
+        files[0] >= 4 || (1..7).any(|l| bytes[l] as f64 >= 10f64.powi(l as i32) * 1_048_576.0)
     }
 
     fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) {
@@ -215,12 +222,17 @@ impl Engine for LevelEngine {
             Ok(n)
         }
     }
-    fn seek(&self, key: &[u8]) -> Result<bool> {
+    fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
         // SAFETY: as in `scan`.
         unsafe {
             let it = leveldb_create_iterator(self.db, self.read);
             leveldb_iter_seek(it, key.as_ptr().cast(), key.len());
             let valid = leveldb_iter_valid(it) != 0;
+            if valid {
+                let mut kl = 0usize;
+                let k = leveldb_iter_key(it, &mut kl);
+                landed(std::slice::from_raw_parts(k.cast::<u8>(), kl));
+            }
             leveldb_iter_destroy(it);
             Ok(valid)
         }
@@ -229,21 +241,15 @@ impl Engine for LevelEngine {
         // LevelDB's C API has no flush and no "compaction pending". The nearest: a manual
         // compaction of a range past every key, which flushes the memtable (CompactRange
         // always does) and finds no file to merge; then wait until its compaction rule
-        // picks nothing and `leveldb.stats` stops changing (a running compaction changes it
-        // when it ends).
+        // picks nothing.
         self.compact_range(Some(&[0xff; 32]), Some(&[0xff; 33]));
-        let mut last = String::new();
-        loop {
-            let stats = self.property(c"leveldb.stats");
-            if !self.compaction_needed() && stats == last {
-                return Ok(());
-            }
-            last = stats;
-            std::thread::sleep(std::time::Duration::from_millis(250));
+        while self.compaction_needed() {
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        Ok(())
     }
     fn compact(&self) -> Result<()> {
         self.compact_range(None, None);
-        Ok(())
+        self.wait_for_compaction()
     }
 }

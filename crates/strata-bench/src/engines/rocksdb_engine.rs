@@ -143,9 +143,13 @@ impl Engine for RocksEngine {
         it.status().map_err(|e| e.to_string())?;
         Ok(n)
     }
-    fn seek(&self, key: &[u8]) -> Result<bool> {
+    fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
         let mut it = self.db.raw_iterator();
         it.seek(key);
+        if let Some(k) = it.key() {
+            landed(k);
+        }
+        it.status().map_err(|e| e.to_string())?;
         Ok(it.valid())
     }
     fn wait_for_compaction(&self) -> Result<()> {
@@ -158,22 +162,32 @@ impl Engine for RocksEngine {
         self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
         self.wait_for_compaction()
     }
-    fn files(&self) -> Option<String> {
+    fn files(&self) -> Result<Option<String>> {
         // What the table files say of themselves: raw bytes against stored data-block bytes.
-        let props = self
+        // (The codec itself was checked in the OPTIONS file at open.)
+        let Some(props) = self
             .db
             .property_value("rocksdb.aggregated-table-properties")
-            .ok()??;
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
         let field = |name: &str| -> Option<f64> {
             let at = props.find(&format!("{name}="))? + name.len() + 1;
             props[at..].split(';').next()?.trim().parse().ok()
         };
-        let raw = field("raw key size")? + field("raw value size")?;
-        let stored = field("data block size")?;
-        Some(format!(
+        let (Some(key), Some(value), Some(stored)) = (
+            field("raw key size"),
+            field("raw value size"),
+            field("data block size"),
+        ) else {
+            return Ok(None);
+        };
+        let raw = key + value;
+        Ok(Some(format!(
             "table properties: {:.1} MB of keys and values in {:.1} MB of data blocks",
             raw / 1e6,
             stored / 1e6
-        ))
+        )))
     }
 }

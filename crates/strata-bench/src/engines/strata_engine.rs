@@ -1,4 +1,4 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use strata::{
     Compression, Db, FilterKind, IndexKind, Options, ReadOptions, WriteBatch, WriteOptions,
@@ -8,6 +8,8 @@ use super::{Engine, Result, Settings};
 
 pub struct StrataEngine {
     db: Db,
+    dir: PathBuf,
+    compression: Compression,
 }
 
 fn err(e: strata::Error) -> String {
@@ -15,7 +17,8 @@ fn err(e: strata::Error) -> String {
 }
 
 impl StrataEngine {
-    pub fn open(dir: &Path, s: &Settings) -> Result<Self> {
+    /// Opens Strata with the settings, its idle merge on only if `idle_merge`.
+    pub fn open(dir: &Path, s: &Settings, idle_merge: bool) -> Result<Self> {
         let compression = match s.compression.as_str() {
             "none" => Compression::None,
             "lz4" => Compression::Lz4,
@@ -40,7 +43,7 @@ impl StrataEngine {
             table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
             index_kind,
             filter_kind,
-            idle_merge_after: if s.idle_merge {
+            idle_merge_after: if idle_merge {
                 defaults.idle_merge_after
             } else {
                 None
@@ -49,6 +52,8 @@ impl StrataEngine {
         };
         Ok(StrataEngine {
             db: Db::open(dir, opts).map_err(err)?,
+            dir: dir.to_path_buf(),
+            compression,
         })
     }
 }
@@ -89,14 +94,17 @@ impl Engine for StrataEngine {
         }
         Ok(n)
     }
-    fn seek(&self, key: &[u8]) -> Result<bool> {
+    fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
         let mut it = self.db.iter(&ReadOptions::default()).map_err(err)?;
         it.seek(key).map_err(err)?;
+        if it.valid() {
+            landed(it.key());
+        }
         Ok(it.valid())
     }
     fn wait_for_compaction(&self) -> Result<()> {
-        // With the idle merge off (the harness's default), `compaction_pending` is the flush
-        // and compaction work the tree's shape calls for, queued or running.
+        // `compaction_pending` is the flush and compaction work the tree's shape calls for,
+        // queued or running; with the idle merge on (`strata-idle`) it includes that too.
         self.db.flush().map_err(err)?;
         while self.db.stats().compaction_pending {
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -104,12 +112,55 @@ impl Engine for StrataEngine {
         Ok(())
     }
     fn compact(&self) -> Result<()> {
-        self.db.compact_range(None, None).map_err(err)
+        self.db.compact_range(None, None).map_err(err)?;
+        self.wait_for_compaction()
+    }
+    fn files(&self) -> Result<Option<String>> {
+        table_files(&self.dir, self.compression).map(Some)
     }
     fn bytes_written(&self) -> Option<u64> {
         let s = self.db.stats();
         Some(s.wal_bytes_written + s.flush_bytes_written + s.compaction_bytes_written)
     }
+}
+
+/// What Strata's table files record of themselves: their codec, and the bytes of keys and
+/// values against the bytes of data blocks. An error if a table was written with another
+/// codec than the one asked for.
+fn table_files(dir: &Path, asked: Compression) -> Result<String> {
+    let (mut tables, mut raw, mut stored) = (0u64, 0u64, 0u64);
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        if path.extension().is_none_or(|x| x != "sst") {
+            continue;
+        }
+        let dump = strata::inspect::dump_file(&path, false).map_err(err)?;
+        let prop = |name: &str| {
+            dump.summary
+                .iter()
+                .find(|(n, _)| n == name)
+                .and_then(|(_, v)| v.parse::<u64>().ok())
+        };
+        let codec = prop("strata.compression");
+        if codec != Some(asked as u64) {
+            return Err(format!(
+                "strata: {} was written with compression {codec:?}, not {asked:?} ({})",
+                path.display(),
+                asked as u64
+            ));
+        }
+        raw +=
+            prop("strata.raw-key-bytes").unwrap_or(0) + prop("strata.raw-value-bytes").unwrap_or(0);
+        stored += prop("strata.data-bytes").unwrap_or(0);
+        tables += 1;
+    }
+    Ok(format!(
+        "table properties: {tables} tables of {asked:?}, {:.1} MB of keys and values in {:.1} MB \
+         of data blocks",
+        raw as f64 / 1e6,
+        stored as f64 / 1e6
+    ))
 }
 
 /// Strata with every 997th key of a write dropped: the answer check's own test engine.
@@ -138,8 +189,8 @@ impl Engine for Wrong {
     fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
         self.0.scan(reverse, limit, visit)
     }
-    fn seek(&self, key: &[u8]) -> Result<bool> {
-        self.0.seek(key)
+    fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        self.0.seek(key, landed)
     }
     fn wait_for_compaction(&self) -> Result<()> {
         self.0.wait_for_compaction()

@@ -247,10 +247,13 @@ pub(crate) fn compress_block(raw: &[u8], compression: Compression) -> (Vec<u8>, 
     let packed = match compression {
         Compression::None => None,
         Compression::Lz4 => Some(lz4_flex::block::compress_prepend_size(raw)),
-        Compression::Zstd => ZSTD_COMPRESSOR.with(|c| match &mut *c.borrow_mut() {
-            Some(c) => c.compress(raw).ok(),
-            None => None,
-        }),
+        Compression::Zstd => ZSTD_COMPRESSOR
+            .try_with(|c| c.borrow_mut().as_mut().map(|c| c.compress(raw)))
+            .ok()
+            .flatten()
+            // No context for this thread (being torn down, or out of memory): a one-off one.
+            .unwrap_or_else(|| zstd::bulk::compress(raw, 3))
+            .ok(),
     };
     match packed {
         Some(p) if p.len() < raw.len() - raw.len() / 8 => (p, compression),

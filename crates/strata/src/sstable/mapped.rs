@@ -201,25 +201,23 @@ impl MappedPages {
             return;
         };
         tables.retain(|t| t.strong_count() > 0);
+        let live: Vec<Arc<MappedTable>> = tables.iter().filter_map(Weak::upgrade).collect();
+        // Counted afresh from the tables' own counts, under the lock: `touched` is only a
+        // trigger, and a touch racing a release could leave it above the windows set.
+        let mut set: usize = live.iter().map(|t| t.set.load(Ordering::Relaxed)).sum();
         let mut released = 0;
-        for table in tables.iter().filter_map(Weak::upgrade) {
-            if self.counts.touched.load(Ordering::Relaxed) <= self.budget_windows / 2 {
+        for table in &live {
+            if set <= self.budget_windows / 2 {
                 break;
             }
             for word in table.windows.iter().chain(table.checked.iter()) {
                 word.store(0, Ordering::Relaxed);
             }
-            let set = table.set.swap(0, Ordering::Relaxed);
+            set = set.saturating_sub(table.set.swap(0, Ordering::Relaxed));
             table.map.release_resident();
-            // Saturating: a racing touch may count a window in `set` before in `touched`.
-            let _ = self
-                .counts
-                .touched
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                    Some(t.saturating_sub(set))
-                });
             released += 1;
         }
+        self.counts.touched.store(set, Ordering::Relaxed);
         tables.rotate_left(released);
     }
 

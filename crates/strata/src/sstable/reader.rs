@@ -332,7 +332,12 @@ impl Table {
             Some((pages, table))
                 if fill_cache && (in_order || pages.holds_all() || resident(table)) =>
             {
-                (self.read_mapped(pages, table, handle)?, false)
+                // A compressed block comes out of the mapping decompressed into a buffer of
+                // its own: a random read caches that, as a block read with `pread` is cached,
+                // so that the next lookup does not decompress it again.
+                let data = self.read_mapped(pages, table, handle)?;
+                let owned = matches!(data, BlockData::Owned(_));
+                (data, owned && !in_order)
             }
             _ => (BlockData::Owned(self.read_raw(handle)?), fill_cache),
         };
