@@ -87,8 +87,8 @@ fn seeks_that_land_on_other_keys_fail() {
     );
     assert!(!ok, "the run passed:\n{text}");
     assert!(
-        text.contains("strata answered 5000 of 5000 found")
-            && text.contains("strata-wrong answered 5000 of 5000 found"),
+        text.contains("strata answered 20000 of 20000 found")
+            && text.contains("strata-wrong answered 20000 of 20000 found"),
         "{text}"
     );
 }
