@@ -135,7 +135,12 @@ fn table_files(dir: &Path, asked: Compression) -> Result<String> {
         if path.extension().is_none_or(|x| x != "sst") {
             continue;
         }
-        let dump = strata::inspect::dump_file(&path, false).map_err(err)?;
+        let dump = match strata::inspect::dump_file(&path, false) {
+            Ok(dump) => dump,
+            // Deleted since the listing: a table a compaction had just replaced.
+            Err(_) if !path.exists() => continue,
+            Err(e) => return Err(err(e)),
+        };
         let prop = |name: &str| {
             dump.summary
                 .iter()
