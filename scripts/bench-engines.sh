@@ -44,15 +44,15 @@ scenario() {
           "$bench" --compare=strata,rocksdb,leveldb,fjall --rounds=3 --num=1000000 \
           --threads="$t" --benchmarks=fillsync
       done ;;
-  big) run big "20M entries under 512 MiB, page cache included: one round" \
-        scripts/memory-limit.sh 512 "$bench" --compare=strata,rocksdb,leveldb,fjall \
+  big) run big "20M entries under 384 MiB, page cache included: one round" \
+        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb,leveldb,fjall \
         --rounds=1 --num=20000000 --reads=100000 --benchmarks="$big" ;;
-  big-lz4) run big-lz4 "20M entries under 512 MiB, lz4: one round" \
-        scripts/memory-limit.sh 512 "$bench" --compare=strata,rocksdb,fjall --rounds=1 \
+  big-lz4) run big-lz4 "20M entries under 384 MiB, lz4: one round" \
+        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb,fjall --rounds=1 \
         --num=20000000 --reads=100000 --compression_type=lz4 \
         --benchmarks=fillrandom,waitforcompaction,readrandom ;;
-  big-zstd) run big-zstd "20M entries under 512 MiB, zstd: one round" \
-        scripts/memory-limit.sh 512 "$bench" --compare=strata,rocksdb --rounds=1 \
+  big-zstd) run big-zstd "20M entries under 384 MiB, zstd: one round" \
+        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb --rounds=1 \
         --num=20000000 --reads=100000 --compression_type=zstd \
         --benchmarks=fillrandom,waitforcompaction,readrandom ;;
   *) echo "unknown scenario $1" >&2; exit 2 ;;
