@@ -186,8 +186,8 @@ impl Engine for RocksEngine {
         let raw = key + value;
         Ok(Some(format!(
             "table properties: {:.1} MB of keys and values in {:.1} MB of data blocks",
-            raw / 1e6,
-            stored / 1e6
+            raw / 1_048_576.0,
+            stored / 1_048_576.0
         )))
     }
 }

@@ -163,8 +163,8 @@ fn table_files(dir: &Path, asked: Compression) -> Result<String> {
     Ok(format!(
         "table properties: {tables} tables of {asked:?}, {:.1} MB of keys and values in {:.1} MB \
          of data blocks",
-        raw as f64 / 1e6,
-        stored as f64 / 1e6
+        raw as f64 / 1_048_576.0,
+        stored as f64 / 1_048_576.0
     ))
 }
 
