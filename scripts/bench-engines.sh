@@ -44,8 +44,11 @@ scenario() {
           "$bench" --compare=strata,rocksdb,leveldb,fjall --rounds=3 --num=1000000 \
           --threads="$t" --benchmarks=fillsync
       done ;;
+  # LevelDB is left out here: under the limit its readwhilewriting did not end in 27 minutes
+  # (its reader starved by page faults on its mapped tables, its writer growing the database
+  # past 3 GB); see docs/BENCHMARKS.md.
   big) run big "20M entries under 384 MiB, page cache included: one round" \
-        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb,leveldb,fjall \
+        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb,fjall \
         --rounds=1 --num=20000000 --reads=100000 --benchmarks="$big" ;;
   big-lz4) run big-lz4 "20M entries under 384 MiB, lz4: one round" \
         scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb,fjall --rounds=1 \

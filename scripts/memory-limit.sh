@@ -20,6 +20,7 @@ cleanup() {
   rmdir "$group"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 echo $((mib << 20)) > "$group/memory.limit_in_bytes"
 # No swap to hide in: a limit on memory and swap together, where the kernel accounts swap.
 [ -e "$group/memory.memsw.limit_in_bytes" ] &&
