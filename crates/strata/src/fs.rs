@@ -381,7 +381,7 @@ mod mapped {
         /// gathered in `pending` and written with one `pwrite` at the next flush or sync, not
         /// stored into the mapping. `fdatasync` write-protects the pages it cleans, and the
         /// first store into one faults into the file system, which costs more than the
-        /// system call (docs/BENCHMARKS.md, "Constants and their reasons").
+        /// system call (docs/design.md, "Constants and their reasons").
         after_sync: bool,
         /// Bytes appended after a sync and not yet written: a record's header and payload
         /// come as separate appends, and one system call for the three pieces is cheaper

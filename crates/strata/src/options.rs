@@ -49,7 +49,7 @@ pub struct Options {
     /// index and of its filter's partitions, and the rest goes through the block cache: for
     /// a database whose filters and indexes are much larger than
     /// [`Options::table_pinned_bytes`], random lookups then read a few small blocks rather
-    /// than whole filters and indexes again (docs/BENCHMARKS.md).
+    /// than whole filters and indexes again (`git show 6047476:docs/BENCHMARKS.md`).
     pub filter_kind: FilterKind,
     /// Bytes of the block cache for data blocks and lower index levels (8 MiB). Open tables
     /// hold their Bloom filters and root index blocks besides, under
@@ -86,8 +86,8 @@ pub struct Options {
     /// all of level 1 beneath it (random writes overlap all of it), so each level-0
     /// compaction rewrites level 1: letting eight files gather rather than four halves how
     /// often that happens, for a fill of 10 million random keys 3.3 bytes written per byte
-    /// put rather than 4.2 (docs/BENCHMARKS.md). A point lookup pays a Bloom filter probe per
-    /// level-0 file; a scan merges them all.
+    /// put rather than 4.2 (`git show 6047476:docs/BENCHMARKS.md`). A point lookup pays a
+    /// Bloom filter probe per level-0 file; a scan merges them all.
     pub level0_compaction_trigger: usize,
     /// Level-0 files from which each write is delayed by a millisecond (16).
     pub level0_slowdown_trigger: usize,

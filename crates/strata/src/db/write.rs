@@ -25,7 +25,7 @@ const SYNC_YIELD: Duration = Duration::from_micros(400);
 /// A yield that takes longer than this, most of an fdatasync, means the writer is starved of
 /// the CPU: it stops yielding and sleeps. Shorter slow yields are the other writers of the
 /// group running their own work between its yields, so a tighter bound puts writers to sleep
-/// that would have been done in time (docs/BENCHMARKS.md, "Constants and their reasons").
+/// that would have been done in time (docs/design.md, "Constants and their reasons").
 const SLOW_YIELD: Duration = Duration::from_micros(100);
 /// Lets a synced writer behind a leader wait for its group by yielding its CPU, for at most
 /// [`SYNC_YIELD`]; true when the group completed meanwhile. A writer that sleeps on
