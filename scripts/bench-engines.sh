@@ -51,7 +51,7 @@ scenario() {
         scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb \
         --rounds=1 --num=20000000 --reads=100000 --benchmarks="$big" ;;
   big-lz4) run big-lz4 "20M entries under 384 MiB, lz4: one round" \
-        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb,fjall --rounds=1 \
+        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb --rounds=1 \
         --num=20000000 --reads=100000 --compression_type=lz4 \
         --benchmarks=fillrandom,waitforcompaction,readrandom ;;
   big-zstd) run big-zstd "20M entries under 384 MiB, zstd: one round" \
