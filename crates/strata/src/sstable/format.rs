@@ -311,14 +311,17 @@ pub(crate) fn decompress_block(body: &[u8], kind: Compression) -> Result<Vec<u8>
                 Ok(None) => MAX_BLOCK_BYTES,
                 Err(_) => return Err(DecodeError("zstd block does not decompress")),
             };
-            ZSTD_DECOMPRESSOR.with(|d| match &mut *d.borrow_mut() {
-                Some(d) => d
-                    .decompress(body, capacity)
-                    .map_err(|_| DecodeError("zstd block does not decompress")),
-                None => Err(DecodeError(
-                    "zstd is out of memory for a decompression context",
-                )),
-            })
+            ZSTD_DECOMPRESSOR
+                .try_with(|d| {
+                    d.borrow_mut()
+                        .as_mut()
+                        .map(|d| d.decompress(body, capacity))
+                })
+                .ok()
+                .flatten()
+                // No context for this thread (being torn down, or out of memory): a one-off.
+                .unwrap_or_else(|| zstd::bulk::decompress(body, capacity))
+                .map_err(|_| DecodeError("zstd block does not decompress"))
         }
     }
 }
