@@ -21,6 +21,37 @@ pub trait WritableFile: Send {
     fn flush(&mut self) -> io::Result<()>;
     /// Makes everything appended durable: it survives power loss.
     fn sync(&mut self) -> io::Result<()>;
+    /// [`WritableFile::sync`] in two steps, so that the file's writer need not wait on the
+    /// disk: this one hands everything appended so far to the operating system, and
+    /// [`PendingSync::finish`], which may run while the file is written again, makes it
+    /// durable. The default does the whole sync here.
+    fn begin_sync(&mut self) -> io::Result<PendingSync> {
+        self.sync()?;
+        Ok(PendingSync::done())
+    }
+}
+
+/// The second step of [`WritableFile::begin_sync`]: the disk's part of a sync.
+pub struct PendingSync(Option<File>);
+
+impl PendingSync {
+    /// A sync with nothing left to do.
+    pub fn done() -> Self {
+        PendingSync(None)
+    }
+
+    /// A sync left to `fdatasync` on `file` (a handle of the file written).
+    pub fn of(file: File) -> Self {
+        PendingSync(Some(file))
+    }
+
+    /// Makes what [`WritableFile::begin_sync`] handed over durable.
+    pub fn finish(self) -> io::Result<()> {
+        match self.0 {
+            Some(f) => f.sync_data(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A file read at arbitrary offsets, from many threads at once.
@@ -217,6 +248,10 @@ impl WritableFile for StdWritable {
     fn sync(&mut self) -> io::Result<()> {
         self.file.flush()?;
         self.file.get_ref().sync_data()
+    }
+    fn begin_sync(&mut self) -> io::Result<PendingSync> {
+        self.file.flush()?;
+        Ok(PendingSync::of(self.file.get_ref().try_clone()?))
     }
 }
 
@@ -530,6 +565,12 @@ mod mapped {
             // On Linux, fdatasync writes back pages dirtied through a mapping too.
             self.after_sync = true;
             self.file.sync_data()
+        }
+
+        fn begin_sync(&mut self) -> io::Result<super::PendingSync> {
+            self.write_pending()?;
+            self.after_sync = true;
+            Ok(super::PendingSync::of(self.file.try_clone()?))
         }
     }
 

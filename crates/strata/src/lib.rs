@@ -71,7 +71,7 @@ pub use db::{Db, DbIterator, Scan, Transaction};
 pub use error::{Error, Result};
 #[cfg(feature = "test-util")]
 pub use fault::{FaultFs, FaultOp};
-pub use fs::{FileLock, FileSystem, MemFs, RandomAccessFile, StdFs, WritableFile};
+pub use fs::{FileLock, FileSystem, MemFs, PendingSync, RandomAccessFile, StdFs, WritableFile};
 pub use log::RecoveryMode;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;

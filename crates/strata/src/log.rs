@@ -103,6 +103,33 @@ impl LogWriter {
             .sync()
             .map_err(|e| Error::io("fsync", &self.path, e))
     }
+
+    /// [`LogWriter::sync`] whose wait on the disk happens in the returned value's `finish`,
+    /// after the writer has been let go.
+    pub(crate) fn begin_sync(&mut self) -> Result<LogSync> {
+        match self.file.begin_sync() {
+            Ok(pending) => Ok(LogSync {
+                pending,
+                path: self.path.clone(),
+            }),
+            Err(e) => Err(Error::io("fsync", &self.path, e)),
+        }
+    }
+}
+
+/// A log sync begun by [`LogWriter::begin_sync`].
+pub(crate) struct LogSync {
+    pending: crate::fs::PendingSync,
+    path: PathBuf,
+}
+
+impl LogSync {
+    /// Makes the records appended before the sync began durable.
+    pub(crate) fn finish(self) -> Result<()> {
+        self.pending
+            .finish()
+            .map_err(|e| Error::io("fsync", &self.path, e))
+    }
 }
 
 /// What to do with a damaged record that is not a torn tail.

@@ -342,10 +342,13 @@ impl Db {
     /// time, such as a server's `everysec` mode.
     pub fn sync_wal(&self) -> Result<()> {
         self.inner.check_writable()?;
+        // Writers wait only while the WAL's buffered bytes go to the operating system, not
+        // while the disk makes them durable.
         let mut wal = lock(&self.inner.wal);
         let w = wal.as_mut().ok_or(Error::Closed)?;
-        let result = w.sync();
+        let begun = w.begin_sync();
         drop(wal);
+        let result = begun.and_then(|s| s.finish());
         if let Err(e) = &result {
             let mut st = lock(&self.inner.state);
             self.inner.poison(&mut st, e);
