@@ -32,7 +32,7 @@ pub trait WritableFile: Send {
 }
 
 /// The second step of [`WritableFile::begin_sync`]: the disk's part of a sync.
-pub struct PendingSync(Option<File>);
+pub struct PendingSync(Option<Box<dyn FnOnce() -> io::Result<()> + Send>>);
 
 impl PendingSync {
     /// A sync with nothing left to do.
@@ -42,13 +42,18 @@ impl PendingSync {
 
     /// A sync left to `fdatasync` on `file` (a handle of the file written).
     pub fn of(file: File) -> Self {
-        PendingSync(Some(file))
+        Self::with(move || file.sync_data())
+    }
+
+    /// A sync left to `finish`.
+    pub fn with(finish: impl FnOnce() -> io::Result<()> + Send + 'static) -> Self {
+        PendingSync(Some(Box::new(finish)))
     }
 
     /// Makes what [`WritableFile::begin_sync`] handed over durable.
     pub fn finish(self) -> io::Result<()> {
         match self.0 {
-            Some(f) => f.sync_data(),
+            Some(f) => f(),
             None => Ok(()),
         }
     }
@@ -852,6 +857,17 @@ impl WritableFile for MemWritable {
         let mut f = self.hand_over();
         f.synced_len = f.data.len();
         Ok(())
+    }
+    fn begin_sync(&mut self) -> io::Result<PendingSync> {
+        // What is handed over now becomes durable at `finish`; what is appended in between
+        // does not.
+        let len = self.hand_over().data.len();
+        let file = self.file.clone();
+        Ok(PendingSync::with(move || {
+            let mut f = lock(&file);
+            f.synced_len = f.synced_len.max(len).min(f.data.len());
+            Ok(())
+        }))
     }
 }
 

@@ -189,6 +189,42 @@ fn power_loss_keeps_every_synced_write() {
     drop(db);
 }
 
+/// `sync_wal` (the server's `everysec`) makes every write acknowledged before it durable; the
+/// writes after it are not promised, and a power loss may take them.
+#[test]
+fn power_loss_keeps_every_write_before_a_wal_sync() {
+    let fs = MemFs::new();
+    // One memtable and one WAL for all the writes: no flush makes any of them durable.
+    let opts = |fs| Options {
+        write_buffer_size: 1 << 20,
+        ..common::tiny_options(Some(fs), 10)
+    };
+    let db = Db::open("/db", opts(fs.clone())).unwrap();
+    let put = |i: u32| {
+        let mut b = WriteBatch::new();
+        b.put(format!("k{i:05}").as_bytes(), format!("v{i}").as_bytes());
+        db.write(b, WriteOptions { sync: false }).unwrap();
+    };
+    (0..250).for_each(put);
+    db.sync_wal().unwrap();
+    (250..300).for_each(put);
+    let after = fs.power_loss_copy();
+    let db2 = Db::open("/db", opts(after)).unwrap();
+    let state = common::dump(&db2);
+    let n = state.len();
+    assert!(
+        n >= 250,
+        "writes before sync_wal lost: only {n} keys survive"
+    );
+    for i in 0..n as u32 {
+        assert_eq!(
+            state.get(format!("k{i:05}").as_bytes()).map(Vec::as_slice),
+            Some(format!("v{i}").as_bytes())
+        );
+    }
+    drop(db);
+}
+
 /// Synced writers in several threads are committed in shared groups (the leader waits a
 /// moment for the last group's writers); every acknowledged write must survive a power loss.
 #[test]
