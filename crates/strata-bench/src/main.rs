@@ -2,6 +2,7 @@
 //! and `strata-bench server`, a load client for Redis-protocol servers.
 
 mod engines;
+mod experiment;
 mod machine;
 mod plot;
 mod server_load;
@@ -108,6 +109,9 @@ struct Cli {
 enum Mode {
     /// Drive a Redis-protocol server with GET/SET mixes over Zipf-distributed keys.
     Server(server_load::Args),
+    /// The seed documents' experiments, each with its CSV results and SVG figure.
+    #[command(subcommand)]
+    Experiment(experiment::Experiment),
 }
 
 fn settings(cli: &Cli) -> Settings {
@@ -119,6 +123,7 @@ fn settings(cli: &Cli) -> Settings {
         compression: cli.compression_type.clone(),
         table_pinned_bytes: cli.table_pinned_bytes,
         partition_index_and_filters: cli.partition_index_and_filters,
+        ..Settings::new()
     }
 }
 
@@ -658,6 +663,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Mode::Server(args)) => server_load::run(args),
+        Some(Mode::Experiment(e)) => experiment::run(e),
         None => match &cli.compare {
             Some(list) => compare(&cli, list),
             None => {

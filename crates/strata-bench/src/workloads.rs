@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::engines::{Engine, Result};
+use crate::engines::{Engine, Result, Start};
 
 pub const ALL: &[&str] = &[
     "fillseq",
@@ -392,10 +392,14 @@ fn scan(
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |_, h, progress| {
         let start = Instant::now();
         let (mut bytes, mut hash) = (0u64, 0u64);
-        let n = engine.scan(reverse, p.reads, &mut |k, value_len| {
-            bytes += (k.len() + value_len) as u64;
-            hash = hash_key(hash ^ (value_len as u64).rotate_left(32), k);
-        })?;
+        let n = engine.scan(
+            if reverse { Start::Last } else { Start::First },
+            p.reads,
+            &mut |k, value_len| {
+                bytes += (k.len() + value_len) as u64;
+                hash = hash_key(hash ^ (value_len as u64).rotate_left(32), k);
+            },
+        )?;
         // One histogram sample per entry, at the average cost: a scan is timed as a whole.
         let per = (start.elapsed().as_nanos() as u64 / n.max(1)).max(1);
         let _ = h.record_n(per, n.max(1));

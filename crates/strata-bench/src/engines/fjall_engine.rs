@@ -5,7 +5,7 @@ use fjall::{
     PersistMode,
 };
 
-use super::{Engine, Result, Settings};
+use super::{Engine, Result, Settings, Start};
 
 pub struct FjallEngine {
     keyspace: Keyspace,
@@ -70,13 +70,18 @@ impl Engine for FjallEngine {
         self.part.remove(key).map_err(|e| e.to_string())?;
         self.persist(sync)
     }
-    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
-        let mut n = 0;
-        let iter: Box<dyn Iterator<Item = fjall::Result<fjall::KvPair>>> = if reverse {
-            Box::new(self.part.iter().rev())
-        } else {
-            Box::new(self.part.iter())
+    fn scan(
+        &self,
+        start: Start<'_>,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], usize),
+    ) -> Result<u64> {
+        let iter: Box<dyn Iterator<Item = fjall::Result<fjall::KvPair>>> = match start {
+            Start::First => Box::new(self.part.iter()),
+            Start::Last => Box::new(self.part.iter().rev()),
+            Start::Key(k) => Box::new(self.part.range(k.to_vec()..)),
         };
+        let mut n = 0;
         for kv in iter {
             if n >= limit {
                 break;

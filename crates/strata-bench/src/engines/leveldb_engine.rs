@@ -6,7 +6,7 @@ use std::ptr;
 
 use leveldb_sys::*;
 
-use super::{Engine, Result, Settings};
+use super::{Engine, Result, Settings, Start};
 
 pub struct LevelEngine {
     db: *mut leveldb_t,
@@ -191,15 +191,20 @@ impl Engine for LevelEngine {
         unsafe { leveldb_delete(self.db, wo, key.as_ptr().cast(), key.len(), &mut err) };
         check(err)
     }
-    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
+    fn scan(
+        &self,
+        start: Start<'_>,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], usize),
+    ) -> Result<u64> {
         // SAFETY: the iterator is created, used while the database is open, and destroyed;
         // each key is read before the iterator moves.
         unsafe {
             let it = leveldb_create_iterator(self.db, self.read);
-            if reverse {
-                leveldb_iter_seek_to_last(it);
-            } else {
-                leveldb_iter_seek_to_first(it);
+            match start {
+                Start::First => leveldb_iter_seek_to_first(it),
+                Start::Last => leveldb_iter_seek_to_last(it),
+                Start::Key(k) => leveldb_iter_seek(it, k.as_ptr().cast(), k.len()),
             }
             let mut n = 0;
             while leveldb_iter_valid(it) != 0 && n < limit {
@@ -208,10 +213,9 @@ impl Engine for LevelEngine {
                 leveldb_iter_value(it, &mut vl);
                 visit(std::slice::from_raw_parts(k.cast::<u8>(), kl), vl);
                 n += 1;
-                if reverse {
-                    leveldb_iter_prev(it);
-                } else {
-                    leveldb_iter_next(it);
+                match start {
+                    Start::Last => leveldb_iter_prev(it),
+                    _ => leveldb_iter_next(it),
                 }
             }
             // leveldb-sys declares the out-parameter `*const *const`; LevelDB writes through it.

@@ -28,6 +28,48 @@ pub struct Settings {
     /// Strata's B-tree index and partitioned filters (`IndexKind::BTree`,
     /// `FilterKind::Partitioned`) rather than its defaults.
     pub partition_index_and_filters: bool,
+    /// Size ratio between adjacent levels, where the engine lets it be set (Strata's
+    /// `size_ratio`, RocksDB's `max_bytes_for_level_multiplier`; LevelDB's is fixed at 10).
+    pub size_ratio: Option<u64>,
+    /// Target bytes of level 1 (Strata's `level1_max_bytes`, RocksDB's
+    /// `max_bytes_for_level_base`; LevelDB's is fixed at 10 MiB).
+    pub level1_bytes: Option<u64>,
+    /// Strata only: B-tree indexes in its tables, with whole Bloom filters.
+    pub btree_index: bool,
+}
+
+impl Settings {
+    /// db_bench's defaults as strata-bench takes them: 64 MiB memtables, an 8 MiB cache,
+    /// 10 Bloom bits per key, 4 KiB blocks, no compression, each engine's own level shape.
+    pub fn new() -> Self {
+        Settings {
+            write_buffer_size: 64 << 20,
+            cache_size: 8 << 20,
+            bloom_bits: 10,
+            block_size: 4096,
+            compression: "none".into(),
+            table_pinned_bytes: None,
+            partition_index_and_filters: false,
+            size_ratio: None,
+            level1_bytes: None,
+            btree_index: false,
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a scan starts: at the first key, at the last (reading backward), or at the first
+/// key at or after the one given.
+#[derive(Debug, Clone, Copy)]
+pub enum Start<'a> {
+    First,
+    Last,
+    Key(&'a [u8]),
 }
 
 /// A key-value engine as the benchmarks use it.
@@ -41,9 +83,14 @@ pub trait Engine: Send + Sync {
         keys.iter().map(|k| self.get(k)).collect()
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()>;
-    /// Reads up to `limit` entries in key order (reverse if asked), handing each key and its
-    /// value's length to `visit`; returns the entries read.
-    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64>;
+    /// Reads up to `limit` entries in key order from `start` (backward from `Start::Last`),
+    /// handing each key and its value's length to `visit`; returns the entries read.
+    fn scan(
+        &self,
+        start: Start<'_>,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], usize),
+    ) -> Result<u64>;
     /// Positions at the first key at or after `key`, handing it to `landed`; true if there
     /// is one.
     fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool>;
@@ -71,6 +118,10 @@ pub const ENGINES: &[&str] = &["strata", "rocksdb", "leveldb", "fjall"];
 /// whole-tree merge does for every engine. This one shows the idle merge as what it is.
 pub const STRATA_IDLE: &str = "strata-idle";
 
+/// Strata with B-tree indexes in its tables (`IndexKind::BTree`) rather than its flat,
+/// binary-searched ones; its idle merge off, as `strata`'s.
+pub const STRATA_BTREE: &str = "strata-btree";
+
 /// An engine that answers wrongly on purpose, so that a test can see `--compare` catch it:
 /// Strata with every 997th key dropped on the way in. Not listed among the engines.
 pub const WRONG: &str = "strata-wrong";
@@ -80,6 +131,13 @@ pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
     match name {
         "strata" => Ok(Box::new(strata_engine::StrataEngine::open(dir, s, false)?)),
         STRATA_IDLE => Ok(Box::new(strata_engine::StrataEngine::open(dir, s, true)?)),
+        STRATA_BTREE => {
+            let s = Settings {
+                btree_index: true,
+                ..s.clone()
+            };
+            Ok(Box::new(strata_engine::StrataEngine::open(dir, &s, false)?))
+        }
         WRONG => Ok(Box::new(strata_engine::Wrong(
             strata_engine::StrataEngine::open(dir, s, false)?,
         ))),

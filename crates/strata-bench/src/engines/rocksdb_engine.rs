@@ -4,7 +4,7 @@ use rocksdb::{
     BlockBasedOptions, Cache, DB, DBCompressionType, Options, WaitForCompactOptions, WriteOptions,
 };
 
-use super::{Engine, Result, Settings};
+use super::{Engine, Result, Settings, Start};
 
 pub struct RocksEngine {
     db: DB,
@@ -15,6 +15,12 @@ impl RocksEngine {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_write_buffer_size(s.write_buffer_size);
+        if let Some(ratio) = s.size_ratio {
+            opts.set_max_bytes_for_level_multiplier(ratio as f64);
+        }
+        if let Some(bytes) = s.level1_bytes {
+            opts.set_max_bytes_for_level_base(bytes);
+        }
         opts.set_compression_type(match s.compression.as_str() {
             "none" => DBCompressionType::None,
             "lz4" => DBCompressionType::Lz4,
@@ -124,12 +130,17 @@ impl Engine for RocksEngine {
             .delete_opt(key, &wo(sync))
             .map_err(|e| e.to_string())
     }
-    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
+    fn scan(
+        &self,
+        start: Start<'_>,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], usize),
+    ) -> Result<u64> {
         let mut it = self.db.raw_iterator();
-        if reverse {
-            it.seek_to_last();
-        } else {
-            it.seek_to_first();
+        match start {
+            Start::First => it.seek_to_first(),
+            Start::Last => it.seek_to_last(),
+            Start::Key(k) => it.seek(k),
         }
         let mut n = 0;
         while n < limit {
@@ -138,7 +149,10 @@ impl Engine for RocksEngine {
             };
             visit(k, v.len());
             n += 1;
-            if reverse { it.prev() } else { it.next() }
+            match start {
+                Start::Last => it.prev(),
+                _ => it.next(),
+            }
         }
         it.status().map_err(|e| e.to_string())?;
         Ok(n)

@@ -4,7 +4,7 @@ use strata::{
     Compression, Db, FilterKind, IndexKind, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
-use super::{Engine, Result, Settings};
+use super::{Engine, Result, Settings, Start};
 
 pub struct StrataEngine {
     db: Db,
@@ -30,9 +30,10 @@ impl StrataEngine {
             }
         };
         let defaults = Options::default();
-        let (index_kind, filter_kind) = match s.partition_index_and_filters {
-            true => (IndexKind::BTree, FilterKind::Partitioned),
-            false => (defaults.index_kind, defaults.filter_kind),
+        let (index_kind, filter_kind) = match (s.partition_index_and_filters, s.btree_index) {
+            (true, _) => (IndexKind::BTree, FilterKind::Partitioned),
+            (false, true) => (IndexKind::BTree, defaults.filter_kind),
+            (false, false) => (defaults.index_kind, defaults.filter_kind),
         };
         let opts = Options {
             write_buffer_size: s.write_buffer_size,
@@ -43,6 +44,8 @@ impl StrataEngine {
             table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
             index_kind,
             filter_kind,
+            size_ratio: s.size_ratio.unwrap_or(defaults.size_ratio),
+            level1_max_bytes: s.level1_bytes.unwrap_or(defaults.level1_max_bytes),
             idle_merge_after: if idle_merge {
                 defaults.idle_merge_after
             } else {
@@ -79,18 +82,28 @@ impl Engine for StrataEngine {
         b.delete(key);
         self.db.write(b, WriteOptions { sync }).map_err(err)
     }
-    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
+    fn scan(
+        &self,
+        start: Start<'_>,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], usize),
+    ) -> Result<u64> {
         let mut it = self.db.iter(&ReadOptions::default()).map_err(err)?;
-        if reverse {
-            it.seek_to_last().map_err(err)?;
-        } else {
-            it.seek_to_first().map_err(err)?;
+        match start {
+            Start::First => it.seek_to_first(),
+            Start::Last => it.seek_to_last(),
+            Start::Key(k) => it.seek(k),
         }
+        .map_err(err)?;
         let mut n = 0;
         while it.valid() && n < limit {
             visit(it.key(), it.value().len());
             n += 1;
-            if reverse { it.prev() } else { it.next() }.map_err(err)?;
+            match start {
+                Start::Last => it.prev(),
+                _ => it.next(),
+            }
+            .map_err(err)?;
         }
         Ok(n)
     }
@@ -191,8 +204,13 @@ impl Engine for Wrong {
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
         self.0.delete(key, sync)
     }
-    fn scan(&self, reverse: bool, limit: u64, visit: &mut dyn FnMut(&[u8], usize)) -> Result<u64> {
-        self.0.scan(reverse, limit, visit)
+    fn scan(
+        &self,
+        start: Start<'_>,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], usize),
+    ) -> Result<u64> {
+        self.0.scan(start, limit, visit)
     }
     fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
         self.0.seek(key, landed)
