@@ -114,6 +114,8 @@ fn seven(
     let mut seconds = Vec::new();
     let e = super::open_fresh(out, name, s)?;
     seconds.push(timed(&mut || fill(e.as_ref(), &sorted))?);
+    // Each database closed before the next opens in its place.
+    drop(e);
     let e = super::open_fresh(out, name, s)?;
     seconds.push(timed(&mut || fill(e.as_ref(), &random))?);
     // Overwrite with values of the same lengths, bytes reversed.
@@ -155,6 +157,7 @@ fn seven(
     }
     seconds.push(timed(&mut || delete(e.as_ref(), &sorted))?);
     empty(e.as_ref(), "deleteseq")?;
+    drop(e);
     let e = super::open_fresh(out, name, s)?;
     fill(e.as_ref(), &random)?;
     seconds.push(timed(&mut || delete(e.as_ref(), &random2))?);

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The seed experiments docs/EXPERIMENTS.md records, each writing NAME.csv, NAME.svg and
+# NAME.txt (what it printed) to docs/experiments/:
+#   scripts/experiments.sh [--smoke] [EXPERIMENT...]
+# Experiments: growth, server-mix, seven-tasks, flodb (default: all four). --smoke runs each
+# at its smallest scale (under a minute each) into a temporary directory, as CI does.
+# server-mix needs redis-server on the PATH; seven-tasks and server-mix run target/release/strata.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+smoke=0
+if [ "${1:-}" = --smoke ]; then smoke=1; shift; fi
+target="${STRATA_COMPARE_TARGET:-$HOME/.cache/strata-compare-target}"
+CC=clang CXX=clang++ cargo build --release -q -p strata-bench --features compare --target-dir "$target"
+cargo build --release -q -p strata-cli
+bench="$target/release/strata-bench"
+if [ $smoke = 1 ]; then
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+else
+  out=docs/experiments
+fi
+mkdir -p "$out"
+common=(--out "$out" --db "${STRATA_EXPERIMENT_DB:-/tmp/strata-experiment}")
+
+experiment() {
+  local name=$1
+  shift
+  echo "== experiment $name: $*" >&2
+  "$bench" experiment "$name" "${common[@]}" "$@"
+}
+
+run() {
+  case $1 in
+  growth)
+    if [ $smoke = 1 ]; then experiment growth --scale 0.002 --periods 10 --gets 2000 --scans 200
+    else experiment growth --scale 0.25; fi ;;
+  server-mix)
+    if [ $smoke = 1 ]; then experiment server-mix --duration 1 --ratios 0.1,0.9 --strata target/release/strata
+    else experiment server-mix --strata target/release/strata; fi ;;
+  seven-tasks)
+    if [ $smoke = 1 ]; then experiment seven-tasks --counts 1000,10000 --strata target/release/strata
+    else experiment seven-tasks --counts 1000,10000,100000,1000000 --strata target/release/strata; fi ;;
+  flodb)
+    if [ $smoke = 1 ]; then experiment flodb --threads 1,2 --updates 0,50 --initial 20000 --duration 0.3
+    else experiment flodb; fi ;;
+  *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb)" >&2; exit 2 ;;
+  esac
+  # Every experiment leaves its results and its figure.
+  for ext in csv svg txt; do
+    test -s "$out/$1.$ext" || { echo "experiment $1 left no $1.$ext" >&2; exit 1; }
+  done
+}
+
+if [ $# -eq 0 ]; then set -- growth server-mix seven-tasks flodb; fi
+for e in "$@"; do run "$e"; done
