@@ -33,7 +33,7 @@ run() {
   case $1 in
   growth)
     if [ $smoke = 1 ]; then experiment growth --scale 0.002 --periods 10 --gets 2000 --scans 200
-    else experiment growth --scale 0.25; fi ;;
+    else experiment growth --scale 1; fi ;;
   server-mix)
     if [ $smoke = 1 ]; then experiment server-mix --duration 1 --ratios 0.1,0.9 --strata target/release/strata
     else experiment server-mix --strata target/release/strata; fi ;;

@@ -122,6 +122,10 @@ pub const STRATA_IDLE: &str = "strata-idle";
 /// binary-searched ones; its idle merge off, as `strata`'s.
 pub const STRATA_BTREE: &str = "strata-btree";
 
+/// Strata with B-tree indexes and partitioned Bloom filters (`--partition_index_and_filters`):
+/// open tables hold only the roots of both, and the rest goes through the block cache.
+pub const STRATA_PARTITIONED: &str = "strata-partitioned";
+
 /// An engine that answers wrongly on purpose, so that a test can see `--compare` catch it:
 /// Strata with every 997th key dropped on the way in. Not listed among the engines.
 pub const WRONG: &str = "strata-wrong";
@@ -134,6 +138,13 @@ pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
         STRATA_BTREE => {
             let s = Settings {
                 btree_index: true,
+                ..s.clone()
+            };
+            Ok(Box::new(strata_engine::StrataEngine::open(dir, &s, false)?))
+        }
+        STRATA_PARTITIONED => {
+            let s = Settings {
+                partition_index_and_filters: true,
                 ..s.clone()
             };
             Ok(Box::new(strata_engine::StrataEngine::open(dir, &s, false)?))

@@ -54,6 +54,9 @@ pub struct Common {
     /// Also write the results as JSON (NAME.json) and print them on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The results' file name (default: the experiment's), to keep several runs apart.
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 /// A results table: named columns, rows of numbers and text.
@@ -123,7 +126,7 @@ fn csv_cell(v: &Value) -> String {
 
 /// What an experiment prints, kept to be written beside its results.
 pub struct Out {
-    name: &'static str,
+    name: String,
     common: Common,
     text: String,
 }
@@ -137,7 +140,7 @@ impl Out {
         let _ = std::fs::remove_dir_all(&common.db);
         std::fs::create_dir_all(&common.db).map_err(|e| format!("{}: {e}", common.db.display()))?;
         let mut out = Out {
-            name,
+            name: common.name.clone().unwrap_or(name.to_string()),
             common: common.clone(),
             text: String::new(),
         };
