@@ -218,6 +218,15 @@ pub fn lines(file: &Path, title: &str, panels: &[Panel], columns: usize) -> Resu
                 .filter(|p| !panel.y.log || p.1 > 0.0)
                 .map(|&(x, y)| (panel.x.map(x), panel.y.map(y)))
                 .collect();
+            if pts.len() < s.points.len() {
+                eprintln!(
+                    "{}: {} of {}'s points in {:?} are zero or less, left off its log axis",
+                    file.display(),
+                    s.points.len() - pts.len(),
+                    s.name,
+                    panel.title
+                );
+            }
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
                 .map_err(|e| err(&e))?

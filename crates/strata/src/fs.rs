@@ -40,8 +40,10 @@ impl PendingSync {
         PendingSync(None)
     }
 
-    /// A sync left to `fdatasync` on `file` (a handle of the file written).
-    pub fn of(file: File) -> Self {
+    /// A sync left to `fdatasync` on `file`: a descriptor of the file written, opened on
+    /// its own (not duplicated) when the file was created, so that a write-back error is
+    /// reported to this sync whatever other syncs of the file see.
+    pub fn of(file: Arc<File>) -> Self {
         Self::with(move || file.sync_data())
     }
 
@@ -241,6 +243,8 @@ pub struct StdFs;
 
 struct StdWritable {
     file: io::BufWriter<File>,
+    /// For logs, a descriptor of its own for [`WritableFile::begin_sync`].
+    syncer: Option<Arc<File>>,
 }
 
 impl WritableFile for StdWritable {
@@ -255,8 +259,12 @@ impl WritableFile for StdWritable {
         self.file.get_ref().sync_data()
     }
     fn begin_sync(&mut self) -> io::Result<PendingSync> {
+        let Some(syncer) = &self.syncer else {
+            self.sync()?;
+            return Ok(PendingSync::done());
+        };
         self.file.flush()?;
-        Ok(PendingSync::of(self.file.get_ref().try_clone()?))
+        Ok(PendingSync::of(syncer.clone()))
     }
 }
 
@@ -324,14 +332,23 @@ impl FileSystem for StdFs {
             .open(path)?;
         Ok(Box::new(StdWritable {
             file: io::BufWriter::with_capacity(64 * 1024, file),
+            syncer: None,
         }))
     }
-    #[cfg(target_os = "linux")]
     fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        match mapped::MappedLog::create(path)? {
-            Some(log) => Ok(Box::new(log)),
-            None => self.create(path),
+        #[cfg(target_os = "linux")]
+        if let Some(log) = mapped::MappedLog::create(path)? {
+            return Ok(Box::new(log));
         }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(StdWritable {
+            file: io::BufWriter::with_capacity(64 * 1024, file),
+            syncer: Some(Arc::new(File::open(path)?)),
+        }))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         Ok(Arc::new(StdRandomAccess {
@@ -404,6 +421,7 @@ mod mapped {
     use std::os::unix::fs::FileExt;
     use std::path::Path;
     use std::ptr;
+    use std::sync::Arc;
 
     use super::WritableFile;
 
@@ -412,6 +430,8 @@ mod mapped {
 
     pub(crate) struct MappedLog {
         file: File,
+        /// A descriptor of its own for [`WritableFile::begin_sync`].
+        syncer: Arc<File>,
         /// The mapping of `[chunk_start, chunk_start + CHUNK)`, or null.
         map: *mut u8,
         chunk_start: u64,
@@ -445,6 +465,7 @@ mod mapped {
                 .open(path)?;
             let mut log = MappedLog {
                 file,
+                syncer: Arc::new(File::open(path)?),
                 map: ptr::null_mut(),
                 chunk_start: 0,
                 len: 0,
@@ -575,7 +596,7 @@ mod mapped {
         fn begin_sync(&mut self) -> io::Result<super::PendingSync> {
             self.write_pending()?;
             self.after_sync = true;
-            Ok(super::PendingSync::of(self.file.try_clone()?))
+            Ok(super::PendingSync::of(self.syncer.clone()))
         }
     }
 

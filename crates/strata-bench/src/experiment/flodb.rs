@@ -229,6 +229,8 @@ pub fn run(a: &Args) -> Result<(), String> {
             let mut line = format!("{name:<8} {:>5}% updates:", u);
             for &t in &threads {
                 bar.set_message(format!("{name} {u}% {t} threads"));
+                // Each run starts with no flush or compaction left over from the one before.
+                engine.wait_for_compaction()?;
                 round += 1;
                 let (c, seconds) = measure(&engine, a, &keys, t, u, round)?;
                 let ops = (c.reads + c.updates) as f64 / seconds;

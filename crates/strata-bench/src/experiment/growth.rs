@@ -248,8 +248,8 @@ pub fn run(a: &Args) -> Result<(), String> {
         out.say("answers: one engine, nothing to compare them with");
     } else {
         out.say(&format!(
-            "answers: every engine found the same keys with the same values and scanned the \
-             same entries in all {} periods",
+            "answers: every engine found the same keys with the same value lengths and \
+             scanned the same entries in all {} periods",
             a.periods
         ));
     }

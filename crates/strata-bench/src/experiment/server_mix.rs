@@ -160,7 +160,9 @@ pub fn run(a: &Args) -> Result<(), String> {
                 .arg("--version")
                 .output()
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                .unwrap_or_default();
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or("version unknown (redis-server --version failed)".into());
             out.say(&format!("redis:    {version}"));
         }
         for &ratio in &ratios {
