@@ -30,12 +30,13 @@ experiment() {
 }
 
 run() {
+  local started=$SECONDS
   case $1 in
   growth)
     if [ $smoke = 1 ]; then experiment growth --scale 0.002 --periods 10 --gets 2000 --scans 200
     else experiment growth --scale 1; fi ;;
   server-mix)
-    if [ $smoke = 1 ]; then experiment server-mix --duration 1 --ratios 0.1,0.9 --strata target/release/strata
+    if [ $smoke = 1 ]; then experiment server-mix --duration 1 --ratios 0.1,0.9 --rounds 1 --strata target/release/strata
     else experiment server-mix --strata target/release/strata; fi ;;
   seven-tasks)
     if [ $smoke = 1 ]; then experiment seven-tasks --counts 1000,10000 --strata target/release/strata
@@ -45,6 +46,7 @@ run() {
     else experiment flodb; fi ;;
   *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb)" >&2; exit 2 ;;
   esac
+  echo "== experiment $1 took $((SECONDS - started)) s" >&2
   # Every experiment leaves its results and its figure.
   for ext in csv svg txt; do
     test -s "$out/$1.$ext" || { echo "experiment $1 left no $1.$ext" >&2; exit 1; }

@@ -45,6 +45,10 @@ pub struct Args {
     pub strata: Option<PathBuf>,
     #[arg(long, default_value = "redis-server")]
     pub redis_server: PathBuf,
+    /// Rounds, each starting every server afresh, the first server rotating each round;
+    /// the table and the figure show each run's median round by throughput.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 /// A server process, stopped when dropped.
@@ -128,6 +132,7 @@ fn ping(addr: &str) -> bool {
 
 /// One run's figures, response times in milliseconds.
 struct Run {
+    round: usize,
     server: String,
     ratio: f64,
     open: bool,
@@ -146,74 +151,61 @@ pub fn run(a: &Args) -> Result<(), String> {
     let servers: Vec<String> = super::list(&a.servers, "--servers")?;
     let mut out = Out::start("server-mix", &a.common, &["strata"])?;
     out.say(&format!(
-        "server-mix: {} clients, {} keys, {}-byte values, Zipf with 90% of requests on 10% of \
-         the keys; {} s per run; open loop at {} requests/s",
-        a.clients, a.keys, a.value_size, a.duration, a.rate
+        "server-mix: {} clients, {} keys, {}-byte values, Zipf with exponent {:.6} (90% of \
+         requests on 10% of the keys); {} s per run; open loop at {} requests/s",
+        a.clients,
+        a.keys,
+        a.value_size,
+        server_load::Zipf::calibrate(a.keys, 0.1, 0.9),
+        a.duration,
+        a.rate
     ));
-    let mut runs = Vec::new();
-    let bar = super::progress((servers.len() * ratios.len() * 2) as u64, "runs");
-    for name in &servers {
-        let dir = out.db_dir(name);
-        let server = start(name, a, &dir)?;
-        if name == "redis" {
-            let version = Command::new(&a.redis_server)
-                .arg("--version")
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                .ok()
-                .filter(|v| !v.is_empty())
-                .unwrap_or("version unknown (redis-server --version failed)".into());
-            out.say(&format!("redis:    {version}"));
+    let mut all = Vec::new();
+    let rounds = a.rounds.max(1);
+    let bar = super::progress((rounds * servers.len() * ratios.len() * 2) as u64, "runs");
+    for round in 0..rounds {
+        for k in 0..servers.len() {
+            let name = &servers[(round + k) % servers.len()];
+            all.push(server_runs(
+                a,
+                &out.db_dir(&format!("{name}-{round}")),
+                name,
+                round,
+                &ratios,
+                &bar,
+            )?);
         }
-        for &ratio in &ratios {
-            for open in [false, true] {
-                bar.set_message(format!(
-                    "{name} {ratio} {}",
-                    if open { "open" } else { "closed" }
-                ));
-                let args = server_load::Args {
-                    addr: server.addr.clone(),
-                    clients: a.clients,
-                    keys: a.keys,
-                    value_size: a.value_size,
-                    get_ratio: ratio,
-                    hot_requests: 0.9,
-                    hot_keys: 0.1,
-                    threads: 1,
-                    duration: a.duration,
-                    rate: open.then_some(a.rate),
-                    seed: 7,
-                    json: false,
-                    mix: Mix::Getset,
-                };
-                let r = server_load::measure(&args)?;
-                let ms = |q: f64| r.hist.value_at_quantile(q) as f64 / 1e6;
-                let mut cdf: Vec<(f64, f64)> = (1..=100)
-                    .map(|i| (ms(i as f64 / 100.0), i as f64 / 100.0))
-                    .collect();
-                cdf.extend([0.995, 0.999].map(|q| (ms(q), q)));
-                cdf.sort_by(|x, y| x.1.total_cmp(&y.1));
-                let requests = r.gets + r.sets;
-                runs.push(Run {
-                    server: name.clone(),
-                    ratio,
-                    open,
-                    throughput: requests as f64 / r.elapsed,
-                    avg: r.hist.mean() / 1e6,
-                    median: ms(0.5),
-                    p95: ms(0.95),
-                    p99: ms(0.99),
-                    requests,
-                    cdf,
-                });
-                bar.inc(1);
-            }
-        }
-        drop(server);
     }
     bar.finish_and_clear();
+    if servers.iter().any(|s| s == "redis") {
+        let version = Command::new(&a.redis_server)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or("version unknown (redis-server --version failed)".into());
+        out.say(&format!("redis:    {version}"));
+    }
+    let all: Vec<Run> = all.into_iter().flatten().collect();
+    // Each (server, ratio, loop) by its median round.
+    let mut runs: Vec<&Run> = Vec::new();
+    for name in &servers {
+        for &ratio in &ratios {
+            for open in [false, true] {
+                let mut rounds: Vec<&Run> = all
+                    .iter()
+                    .filter(|r| &r.server == name && r.ratio == ratio && r.open == open)
+                    .collect();
+                rounds.sort_by(|x, y| x.throughput.total_cmp(&y.throughput));
+                runs.push(rounds[rounds.len() / 2]);
+            }
+        }
+    }
 
     let mut table = Table::new(&[
+        "round",
+        "median_round",
         "server",
         "get_ratio",
         "loop",
@@ -224,22 +216,10 @@ pub fn run(a: &Args) -> Result<(), String> {
         "p99_ms",
         "requests",
     ]);
-    out.say("");
-    out.say(&format!(
-        "{:<8} {:>6} {:<18} {:>12} {:>8} {:>8} {:>8} {:>8}",
-        "server", "ratio", "loop", "req/s", "avg ms", "med ms", "p95 ms", "p99 ms"
-    ));
-    for r in &runs {
-        let mode = if r.open {
-            format!("open, {} req/s", a.rate)
-        } else {
-            "closed".to_string()
-        };
-        out.say(&format!(
-            "{:<8} {:>6} {:<18} {:>12.0} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
-            r.server, r.ratio, mode, r.throughput, r.avg, r.median, r.p95, r.p99
-        ));
+    for r in &all {
         table.push(vec![
+            json!(r.round + 1),
+            json!(runs.iter().any(|m| std::ptr::eq(*m, r))),
             json!(r.server),
             json!(r.ratio),
             json!(if r.open { "open" } else { "closed" }),
@@ -250,6 +230,39 @@ pub fn run(a: &Args) -> Result<(), String> {
             num(r.p99),
             json!(r.requests),
         ]);
+    }
+    out.say("");
+    out.say(&format!(
+        "the median of {rounds} rounds by throughput (every round is in the CSV; p99 in each \
+         round in brackets)"
+    ));
+    out.say(&format!(
+        "{:<8} {:>6} {:<18} {:>12} {:>8} {:>8} {:>8} {:>8}  {}",
+        "server", "ratio", "loop", "req/s", "avg ms", "med ms", "p95 ms", "p99 ms", "p99 by round"
+    ));
+    for r in &runs {
+        let p99s: Vec<String> = all
+            .iter()
+            .filter(|x| x.server == r.server && x.ratio == r.ratio && x.open == r.open)
+            .map(|x| format!("{:.3}", x.p99))
+            .collect();
+        let mode = if r.open {
+            format!("open, {} req/s", a.rate)
+        } else {
+            "closed".to_string()
+        };
+        out.say(&format!(
+            "{:<8} {:>6} {:<18} {:>12.0} {:>8.3} {:>8.3} {:>8.3} {:>8.3}  [{}]",
+            r.server,
+            r.ratio,
+            mode,
+            r.throughput,
+            r.avg,
+            r.median,
+            r.p95,
+            r.p99,
+            p99s.join(", ")
+        ));
     }
     let mut panels = Vec::new();
     for name in &servers {
@@ -283,4 +296,66 @@ pub fn run(a: &Args) -> Result<(), String> {
         2,
     )?;
     out.finish(&table)
+}
+
+/// Starts server `name` in `dir` and runs every ratio on it, closed loop then open loop.
+fn server_runs(
+    a: &Args,
+    dir: &Path,
+    name: &str,
+    round: usize,
+    ratios: &[f64],
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<Run>, String> {
+    let mut runs = Vec::new();
+    {
+        let server = start(name, a, dir)?;
+        for &ratio in ratios {
+            for open in [false, true] {
+                bar.set_message(format!(
+                    "{name} {ratio} {}",
+                    if open { "open" } else { "closed" }
+                ));
+                let args = server_load::Args {
+                    addr: server.addr.clone(),
+                    clients: a.clients,
+                    keys: a.keys,
+                    value_size: a.value_size,
+                    get_ratio: ratio,
+                    hot_requests: 0.9,
+                    hot_keys: 0.1,
+                    threads: 1,
+                    duration: a.duration,
+                    rate: open.then_some(a.rate),
+                    seed: 7,
+                    json: false,
+                    mix: Mix::Getset,
+                };
+                let r = server_load::measure(&args)?;
+                let ms = |q: f64| r.hist.value_at_quantile(q) as f64 / 1e6;
+                let mut cdf: Vec<(f64, f64)> = (1..=100)
+                    .map(|i| (ms(i as f64 / 100.0), i as f64 / 100.0))
+                    .collect();
+                cdf.extend([0.995, 0.999].map(|q| (ms(q), q)));
+                cdf.sort_by(|x, y| x.1.total_cmp(&y.1));
+                let requests = r.gets + r.sets;
+                runs.push(Run {
+                    round,
+                    server: name.to_string(),
+                    ratio,
+                    open,
+                    throughput: requests as f64 / r.elapsed,
+                    avg: r.hist.mean() / 1e6,
+                    median: ms(0.5),
+                    p95: ms(0.95),
+                    p99: ms(0.99),
+                    requests,
+                    cdf,
+                });
+                bar.inc(1);
+            }
+        }
+        drop(server);
+    }
+    Ok(runs)
 }
