@@ -119,6 +119,9 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         batch_rows: usize,
     },
+    /// Write a consistent copy of the database into a new directory, which opens as a
+    /// database of its own (tables hard-linked where the file system allows).
+    Checkpoint { dir: PathBuf, target: PathBuf },
     /// Show the level structure: per level the files, key ranges, sizes and entry counts.
     Inspect {
         dir: PathBuf,
@@ -480,6 +483,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             if !report.bad.is_empty() && on_error == import::OnError::Abort {
                 return Ok(ExitCode::from(1));
             }
+        }
+        Command::Checkpoint { dir, target } => {
+            let db = open_existing(&dir)?;
+            let made = db.checkpoint(&target).map_err(|e| e.to_string());
+            close(db)?;
+            made?;
+            writeln!(
+                out,
+                "checkpoint of {} written to {}",
+                dir.display(),
+                target.display()
+            )
+            .map_err(io)?;
         }
         Command::Inspect { dir, svg } => {
             let db = open_existing(&dir)?;

@@ -328,3 +328,22 @@ fn interactive_shell_starts_and_leaves_on_ctrl_d() {
         "the shell's write was kept: {text}"
     );
 }
+
+#[test]
+fn checkpoint_writes_a_copy_that_opens_and_refuses_an_existing_directory() {
+    let (t, db) = db_dir();
+    assert!(strata(&["put", &db, "apple", "red"]).status.success());
+    assert!(strata(&["put", &db, "pear", "green"]).status.success());
+    let copy = t.path().join("copy").to_str().unwrap().to_string();
+    let o = strata(&["checkpoint", &db, &copy]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The copy has every key; writes to the database afterwards stay out of it.
+    assert!(strata(&["put", &db, "plum", "purple"]).status.success());
+    assert_eq!(
+        stdout(&strata(&["scan", &copy])),
+        "apple\tred\npear\tgreen\n"
+    );
+    let o = strata(&["checkpoint", &db, &copy]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("exists already"), "{}", stderr(&o));
+}

@@ -235,6 +235,15 @@ pub trait FileSystem: Send + Sync {
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
     /// Size of a file in bytes.
     fn file_size(&self, path: &Path) -> io::Result<u64>;
+    /// Makes `to` a durable file with `from`'s bytes, for a file never written again: a
+    /// hard link where the file system allows one, a synced copy where not. The default
+    /// copies.
+    fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let data = self.read_all(from)?;
+        let mut f = self.create(to)?;
+        f.append(&data)?;
+        f.sync()
+    }
 }
 
 /// The real file system.
@@ -362,6 +371,15 @@ impl FileSystem for StdFs {
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         std::fs::rename(from, to)
+    }
+    fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        // A link shares the synced bytes; another file system, or one without links, gets a
+        // copy.
+        if std::fs::hard_link(from, to).is_ok() {
+            return Ok(());
+        }
+        std::fs::copy(from, to)?;
+        File::open(to)?.sync_all()
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)

@@ -20,19 +20,22 @@ use crate::version::set::VersionSet;
 use crate::version::{TableStore, io_err, table_file_name, wal_file_name};
 
 pub(super) fn create_wal(store: &TableStore, number: FileNumber) -> Result<LogWriter> {
-    let path = store.dir.join(wal_file_name(number));
-    let file = store
-        .fs
-        .create_log(&path)
-        .map_err(io_err("create", &path))?;
+    create_wal_in(store.fs.as_ref(), &store.dir, number)
+}
+
+/// [`create_wal`] in any directory: a checkpoint's too.
+pub(super) fn create_wal_in(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &std::path::Path,
+    number: FileNumber,
+) -> Result<LogWriter> {
+    let path = dir.join(wal_file_name(number));
+    let file = fs.create_log(&path).map_err(io_err("create", &path))?;
     let mut w = LogWriter::new(file, path);
     w.add_record(&header_record(LogKind::Wal))?;
     w.flush()?;
     // The WAL's directory entry must be durable before synced writes land in it.
-    store
-        .fs
-        .sync_dir(&store.dir)
-        .map_err(io_err("fsync", &store.dir))?;
+    fs.sync_dir(dir).map_err(io_err("fsync", dir))?;
     Ok(w)
 }
 

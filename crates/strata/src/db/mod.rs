@@ -356,6 +356,49 @@ impl Db {
         result
     }
 
+    /// Writes a consistent copy of the database into `dir`, a new directory, while writes
+    /// go on; the copy opens as a database of its own. The memtables are flushed first, so
+    /// the copy holds every write made before the call and needs no WAL. Its tables are
+    /// hard-linked where the file system allows (sharing their bytes with this database's,
+    /// which never change), copied where not, under a MANIFEST of their own.
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        let store = &self.inner.store;
+        let fs = store.fs.as_ref();
+        if fs.exists(dir) {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint: {} exists already",
+                dir.display()
+            )));
+        }
+        self.inner.flush()?;
+        // The version holds its tables alive (a compaction's inputs are deleted only when no
+        // version needs them) while they are linked.
+        let (version, mut edit) = {
+            let st = lock(&self.inner.state);
+            (st.versions.current(), st.versions.snapshot_edit())
+        };
+        let io = |what: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |e: std::io::Error| Error::io(what, &path, e)
+        };
+        fs.create_dir_all(dir).map_err(io("create", dir))?;
+        for (_, f) in version.files() {
+            let name = crate::version::table_file_name(f.number);
+            fs.link_or_copy(&store.dir.join(&name), &dir.join(&name))
+                .map_err(io("link", &dir.join(&name)))?;
+        }
+        // An empty WAL of its own, which its MANIFEST names as the oldest it needs.
+        let next = edit.next_file_number.unwrap_or(1);
+        let mut wal = background::create_wal_in(fs, dir, FileNumber(next))?;
+        wal.sync()?;
+        edit.log_number = Some(FileNumber(next));
+        edit.next_file_number = Some(next + 2);
+        crate::version::set::write_manifest(fs, dir, FileNumber(next + 1), &edit)?;
+        fs.sync_dir(dir).map_err(io("fsync", dir))?;
+        Ok(())
+    }
+
     /// Turns the memtable into an SST now and waits until every memtable is flushed.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()

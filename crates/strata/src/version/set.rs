@@ -6,11 +6,13 @@
 //! the edit. CURRENT names the MANIFEST and is replaced atomically (write a temporary file,
 //! sync it, rename it over CURRENT, sync the directory).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use super::edit::VersionEdit;
 use super::{FileMeta, TableStore, Version, io_err, manifest_file_name};
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, compare_internal};
 use crate::log::{LogKind, LogWriter, RecoveryMode, header_record, read_log, strip_header};
 
@@ -248,15 +250,8 @@ impl VersionSet {
         self.current = Arc::new(version);
     }
 
-    /// Starts a new MANIFEST holding the whole current state, and points CURRENT at it.
-    pub(crate) fn write_new_manifest(&mut self) -> Result<()> {
-        let number = self.new_file_number();
-        let fs = &self.store.fs;
-        let dir = &self.store.dir;
-        let path = dir.join(manifest_file_name(number));
-        let file = fs.create(&path).map_err(io_err("create", &path))?;
-        let mut writer = LogWriter::new(file, path.clone());
-        writer.add_record(&header_record(LogKind::Manifest))?;
+    /// The whole current state as one edit: what a new MANIFEST starts with.
+    pub(crate) fn snapshot_edit(&self) -> VersionEdit {
         let mut snapshot = VersionEdit {
             log_number: Some(self.log_number),
             next_file_number: Some(self.next_file),
@@ -279,9 +274,15 @@ impl VersionSet {
                 deletions: f.deletions,
             });
         }
-        writer.add_record(&snapshot.encode())?;
-        writer.sync()?;
-        set_current(&self.store, number)?;
+        snapshot
+    }
+
+    /// Starts a new MANIFEST holding the whole current state, and points CURRENT at it.
+    pub(crate) fn write_new_manifest(&mut self) -> Result<()> {
+        let number = self.new_file_number();
+        let fs = &self.store.fs;
+        let dir = &self.store.dir;
+        let writer = write_manifest(fs.as_ref(), dir, number, &self.snapshot_edit())?;
         let old = self.manifest_number;
         self.manifest = Some(writer);
         self.manifest_number = number;
@@ -293,10 +294,26 @@ impl VersionSet {
     }
 }
 
+/// Writes MANIFEST `number` into `dir`, holding `snapshot`, syncs it and points CURRENT at
+/// it; returns the writer, for the edits that follow.
+pub(crate) fn write_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: FileNumber,
+    snapshot: &VersionEdit,
+) -> Result<LogWriter> {
+    let path = dir.join(manifest_file_name(number));
+    let file = fs.create(&path).map_err(io_err("create", &path))?;
+    let mut writer = LogWriter::new(file, path.clone());
+    writer.add_record(&header_record(LogKind::Manifest))?;
+    writer.add_record(&snapshot.encode())?;
+    writer.sync()?;
+    set_current(fs, dir, number)?;
+    Ok(writer)
+}
+
 /// Points CURRENT at MANIFEST `number`, atomically and durably.
-pub(crate) fn set_current(store: &TableStore, number: FileNumber) -> Result<()> {
-    let fs = &store.fs;
-    let dir = &store.dir;
+pub(crate) fn set_current(fs: &dyn FileSystem, dir: &Path, number: FileNumber) -> Result<()> {
     // The new MANIFEST's directory entry must be durable before CURRENT can name it.
     fs.sync_dir(dir).map_err(io_err("fsync", dir))?;
     let tmp = dir.join(format!("{:06}.dbtmp", number.0));
