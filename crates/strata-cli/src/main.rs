@@ -487,8 +487,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Checkpoint { dir, target } => {
             let db = open_existing(&dir)?;
             let made = db.checkpoint(&target).map_err(|e| e.to_string());
-            close(db)?;
+            let closed = close(db);
             made?;
+            closed?;
             writeln!(
                 out,
                 "checkpoint of {} written to {}",

@@ -373,13 +373,24 @@ impl FileSystem for StdFs {
         std::fs::rename(from, to)
     }
     fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<()> {
-        // A link shares the synced bytes; another file system, or one without links, gets a
-        // copy.
-        if std::fs::hard_link(from, to).is_ok() {
-            return Ok(());
+        // A link shares the synced bytes. Another file system, or one without links, gets a
+        // copy; any other failure (`to` exists, say) is an error, and nothing is truncated.
+        match std::fs::hard_link(from, to) {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if !matches!(
+                    e.raw_os_error(),
+                    Some(libc::EXDEV | libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK)
+                ) =>
+            {
+                return Err(e);
+            }
+            Err(_) => {}
         }
-        std::fs::copy(from, to)?;
-        File::open(to)?.sync_all()
+        let mut src = File::open(from)?;
+        let mut dst = OpenOptions::new().write(true).create_new(true).open(to)?;
+        io::copy(&mut src, &mut dst)?;
+        dst.sync_all()
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)

@@ -102,3 +102,17 @@ fn a_checkpoint_into_an_existing_directory_is_refused() {
     let err = db.checkpoint(dir.path()).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }
+
+/// Two checkpoints racing into one directory: the second finds the first's links where its
+/// own would go. It must fail there, not fall back to a copy that truncates the file, which
+/// is a live table of the database.
+#[test]
+fn linking_onto_an_existing_file_fails_and_truncates_nothing() {
+    use strata::{FileSystem, StdFs};
+    let dir = tempfile::tempdir().unwrap();
+    let (table, link) = (dir.path().join("000007.sst"), dir.path().join("link.sst"));
+    std::fs::write(&table, b"the table's bytes").unwrap();
+    std::fs::hard_link(&table, &link).unwrap();
+    assert!(StdFs.link_or_copy(&table, &link).is_err());
+    assert_eq!(std::fs::read(&table).unwrap(), b"the table's bytes");
+}

@@ -383,6 +383,10 @@ impl Db {
             move |e: std::io::Error| Error::io(what, &path, e)
         };
         fs.create_dir_all(dir).map_err(io("create", dir))?;
+        // The new directory's own entry, in its parent.
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.sync_dir(parent).map_err(io("fsync", parent))?;
+        }
         for (_, f) in version.files() {
             let name = crate::version::table_file_name(f.number);
             fs.link_or_copy(&store.dir.join(&name), &dir.join(&name))
