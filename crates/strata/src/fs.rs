@@ -256,6 +256,24 @@ struct StdWritable {
     syncer: Option<Arc<File>>,
 }
 
+impl StdWritable {
+    /// Creates (or truncates) `path`; a log gets a descriptor of its own for `begin_sync`.
+    fn create(path: &Path, log: bool) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(StdWritable {
+            file: io::BufWriter::with_capacity(64 * 1024, file),
+            syncer: match log {
+                true => Some(Arc::new(File::open(path)?)),
+                false => None,
+            },
+        })
+    }
+}
+
 impl WritableFile for StdWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
         self.file.write_all(data)
@@ -334,30 +352,14 @@ impl FileLock for StdLock {}
 
 impl FileSystem for StdFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        Ok(Box::new(StdWritable {
-            file: io::BufWriter::with_capacity(64 * 1024, file),
-            syncer: None,
-        }))
+        Ok(Box::new(StdWritable::create(path, false)?))
     }
     fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         #[cfg(target_os = "linux")]
         if let Some(log) = mapped::MappedLog::create(path)? {
             return Ok(Box::new(log));
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        Ok(Box::new(StdWritable {
-            file: io::BufWriter::with_capacity(64 * 1024, file),
-            syncer: Some(Arc::new(File::open(path)?)),
-        }))
+        Ok(Box::new(StdWritable::create(path, true)?))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         Ok(Arc::new(StdRandomAccess {

@@ -378,19 +378,17 @@ impl Db {
             let st = lock(&self.inner.state);
             (st.versions.current(), st.versions.snapshot_edit())
         };
-        let io = |what: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            move |e: std::io::Error| Error::io(what, &path, e)
-        };
-        fs.create_dir_all(dir).map_err(io("create", dir))?;
+        fs.create_dir_all(dir)
+            .map_err(crate::version::io_err("create", dir))?;
         // The new directory's own entry, in its parent.
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs.sync_dir(parent).map_err(io("fsync", parent))?;
+            fs.sync_dir(parent)
+                .map_err(crate::version::io_err("fsync", parent))?;
         }
         for (_, f) in version.files() {
             let name = crate::version::table_file_name(f.number);
             fs.link_or_copy(&store.dir.join(&name), &dir.join(&name))
-                .map_err(io("link", &dir.join(&name)))?;
+                .map_err(crate::version::io_err("link", &dir.join(&name)))?;
         }
         // An empty WAL of its own, which its MANIFEST names as the oldest it needs.
         let next = edit.next_file_number.unwrap_or(1);
@@ -398,8 +396,8 @@ impl Db {
         wal.sync()?;
         edit.log_number = Some(FileNumber(next));
         edit.next_file_number = Some(next + 2);
+        // Writing the MANIFEST syncs the directory: every link and file above is in it.
         crate::version::set::write_manifest(fs, dir, FileNumber(next + 1), &edit)?;
-        fs.sync_dir(dir).map_err(io("fsync", dir))?;
         Ok(())
     }
 
