@@ -73,11 +73,17 @@ fn check_options_file(dir: &Path, s: &Settings) -> Result<()> {
         "zstd" => "kZSTD",
         _ => "kNoCompression",
     };
-    let expected = [
+    let mut expected = vec![
         ("compression", compression.to_string()),
         ("write_buffer_size", s.write_buffer_size.to_string()),
         ("block_size", s.block_size.to_string()),
     ];
+    if let Some(ratio) = s.size_ratio {
+        expected.push(("max_bytes_for_level_multiplier", format!("{ratio}.000000")));
+    }
+    if let Some(bytes) = s.level1_bytes {
+        expected.push(("max_bytes_for_level_base", bytes.to_string()));
+    }
     for (name, want) in expected {
         if value(name) != want {
             return Err(format!(
