@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strata::{Db, Options, WriteBatch, WriteOptions};
+use strata::{BackupEngine, Db, Options, WriteBatch, WriteOptions};
 
 use crate::text::{hex, parse_arg, show, unhex};
 
@@ -47,6 +47,36 @@ impl Format {
     fn output(&self, b: &[u8]) -> String {
         if self.hex { hex(b) } else { show(b) }
     }
+}
+
+#[derive(Subcommand)]
+enum BackupCommand {
+    /// Back the database up into the backup directory (created if missing).
+    Create { dir: PathBuf, backups: PathBuf },
+    /// List the backups: id, time, files, bytes.
+    List { backups: PathBuf },
+    /// Restore a backup (the newest unless --id) into a new directory, checking every
+    /// file's checksum.
+    Restore {
+        backups: PathBuf,
+        target: PathBuf,
+        #[arg(long)]
+        id: Option<u64>,
+    },
+    /// Read every file of a backup (the newest unless --id) and check its checksum.
+    Verify {
+        backups: PathBuf,
+        #[arg(long)]
+        id: Option<u64>,
+    },
+    /// Delete all backups but the newest --keep, and the files only they held.
+    Purge {
+        backups: PathBuf,
+        #[arg(long)]
+        keep: usize,
+    },
+    /// Delete one backup, and the files only it held.
+    Delete { backups: PathBuf, id: u64 },
 }
 
 #[derive(Subcommand)]
@@ -122,6 +152,9 @@ enum Command {
     /// Write a consistent copy of the database into a new directory, which opens as a
     /// database of its own (tables hard-linked where the file system allows).
     Checkpoint { dir: PathBuf, target: PathBuf },
+    /// Keep several backups of a database in one directory, sharing their unchanged tables.
+    #[command(subcommand)]
+    Backup(BackupCommand),
     /// Show the level structure: per level the files, key ranges, sizes and entry counts.
     Inspect {
         dir: PathBuf,
@@ -232,6 +265,92 @@ fn close(db: Db) -> Result<(), String> {
 
 fn json_str(s: String) -> serde_json::Value {
     serde_json::Value::String(s)
+}
+
+fn backup(cmd: BackupCommand, out: &mut impl Write) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    // Only `create` makes a backup directory; the others must find one.
+    let creating = matches!(cmd, BackupCommand::Create { .. });
+    let engine = |dir: &std::path::Path| {
+        if !creating && !dir.join("meta").is_dir() {
+            return Err(format!("no backup directory at {}", dir.display()));
+        }
+        BackupEngine::open(dir).map_err(|e| e.to_string())
+    };
+    let newest = |e: &BackupEngine, id: Option<u64>| -> Result<u64, String> {
+        match id {
+            Some(id) => Ok(id),
+            None => e
+                .list()
+                .map_err(|e| e.to_string())?
+                .last()
+                .map(|b| b.id)
+                .ok_or_else(|| "no backups yet".to_string()),
+        }
+    };
+    match cmd {
+        BackupCommand::Create { dir, backups } => {
+            let db = open_existing(&dir)?;
+            let made = engine(&backups).and_then(|e| e.create(&db).map_err(|e| e.to_string()));
+            close(db)?;
+            let made = made?;
+            writeln!(
+                out,
+                "backup {} of {}: {} files, {} bytes, {} of them new",
+                made.info.id,
+                dir.display(),
+                made.info.files,
+                made.info.bytes,
+                made.added_bytes
+            )
+            .map_err(io)?;
+        }
+        BackupCommand::List { backups } => {
+            let list = engine(&backups)?.list().map_err(|e| e.to_string())?;
+            writeln!(
+                out,
+                "{:>4}  {:<20}  {:>6}  {:>12}",
+                "id", "created (UTC)", "files", "bytes"
+            )
+            .map_err(io)?;
+            for b in list {
+                writeln!(
+                    out,
+                    "{:>4}  {:<20}  {:>6}  {:>12}",
+                    b.id,
+                    text::utc_time(b.created_unix_secs),
+                    b.files,
+                    b.bytes
+                )
+                .map_err(io)?;
+            }
+        }
+        BackupCommand::Restore {
+            backups,
+            target,
+            id,
+        } => {
+            let e = engine(&backups)?;
+            let id = newest(&e, id)?;
+            e.restore(id, &target).map_err(|e| e.to_string())?;
+            writeln!(out, "backup {id} restored to {}", target.display()).map_err(io)?;
+        }
+        BackupCommand::Verify { backups, id } => {
+            let e = engine(&backups)?;
+            let id = newest(&e, id)?;
+            e.verify(id).map_err(|e| e.to_string())?;
+            writeln!(out, "backup {id}: every file matches its checksum").map_err(io)?;
+        }
+        BackupCommand::Purge { backups, keep } => {
+            let gone = engine(&backups)?.purge(keep).map_err(|e| e.to_string())?;
+            writeln!(out, "deleted {} backups {gone:?}", gone.len()).map_err(io)?;
+        }
+        BackupCommand::Delete { backups, id } => {
+            engine(&backups)?.delete(id).map_err(|e| e.to_string())?;
+            writeln!(out, "deleted backup {id}").map_err(io)?;
+        }
+    }
+    Ok(())
 }
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
@@ -498,6 +617,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             )
             .map_err(io)?;
         }
+        Command::Backup(cmd) => backup(cmd, &mut out)?,
         Command::Inspect { dir, svg } => {
             let db = open_existing(&dir)?;
             let stats = db.stats();

@@ -118,9 +118,40 @@ pub fn unhex(s: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// `YYYY-MM-DD HH:MM:SS` of seconds since the Unix epoch, in UTC (the proleptic Gregorian
+/// calendar, by days counted in 400-year eras).
+pub fn utc_time(unix_secs: u64) -> String {
+    let days = (unix_secs / 86_400) as i64;
+    let secs = unix_secs % 86_400;
+    // Days since 0000-03-01, so that a leap day ends each year.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_time_matches_known_dates() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00:00");
+        assert_eq!(utc_time(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(utc_time(1_764_050_400), "2025-11-25 06:00:00");
+        assert_eq!(utc_time(4_107_542_399), "2100-02-28 23:59:59");
+    }
 
     #[test]
     fn words_quotes_and_escapes() {

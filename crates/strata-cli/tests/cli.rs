@@ -347,3 +347,55 @@ fn checkpoint_writes_a_copy_that_opens_and_refuses_an_existing_directory() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("exists already"), "{}", stderr(&o));
 }
+
+#[test]
+fn backup_create_list_verify_restore_and_purge() {
+    let (t, db) = db_dir();
+    let backups = t.path().join("backups").to_str().unwrap().to_string();
+    assert!(strata(&["put", &db, "apple", "red"]).status.success());
+    let o = strata(&["backup", "create", &db, &backups]);
+    assert!(stdout(&o).starts_with("backup 1 of "), "{}", stderr(&o));
+    assert!(strata(&["put", &db, "pear", "green"]).status.success());
+    let o = strata(&["backup", "create", &db, &backups]);
+    assert!(stdout(&o).starts_with("backup 2 of "), "{}", stderr(&o));
+
+    let list = stdout(&strata(&["backup", "list", &backups]));
+    let ids: Vec<&str> = list
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(ids, ["1", "2"], "{list}");
+    let o = strata(&["backup", "verify", &backups]);
+    assert_eq!(stdout(&o), "backup 2: every file matches its checksum\n");
+
+    let first = t.path().join("first").to_str().unwrap().to_string();
+    let o = strata(&["backup", "restore", &backups, &first, "--id", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&strata(&["scan", &first])), "apple\tred\n");
+    let newest = t.path().join("newest").to_str().unwrap().to_string();
+    assert!(
+        strata(&["backup", "restore", &backups, &newest])
+            .status
+            .success()
+    );
+    assert_eq!(
+        stdout(&strata(&["scan", &newest])),
+        "apple\tred\npear\tgreen\n"
+    );
+
+    let o = strata(&["backup", "purge", &backups, "--keep", "1"]);
+    assert_eq!(stdout(&o), "deleted 1 backups [1]\n");
+    let o = strata(&["backup", "restore", &backups, &first, "--id", "2"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("exists already"), "{}", stderr(&o));
+    let gone = t.path().join("gone").to_str().unwrap().to_string();
+    let o = strata(&["backup", "restore", &backups, &gone, "--id", "1"]);
+    assert!(stderr(&o).contains("no backup 1"), "{}", stderr(&o));
+    let o = strata(&["backup", "list", &first]);
+    assert!(
+        stderr(&o).contains("no backup directory at"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -28,6 +28,7 @@ mod glob;
 mod hotcache;
 mod net;
 pub mod resp;
+mod save;
 mod store;
 mod tls;
 
@@ -201,7 +202,8 @@ pub(crate) struct Shared {
     /// One row per row of the command table.
     pub command_stats: Vec<commands::CommandStats>,
     pub started: Instant,
-    pub started_unix: u64,
+    /// SAVE, BGSAVE and LASTSAVE.
+    pub saves: save::Saves,
     pub run_id: u128,
     pub shutdown: AtomicBool,
     /// SCAN cursors: cursor number to the database and key to continue after.
@@ -301,6 +303,7 @@ pub struct Server {
     tls_addr: Option<SocketAddr>,
     accept: Option<JoinHandle<()>>,
     syncer: Option<JoinHandle<()>>,
+    saver: Option<JoinHandle<()>>,
     workers: Arc<Vec<net::WorkerHandle>>,
 }
 
@@ -364,6 +367,7 @@ impl Server {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
+        let saves = save::Saves::new(now.as_secs(), db.snapshot().sequence());
         let shared = Arc::new(Shared {
             db,
             clock: config.clock.clone(),
@@ -381,7 +385,7 @@ impl Server {
             tcp_keepalive: AtomicU64::new(config.tcp_keepalive),
             command_stats: commands::TABLE.iter().map(|_| Default::default()).collect(),
             started: Instant::now(),
-            started_unix: now.as_secs(),
+            saves,
             run_id: now.as_nanos() ^ (u128::from(std::process::id()) << 64),
             shutdown: AtomicBool::new(false),
             cursors: Mutex::new(CursorTable::default()),
@@ -426,12 +430,21 @@ impl Server {
                 .spawn(move || background(&shared))
                 .map_err(|e| e.to_string())?
         };
+        // BGSAVE's checkpoints.
+        let saver = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("strata-save".into())
+                .spawn(move || shared.saves.saver_loop(&shared))
+                .map_err(|e| e.to_string())?
+        };
         Ok(Server {
             shared,
             addr,
             tls_addr,
             accept: Some(accept),
             syncer: Some(syncer),
+            saver: Some(saver),
             workers,
         })
     }
@@ -467,6 +480,11 @@ impl Server {
             let _ = t.join();
         }
         if let Some(t) = self.syncer.take() {
+            let _ = t.join();
+        }
+        // A BGSAVE under way finishes first.
+        self.shared.saves.wake();
+        if let Some(t) = self.saver.take() {
             let _ = t.join();
         }
         for w in self.workers.iter() {

@@ -365,6 +365,92 @@ fn restart_keeps_the_data() {
     server.shutdown().unwrap();
 }
 
+/// The value of one field of `INFO persistence`.
+fn persistence_field(c: &mut redis::Connection, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+/// The keys `k0..` that a server over `dir` holds, and their values.
+fn keys_in(dir: &std::path::Path) -> Vec<(String, String)> {
+    let server = start(dir, |_| {});
+    let mut c = client(&server);
+    let mut keys: Vec<String> = c.keys("k*").unwrap();
+    keys.sort();
+    let pairs = keys
+        .into_iter()
+        .map(|k| {
+            let v: String = c.get(&k).unwrap();
+            (k, v)
+        })
+        .collect();
+    drop(c);
+    server.shutdown().unwrap();
+    pairs
+}
+
+#[test]
+fn save_and_bgsave_write_a_checkpoint_that_a_server_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let started: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
+    let _: () = c.set("k1", "one").unwrap();
+    let _: () = c.set("k2", "two").unwrap();
+    assert_eq!(
+        persistence_field(&mut c, "rdb_changes_since_last_save"),
+        "2"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    let saved: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
+    assert!(saved > started, "LASTSAVE {saved}, started {started}");
+    assert_eq!(
+        persistence_field(&mut c, "rdb_changes_since_last_save"),
+        "0"
+    );
+    let _: () = c.set("k3", "three").unwrap();
+    let _: () = c.del("k1").unwrap();
+    let checkpoint = dir.path().join("checkpoint");
+    assert_eq!(
+        keys_in(&checkpoint),
+        [("k1".into(), "one".into()), ("k2".into(), "two".into())]
+    );
+
+    // BGSAVE replaces it with the state of its own time.
+    let reply: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
+    assert_eq!(reply, "Background saving started");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while persistence_field(&mut c, "rdb_changes_since_last_save") != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "BGSAVE did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(persistence_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(
+        keys_in(&checkpoint),
+        [("k2".into(), "two".into()), ("k3".into(), "three".into())]
+    );
+    assert!(!dir.path().join("checkpoint.tmp").exists());
+
+    // Not inside a transaction, as in Redis.
+    let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
+    let err = redis::cmd("SAVE").query::<()>(&mut c).unwrap_err();
+    assert!(
+        err.to_string().contains("not allowed inside a transaction"),
+        "{err}"
+    );
+    let err = redis::cmd("EXEC").query::<()>(&mut c).unwrap_err();
+    assert!(err.to_string().contains("Transaction discarded"), "{err}");
+    drop(c);
+    server.shutdown().unwrap();
+}
+
 fn raw_exchange(addr: std::net::SocketAddr, bytes: &[u8]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

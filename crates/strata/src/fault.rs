@@ -353,6 +353,10 @@ impl FileSystem for FaultFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         self.inner.create_dir_all(dir)
     }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        self.gate(FaultOp::Remove)?;
+        self.inner.remove_dir(dir)
+    }
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
     }

@@ -227,6 +227,8 @@ pub trait FileSystem: Send + Sync {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Creates a directory and its parents.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
     /// True when the path exists.
     fn exists(&self, path: &Path) -> bool;
     /// Makes the directory's entries (creates, renames, removes) durable.
@@ -408,6 +410,9 @@ impl FileSystem for StdFs {
     }
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
@@ -1015,6 +1020,19 @@ impl FileSystem for MemFs {
         for a in dir.ancestors() {
             st.dirs.insert(a.to_path_buf());
         }
+        Ok(())
+    }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        if !st.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        let in_use = st.files.keys().any(|p| p.starts_with(dir))
+            || st.dirs.iter().any(|d| d != dir && d.starts_with(dir));
+        if in_use {
+            return Err(io::ErrorKind::DirectoryNotEmpty.into());
+        }
+        st.dirs.remove(dir);
         Ok(())
     }
     fn exists(&self, path: &Path) -> bool {

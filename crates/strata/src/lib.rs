@@ -33,6 +33,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
+pub mod backup;
 mod batch;
 mod cache;
 mod coding;
@@ -65,6 +66,7 @@ mod sstable;
 mod stats;
 mod version;
 
+pub use backup::{BackupEngine, BackupInfo, NewBackup};
 pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use db::{Db, DbIterator, Scan, Transaction};

@@ -116,3 +116,31 @@ fn linking_onto_an_existing_file_fails_and_truncates_nothing() {
     assert!(StdFs.link_or_copy(&table, &link).is_err());
     assert_eq!(std::fs::read(&table).unwrap(), b"the table's bytes");
 }
+
+/// A checkpoint that fails partway removes what it made: a directory with some of the
+/// tables would open as a database that silently lacks the rest.
+#[test]
+fn a_failed_checkpoint_leaves_no_directory() {
+    use strata::{FaultFs, FaultOp, FileSystem, Options};
+    let mem = MemFs::new();
+    let fs = FaultFs::new(Arc::new(mem.clone()));
+    let opts = Options {
+        fs: Arc::new(fs.clone()),
+        ..common::tiny_options(None, 4)
+    };
+    let db = Db::open("/db", opts).unwrap();
+    for i in 0..1000 {
+        db.put(&key(i), &value(i)).unwrap();
+    }
+    db.flush().unwrap();
+    // The memory file system copies tables: the second copy fails.
+    fs.fail_nth(FaultOp::Create, 2, false);
+    assert!(db.checkpoint("/copy").is_err());
+    assert!(
+        !fs.exists(std::path::Path::new("/copy")),
+        "a half-made checkpoint is left"
+    );
+    db.checkpoint("/copy").unwrap();
+    let c = Db::open("/copy", common::tiny_options(Some(mem), 4)).unwrap();
+    assert_eq!(prefix_len(&c), 1000);
+}

@@ -267,6 +267,11 @@ pub(crate) fn execute(
         conn.multi_failed |= conn.multi.is_some();
         return After::Continue;
     }
+    if conn.multi.is_some() && cmd.flags.contains(&"no_multi") {
+        out.error("ERR Command not allowed inside a transaction");
+        conn.multi_failed = true;
+        return After::Continue;
+    }
     if let Some(queue) = conn.multi.as_mut()
         && !transaction::runs_inside_multi(cmd.name)
     {

@@ -581,9 +581,34 @@ pub(super) fn compact(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
+/// `LASTSAVE`: when the last SAVE or BGSAVE succeeded (the server's start before any).
 pub(super) fn lastsave(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
-    // Every write is in the log: the data is as saved as it will be at the server's start.
-    cx.out.int(cx.shared.started_unix as i64);
+    cx.out.int(cx.shared.saves.last_save_unix() as i64);
+    Ok(())
+}
+
+/// `SAVE`: a checkpoint of the database in `DIR/checkpoint`, written before the reply.
+/// Other clients go on meanwhile (the checkpoint is made while writes continue).
+pub(super) fn save(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    cx.shared.saves.save(cx.shared)?;
+    cx.out.ok();
+    Ok(())
+}
+
+/// `BGSAVE [SCHEDULE]`: the same checkpoint, written by the saver thread.
+pub(super) fn bgsave(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let schedule = match a {
+        [_] => false,
+        [_, opt] if opt.eq_ignore_ascii_case(b"schedule") => true,
+        _ => return Err(super::syntax()),
+    };
+    match cx.shared.saves.background(schedule) {
+        crate::save::Background::Started => cx.out.simple("Background saving started"),
+        crate::save::Background::Scheduled => cx.out.simple("Background saving scheduled"),
+        crate::save::Background::AlreadyRunning => {
+            return Err("ERR Background save already in progress".into());
+        }
+    }
     Ok(())
 }
 
@@ -726,20 +751,26 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
             );
         }
         "persistence" => {
+            let (saving, bgsave_ok, saved_seq) = shared.saves.info();
             let _ = write!(
                 o,
                 "# Persistence\r\n\
                  loading:0\r\n\
                  aof_enabled:1\r\n\
                  appendfsync:{}\r\n\
-                 rdb_changes_since_last_save:0\r\n\
-                 rdb_last_save_time:{}\r\n",
+                 rdb_changes_since_last_save:{}\r\n\
+                 rdb_bgsave_in_progress:{}\r\n\
+                 rdb_last_save_time:{}\r\n\
+                 rdb_last_bgsave_status:{}\r\n",
                 match shared.sync_mode() {
                     SyncMode::Always => "always",
                     SyncMode::EverySec => "everysec",
                     SyncMode::No => "no",
                 },
-                shared.started_unix
+                shared.db.snapshot().sequence().saturating_sub(saved_seq),
+                u8::from(saving),
+                shared.saves.last_save_unix(),
+                if bgsave_ok { "ok" } else { "err" },
             );
         }
         "stats" => {

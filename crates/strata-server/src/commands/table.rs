@@ -538,6 +538,22 @@ pub(crate) static TABLE: &[Command] = &[
         transaction::unwatch
     ),
     cmd!(
+        "save",
+        1,
+        &["admin", "noscript", "no_async_loading", "no_multi"],
+        ["admin", "slow", "dangerous"],
+        NONE,
+        server::save
+    ),
+    cmd!(
+        "bgsave",
+        -1,
+        &["admin", "noscript", "no_async_loading"],
+        ["admin", "slow", "dangerous"],
+        NONE,
+        server::bgsave
+    ),
+    cmd!(
         "lastsave",
         1,
         &["loading", "stale", "fast"],

@@ -90,11 +90,17 @@ impl DbInner {
     pub(super) fn flush(&self) -> Result<()> {
         self.join_write_queue(QueuedWrite::SwitchMemtable, false)?;
         let mut st = lock(&self.state);
+        // Memtables are flushed oldest first, so the flush is done when the newest memtable
+        // now waiting (the one switched out above, or a later one) has gone: under writes
+        // faster than flushes, waiting for none to be left could wait for the writes to stop.
+        let Some(newest) = st.imm.back().cloned() else {
+            return Ok(());
+        };
         loop {
             if let Some(e) = &st.bg_error {
                 return Err(Error::Poisoned(e.to_string()));
             }
-            if st.imm.is_empty() {
+            if !st.imm.iter().any(|m| Arc::ptr_eq(m, &newest)) {
                 return Ok(());
             }
             if st.closed {

@@ -380,6 +380,27 @@ impl Db {
         };
         fs.create_dir_all(dir)
             .map_err(crate::version::io_err("create", dir))?;
+        let made = self.fill_checkpoint(dir, &version, &mut edit);
+        if made.is_err() {
+            // A half-made copy would open as a database that lacks tables: remove it.
+            for name in fs.list(dir).unwrap_or_default() {
+                let _ = fs.remove(&dir.join(name));
+            }
+            let _ = fs.remove_dir(dir);
+        }
+        made
+    }
+
+    /// Links `version`'s tables into the new directory `dir` and writes the MANIFEST of
+    /// `edit` (the version's files) over an empty WAL.
+    fn fill_checkpoint(
+        &self,
+        dir: &Path,
+        version: &crate::version::Version,
+        edit: &mut crate::version::edit::VersionEdit,
+    ) -> Result<()> {
+        let store = &self.inner.store;
+        let fs = store.fs.as_ref();
         // The new directory's own entry, in its parent.
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs.sync_dir(parent)
@@ -397,11 +418,12 @@ impl Db {
         edit.log_number = Some(FileNumber(next));
         edit.next_file_number = Some(next + 2);
         // Writing the MANIFEST syncs the directory: every link and file above is in it.
-        crate::version::set::write_manifest(fs, dir, FileNumber(next + 1), &edit)?;
+        crate::version::set::write_manifest(fs, dir, FileNumber(next + 1), edit)?;
         Ok(())
     }
 
-    /// Turns the memtable into an SST now and waits until every memtable is flushed.
+    /// Turns the memtable into an SST now and waits until every write made before the call
+    /// is in one (writes that go on meanwhile do not hold it up).
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()
     }
