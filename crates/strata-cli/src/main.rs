@@ -645,7 +645,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 writeln!(out, "    @{offset} {size} bytes").map_err(io)?;
             }
             for e in &dump.entries {
-                let kind = if e.deletion { "DEL" } else { "PUT" };
+                let kind = match (e.deletion, e.merge) {
+                    (true, _) => "DEL",
+                    (false, true) => "MERGE",
+                    (false, false) => "PUT",
+                };
                 writeln!(
                     out,
                     "  {kind} seq {} {}\t{}",

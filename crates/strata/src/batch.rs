@@ -28,6 +28,8 @@ pub struct WriteBatch {
     rep: Vec<u8>,
     count: u32,
     invalid: Option<String>,
+    /// Whether `merge` added an operand.
+    merges: bool,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -54,12 +56,17 @@ impl WriteBatch {
             rep,
             count: 0,
             invalid: None,
+            merges: false,
         }
     }
 
     /// Adds a put. A key over [`MAX_KEY_BYTES`] or value over [`MAX_VALUE_BYTES`] makes the
     /// whole batch fail with [`Error::InvalidArgument`] when written.
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.put_kind(ValueKind::Value, key, value);
+    }
+
+    fn put_kind(&mut self, kind: ValueKind, key: &[u8], value: &[u8]) {
         self.check(key, Some(value));
         self.rep.reserve(
             1 + varint_len(key.len() as u64)
@@ -67,10 +74,23 @@ impl WriteBatch {
                 + varint_len(value.len() as u64)
                 + value.len(),
         );
-        self.rep.push(ValueKind::Value as u8);
+        self.rep.push(kind as u8);
         put_len_prefixed(&mut self.rep, key);
         put_len_prefixed(&mut self.rep, value);
         self.count += 1;
+    }
+
+    /// Adds a merge operand for `key`, folded by the database's
+    /// [`MergeOperator`](crate::MergeOperator) into the key's value when it is read. Writing
+    /// it to a database without one fails with [`Error::InvalidArgument`].
+    pub fn merge(&mut self, key: &[u8], operand: &[u8]) {
+        self.merges = true;
+        self.put_kind(ValueKind::Merge, key, operand);
+    }
+
+    /// Whether the batch holds a merge operand (added by [`WriteBatch::merge`]).
+    pub(crate) fn has_merges(&self) -> bool {
+        self.merges
     }
 
     /// Adds a delete of `key` (a no-op for a key that does not exist).
@@ -137,6 +157,7 @@ impl WriteBatch {
             .rep
             .extend_from_slice(self.rep.get(HEADER_BYTES..).unwrap_or_default());
         group.count += self.count;
+        group.merges |= self.merges;
     }
 
     /// The record header for this batch at `first`: `first_seq | count`.
@@ -198,7 +219,7 @@ impl<'a> BatchIter<'a> {
         let kind = ValueKind::from_u8(self.r.u8()?).ok_or(DecodeError("unknown batch op"))?;
         let key = self.r.len_prefixed()?;
         let value = match kind {
-            ValueKind::Value => self.r.len_prefixed()?,
+            ValueKind::Value | ValueKind::Merge => self.r.len_prefixed()?,
             ValueKind::Delete => &[],
         };
         // The limits `put` checks hold for every batch a WAL holds; the memtable relies on them.
@@ -222,6 +243,7 @@ pub(crate) fn decode_record(record: &[u8]) -> Result<(SeqNo, WriteBatch), Decode
         rep: record.to_vec(),
         count,
         invalid: None,
+        merges: false,
     };
     for op in batch.iter() {
         op?;

@@ -28,6 +28,7 @@ use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{
     FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, internal_key, parse_internal_key,
 };
+use crate::merge::MergeOperator;
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
@@ -297,6 +298,8 @@ pub(crate) struct JobContext<'a> {
     pub cancel: &'a dyn Fn() -> bool,
     /// The user's filter, shown the newest version of each key that every reader sees.
     pub filter: Option<&'a dyn CompactionFilter>,
+    /// Folds merge operands that every reader sees into the versions beneath them.
+    pub merge: Option<&'a dyn MergeOperator>,
 }
 
 /// The outcome of a compaction job: the edit to log and what it cost.
@@ -381,13 +384,7 @@ fn merge_into(
             }
         }
         let key = it.key();
-        let p = parse_internal_key(key).ok_or_else(|| {
-            Error::corruption(
-                ctx.store.dir.clone(),
-                0,
-                "malformed internal key in compaction input",
-            )
-        })?;
+        let p = parse_internal_key(key).ok_or_else(|| malformed(ctx))?;
         let new_user_key = !have_key || p.user_key != current_key.as_slice();
         if new_user_key {
             // Cut output files only between user keys, so a key never spans two files.
@@ -419,27 +416,32 @@ fn merge_into(
                 && p.seq <= ctx.smallest_snapshot
                 && is_bottom_for_key(&c.version, c.output_level(), p.user_key)
         };
+        if !drop
+            && p.kind == ValueKind::Merge
+            && p.seq <= ctx.smallest_snapshot
+            && let Some(op) = ctx.merge
+        {
+            // Every reader sees this operand and all older versions alike: fold them.
+            let seq = p.seq;
+            let bottom = is_bottom_for_key(&c.version, c.output_level(), &current_key);
+            let folded = fold_operands(&mut it, &current_key, op, bottom, ctx)?;
+            let b = open_builder(&mut builder, ctx, fs)?;
+            for (k, v) in &folded {
+                b.add(k, v)?;
+            }
+            // Older versions of the key that the fold stopped above are dropped.
+            last_seq_for_key = seq;
+            continue;
+        }
         last_seq_for_key = p.seq;
         if !drop {
-            if builder.is_none() {
-                let number = (ctx.new_file_number)();
-                let path = ctx.store.table_path(number);
-                let file = fs
-                    .create(&path)
-                    .map_err(|e| Error::io("create", &path, e))?;
-                builder = Some((
-                    TableBuilder::new(file, path, ctx.table_options.clone()),
-                    number,
-                ));
-            }
-            if let Some((b, _)) = &mut builder {
-                if removed {
-                    // Older versions of the key may lie below the output level: a tombstone
-                    // in the removed entry's place keeps them hidden until it reaches them.
-                    b.add(&internal_key(p.user_key, p.seq, ValueKind::Delete), &[])?;
-                } else {
-                    b.add(key, it.value())?;
-                }
+            let b = open_builder(&mut builder, ctx, fs)?;
+            if removed {
+                // Older versions of the key may lie below the output level: a tombstone
+                // in the removed entry's place keeps them hidden until it reaches them.
+                b.add(&internal_key(p.user_key, p.seq, ValueKind::Delete), &[])?;
+            } else {
+                b.add(key, it.value())?;
             }
         }
         it.next()?;
@@ -448,6 +450,104 @@ fn merge_into(
         bytes_written += finish_output(b, number, c.output_level(), outputs)?;
     }
     Ok(Some(bytes_written))
+}
+
+fn malformed(ctx: &JobContext<'_>) -> Error {
+    Error::corruption(
+        ctx.store.dir.clone(),
+        0,
+        "malformed internal key in compaction input",
+    )
+}
+
+/// The output file being written, opened on first use.
+fn open_builder<'b>(
+    builder: &'b mut Option<(TableBuilder, FileNumber)>,
+    ctx: &JobContext<'_>,
+    fs: &dyn FileSystem,
+) -> Result<&'b mut TableBuilder> {
+    if builder.is_none() {
+        let number = (ctx.new_file_number)();
+        let path = ctx.store.table_path(number);
+        let file = fs
+            .create(&path)
+            .map_err(|e| Error::io("create", &path, e))?;
+        *builder = Some((
+            TableBuilder::new(file, path, ctx.table_options.clone()),
+            number,
+        ));
+    }
+    builder
+        .as_mut()
+        .map(|(b, _)| b)
+        .ok_or_else(|| Error::InvalidArgument("no output file".into()))
+}
+
+/// With `it` on a merge operand of `key` that every reader sees, reads the operands after
+/// it down to a value or deletion of the key (consumed too) or to the key's last entry, and
+/// returns the entries to write instead, at the first operand's sequence number:
+/// - a value, folded over the value found, over nothing after a deletion, or over nothing
+///   when no level below the output may hold the key (`bottom`);
+/// - otherwise one operand combining them all (the operator is associative), for a later
+///   compaction to fold into the value beneath;
+/// - the entries as they were when the operator fails on them.
+fn fold_operands(
+    it: &mut MergingIterator,
+    key: &[u8],
+    op: &dyn MergeOperator,
+    bottom: bool,
+    ctx: &JobContext<'_>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut raw: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut operands: Vec<Vec<u8>> = Vec::new();
+    let mut seq = None;
+    // `Some(None)`: a deletion; `Some(Some(v))`: a value.
+    let mut base: Option<Option<Vec<u8>>> = None;
+    while it.valid() {
+        let p = parse_internal_key(it.key()).ok_or_else(|| malformed(ctx))?;
+        if p.user_key != key {
+            break;
+        }
+        seq.get_or_insert(p.seq);
+        raw.push((it.key().to_vec(), it.value().to_vec()));
+        match p.kind {
+            ValueKind::Merge => operands.push(it.value().to_vec()),
+            ValueKind::Value => base = Some(Some(it.value().to_vec())),
+            ValueKind::Delete => base = Some(None),
+        }
+        it.next()?;
+        if base.is_some() {
+            break;
+        }
+    }
+    let seq = seq.unwrap_or_default();
+    let folded = match (&base, bottom) {
+        (Some(value), _) => crate::merge::fold(
+            Some(op),
+            key,
+            value.as_deref(),
+            operands.iter().map(Vec::as_slice),
+        )
+        .map(|v| (ValueKind::Value, v)),
+        (None, true) => crate::merge::fold(Some(op), key, None, operands.iter().map(Vec::as_slice))
+            .map(|v| (ValueKind::Value, v)),
+        (None, false) => {
+            // Oldest first: the oldest operand is the start of the combination.
+            let mut oldest_first = operands.iter().rev();
+            let first = oldest_first.next().cloned().unwrap_or_default();
+            oldest_first
+                .try_fold(first, |acc, newer| op.merge(key, Some(&acc), newer))
+                .map_err(|reason| Error::Merge {
+                    key: key.to_vec(),
+                    reason,
+                })
+                .map(|v| (ValueKind::Merge, v))
+        }
+    };
+    Ok(match folded {
+        Ok((kind, value)) => vec![(internal_key(key, seq, kind), value)],
+        Err(_) => raw,
+    })
 }
 
 fn finish_output(

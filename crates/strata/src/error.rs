@@ -55,6 +55,15 @@ pub enum Error {
         /// The first key found written since the transaction's snapshot.
         key: Vec<u8>,
     },
+    /// The merge operator could not fold a key's operands (or none is set and the key has
+    /// some).
+    #[error("merge of key {} failed: {reason}", String::from_utf8_lossy(.key))]
+    Merge {
+        /// The key read.
+        key: Vec<u8>,
+        /// What the operator said.
+        reason: String,
+    },
     /// A file was written by a format version this build does not understand.
     #[error("unsupported format in {}: {reason}", file.display())]
     UnsupportedFormat {
@@ -122,6 +131,10 @@ impl Error {
             Error::Poisoned(s) => Error::Poisoned(s.clone()),
             Error::Closed => Error::Closed,
             Error::Conflict { key } => Error::Conflict { key: key.clone() },
+            Error::Merge { key, reason } => Error::Merge {
+                key: key.clone(),
+                reason: reason.clone(),
+            },
             Error::UnsupportedFormat { file, reason } => Error::UnsupportedFormat {
                 file: file.clone(),
                 reason: reason.clone(),

@@ -158,6 +158,8 @@ pub struct DumpEntry {
     pub sequence: u64,
     /// `true` for a tombstone.
     pub deletion: bool,
+    /// `true` for a merge operand (the value is the operand).
+    pub merge: bool,
     /// The value (empty for a tombstone).
     pub value: Vec<u8>,
 }
@@ -224,6 +226,7 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                         key: p.user_key.to_vec(),
                         sequence: p.seq.0,
                         deletion: p.kind == ValueKind::Delete,
+                        merge: p.kind == ValueKind::Merge,
                         value: it.value().to_vec(),
                     });
                     it.next()?;
@@ -255,6 +258,7 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                                 key: op.key.to_vec(),
                                 sequence: seq.0 + i as u64,
                                 deletion: op.kind == ValueKind::Delete,
+                                merge: op.kind == ValueKind::Merge,
                                 value: op.value.to_vec(),
                             });
                         }

@@ -32,6 +32,8 @@ pub(crate) const NUM_LEVELS: usize = 7;
 pub(crate) enum ValueKind {
     Delete = 0,
     Value = 1,
+    /// An operand of the merge operator, folded into the older versions at read time.
+    Merge = 2,
 }
 
 impl ValueKind {
@@ -39,6 +41,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Merge),
             _ => None,
         }
     }
@@ -64,9 +67,13 @@ pub(crate) fn internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<
     v
 }
 
+/// The kind with the largest discriminant: a key built with it at `seq` sorts before every
+/// entry of its user key written at `seq` or earlier, whatever their kinds.
+pub(crate) const SEEK_KIND: ValueKind = ValueKind::Merge;
+
 /// The key that sorts before every version of `user_key` visible at `seq`.
 pub(crate) fn lookup_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
-    internal_key(user_key, seq, ValueKind::Value)
+    internal_key(user_key, seq, SEEK_KIND)
 }
 
 /// A borrowed, decoded internal key.

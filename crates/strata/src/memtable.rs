@@ -365,6 +365,9 @@ pub(crate) enum Lookup {
     Found(Vec<u8>, SeqNo),
     /// A deletion, written at this sequence number.
     Deleted(SeqNo),
+    /// A merge operand, written at this sequence number: the value is its fold over older
+    /// versions, which the caller must gather.
+    Merge(SeqNo),
     Absent,
 }
 
@@ -724,6 +727,7 @@ impl MemTable {
                     // SAFETY: as above.
                     ValueKind::Value => Lookup::Found(unsafe { Node::value(node) }.to_vec(), p.seq),
                     ValueKind::Delete => Lookup::Deleted(p.seq),
+                    ValueKind::Merge => Lookup::Merge(p.seq),
                 };
             }
             // SAFETY: as above; Acquire pairs with the Release that published the next node.
@@ -746,6 +750,7 @@ impl MemTable {
             Some(p) if p.user_key == key => match p.kind {
                 ValueKind::Value => Lookup::Found(value.to_vec(), p.seq),
                 ValueKind::Delete => Lookup::Deleted(p.seq),
+                ValueKind::Merge => Lookup::Merge(p.seq),
             },
             _ => Lookup::Absent,
         }

@@ -120,6 +120,9 @@ pub struct Options {
     /// Decides which entries compaction keeps (`None`: all that reads can see); see
     /// [`CompactionFilter`](crate::CompactionFilter).
     pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
+    /// Folds the operands [`Db::merge`](crate::Db::merge) writes (`None`: merges are refused).
+    /// A database that holds operands must be opened with the same operator to read them.
+    pub merge_operator: Option<Arc<dyn crate::MergeOperator>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -168,6 +171,7 @@ impl Default for Options {
             wal_recovery: RecoveryMode::Strict,
             fs: Arc::new(StdFs),
             compaction_filter: None,
+            merge_operator: None,
         }
     }
 }

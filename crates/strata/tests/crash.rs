@@ -26,23 +26,33 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 const KEYS: u64 = 3000;
 const MARKER: &[u8] = b"~batch";
 
-/// The operations of batch `i`: a few puts and deletes of keys chosen by the seed, and the
-/// marker key recording the batch number.
-fn batch_ops(seed: u64, i: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+#[derive(Debug, Clone)]
+enum Write {
+    Put(Vec<u8>),
+    Delete,
+    /// An operand of the append operator.
+    Merge(Vec<u8>),
+}
+
+/// The operations of batch `i`: a few puts, deletes and merges of keys chosen by the seed,
+/// and the marker key recording the batch number.
+fn batch_ops(seed: u64, i: u64) -> Vec<(Vec<u8>, Write)> {
     let mut rng = common::Rng(seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let n = 1 + rng.below(8);
     let mut ops = Vec::new();
     for j in 0..n {
         let key = format!("key{:05}", rng.below(KEYS)).into_bytes();
-        if rng.chance(25) {
-            ops.push((key, None));
-        } else {
-            let len = rng.below(200) as usize;
-            let v = format!("v{i}-{j}-{}", "x".repeat(len)).into_bytes();
-            ops.push((key, Some(v)));
+        match rng.below(100) {
+            0..25 => ops.push((key, Write::Delete)),
+            25..45 => ops.push((key, Write::Merge(format!("m{i}-{j}").into_bytes()))),
+            _ => {
+                let len = rng.below(200) as usize;
+                let v = format!("v{i}-{j}-{}", "x".repeat(len)).into_bytes();
+                ops.push((key, Write::Put(v)));
+            }
         }
     }
-    ops.push((MARKER.to_vec(), Some(i.to_string().into_bytes())));
+    ops.push((MARKER.to_vec(), Write::Put(i.to_string().into_bytes())));
     ops
 }
 
@@ -50,12 +60,23 @@ fn is_synced(seed: u64, i: u64) -> bool {
     common::Rng(seed.wrapping_add(i)).chance(10)
 }
 
-fn apply(model: &mut Model, ops: &[(Vec<u8>, Option<Vec<u8>>)]) {
-    for (k, v) in ops {
-        match v {
-            Some(v) => model.insert(k.clone(), v.clone()),
-            None => model.remove(k),
-        };
+fn apply(model: &mut Model, ops: &[(Vec<u8>, Write)]) {
+    for (k, w) in ops {
+        match w {
+            Write::Put(v) => {
+                model.insert(k.clone(), v.clone());
+            }
+            Write::Delete => {
+                model.remove(k);
+            }
+            Write::Merge(operand) => {
+                let v = match model.get(k) {
+                    Some(old) => [old.as_slice(), b",", operand].concat(),
+                    None => operand.clone(),
+                };
+                model.insert(k.clone(), v);
+            }
+        }
     }
 }
 
@@ -66,6 +87,9 @@ fn options() -> Options {
         level1_max_bytes: 64 * 1024,
         size_ratio: 4,
         block_size: 512,
+        merge_operator: Some(std::sync::Arc::new(strata::merge::Append {
+            delimiter: b",".to_vec(),
+        })),
         ..Options::default()
     }
 }
@@ -86,10 +110,11 @@ fn crash_child() {
     println!("ready");
     for i in start.. {
         let mut b = WriteBatch::new();
-        for (k, v) in batch_ops(seed, i) {
-            match v {
-                Some(v) => b.put(&k, &v),
-                None => b.delete(&k),
+        for (k, w) in batch_ops(seed, i) {
+            match w {
+                Write::Put(v) => b.put(&k, &v),
+                Write::Delete => b.delete(&k),
+                Write::Merge(operand) => b.merge(&k, &operand),
             }
         }
         db.write(

@@ -1,6 +1,6 @@
-//! The engine against a `BTreeMap` model: random puts, deletes, batches, point reads, scans in
-//! both directions, cursor walks that change direction, snapshots, flushes, compactions and
-//! reopens, every read checked.
+//! The engine against a `BTreeMap` model: random puts, deletes, merges (appends, whose order
+//! matters), batches, point reads, scans in both directions, cursor walks that change
+//! direction, snapshots, flushes, compactions and reopens, every read checked.
 
 mod common;
 
@@ -16,7 +16,10 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 enum Op {
     Put(u16, Vec<u8>),
     Delete(u16),
-    Batch(Vec<(u16, Option<Vec<u8>>)>),
+    /// An operand of the append operator.
+    Merge(u16, Vec<u8>),
+    /// Puts (`Some(v), false`), merges (`Some(v), true`) and deletes (`None`).
+    Batch(Vec<(u16, Option<Vec<u8>>, bool)>),
     Get(u16),
     /// Keys read together (with repeats, and more than one internal batch of 32).
     GetMany(Vec<u16>),
@@ -51,8 +54,13 @@ fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => (k.clone(), value_strategy()).prop_map(|(k, v)| Op::Put(k, v)),
         8 => k.clone().prop_map(Op::Delete),
-        6 => proptest::collection::vec((k.clone(), proptest::option::of(value_strategy())), 1..8)
-            .prop_map(Op::Batch),
+        10 => (k.clone(), proptest::collection::vec(any::<u8>(), 0..12))
+            .prop_map(|(k, v)| Op::Merge(k, v)),
+        6 => proptest::collection::vec(
+            (k.clone(), proptest::option::of(value_strategy()), any::<bool>()),
+            1..8
+        )
+        .prop_map(Op::Batch),
         15 => k.clone().prop_map(Op::Get),
         5 => proptest::collection::vec(k.clone(), 1..80).prop_map(Op::GetMany),
         5 => (k.clone(), k.clone(), any::<bool>()).prop_map(|(a, b, r)| Op::Scan(a, b, r)),
@@ -68,6 +76,22 @@ fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
         2 => Just(Op::Reopen),
         1 => Just(Op::Pause),
     ]
+}
+
+/// The merge operator of every run: appends, with a separator, so that a fold in the wrong
+/// order or with an operand lost or repeated reads differently.
+fn append() -> strata::merge::Append {
+    strata::merge::Append {
+        delimiter: b"|".to_vec(),
+    }
+}
+
+fn model_merge(model: &mut Model, k: Vec<u8>, operand: &[u8]) {
+    let v = match model.get(&k) {
+        Some(v) => [v.as_slice(), b"|", operand].concat(),
+        None => operand.to_vec(),
+    };
+    model.insert(k, v);
 }
 
 fn model_range(model: &Model, lo: &[u8], hi: &[u8], reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -158,6 +182,7 @@ impl Harness {
             o = partitioned(o);
         }
         o.index_kind = self.index;
+        o.merge_operator = Some(std::sync::Arc::new(append()));
         // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
         o.idle_merge_after = Some(std::time::Duration::from_millis(1));
@@ -188,20 +213,30 @@ impl Harness {
                 self.db().delete(&key(*k)).unwrap();
                 self.model.remove(&key(*k));
             }
+            Op::Merge(k, v) => {
+                self.db().merge(&key(*k), v).unwrap();
+                model_merge(&mut self.model, key(*k), v);
+            }
             Op::Batch(ops) => {
                 let mut b = WriteBatch::new();
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => b.put(&key(*k), v),
-                        None => b.delete(&key(*k)),
+                for (k, v, merge) in ops {
+                    match (v, merge) {
+                        (Some(v), false) => b.put(&key(*k), v),
+                        (Some(v), true) => b.merge(&key(*k), v),
+                        (None, _) => b.delete(&key(*k)),
                     }
                 }
                 self.db().write(b, WriteOptions::default()).unwrap();
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => self.model.insert(key(*k), v.clone()),
-                        None => self.model.remove(&key(*k)),
-                    };
+                for (k, v, merge) in ops {
+                    match (v, merge) {
+                        (Some(v), false) => {
+                            self.model.insert(key(*k), v.clone());
+                        }
+                        (Some(v), true) => model_merge(&mut self.model, key(*k), v),
+                        (None, _) => {
+                            self.model.remove(&key(*k));
+                        }
+                    }
                 }
             }
             Op::Get(k) => assert_eq!(
@@ -348,16 +383,22 @@ fn long_random_runs_reach_deep_levels() {
     // Partitioned filters: their partitions are read through the mappings of real files.
     let mut opts = partitioned(common::tiny_options(None, 2));
     opts.write_buffer_size = 8 * 1024;
+    opts.merge_operator = Some(std::sync::Arc::new(append()));
     let mut db = Db::open(dir.path(), opts.clone()).unwrap();
     let mut model = Model::new();
     let mut max_depth = 0;
     for step in 0..30_000u64 {
         let k = key(rng.below(2000) as u16);
         match rng.below(100) {
-            0..=59 => {
+            0..=49 => {
                 let v = format!("v{step}-{}", "x".repeat(rng.below(60) as usize)).into_bytes();
                 db.put(&k, &v).unwrap();
                 model.insert(k, v);
+            }
+            50..=59 => {
+                let operand = format!("m{step}").into_bytes();
+                db.merge(&k, &operand).unwrap();
+                model_merge(&mut model, k, &operand);
             }
             60..=74 => {
                 db.delete(&k).unwrap();

@@ -209,3 +209,47 @@ fn a_new_manifest_cut_anywhere_loses_nothing_silently() {
         }
     }
 }
+
+/// A flush published the version with its new table before the list of memtables without
+/// the one flushed: a read in between saw both, and a merge found its operands twice (a
+/// point lookup, which stops at the first version, hid it). A reader checks that every fold
+/// it sees is a prefix of the appends made, with no operand repeated, while flushes run.
+#[test]
+fn a_read_during_a_flush_never_sees_a_memtable_and_its_table_together() {
+    let mut o = common::tiny_options(None, 4);
+    o.merge_operator = Some(Arc::new(strata::merge::Append {
+        delimiter: b",".to_vec(),
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), o).unwrap());
+    db.put(b"k", b"base").unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let v = db.get(b"k").unwrap().unwrap();
+                let text = String::from_utf8(v).unwrap();
+                let parts: Vec<&str> = text.split(',').collect();
+                assert_eq!(parts[0], "base");
+                for (i, p) in parts.iter().skip(1).enumerate() {
+                    assert_eq!(*p, format!("m{i}"), "read {reads}: {text}");
+                }
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for i in 0..400 {
+        db.merge(b"k", format!("m{i}").as_bytes()).unwrap();
+        db.flush().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reads = reader.join().unwrap();
+    assert!(reads > 0);
+    let want: Vec<String> = std::iter::once("base".to_string())
+        .chain((0..400).map(|i| format!("m{i}")))
+        .collect();
+    assert_eq!(db.get(b"k").unwrap().unwrap(), want.join(",").into_bytes());
+}

@@ -5,6 +5,7 @@
 mod csv_data;
 mod flodb;
 mod growth;
+mod reach;
 mod server_mix;
 mod seven_tasks;
 
@@ -29,6 +30,9 @@ pub enum Experiment {
     SevenTasks(seven_tasks::Args),
     /// FloDB's multi-threaded test: throughput against threads for shares of updates.
     Flodb(flodb::Args),
+    /// Strata's merge operator, checkpoints and backups: counters by merge against
+    /// read-then-write, and the time and bytes of copies of a 1 GiB database.
+    Reach(reach::Args),
 }
 
 pub fn run(e: &Experiment) -> Result<(), String> {
@@ -37,6 +41,7 @@ pub fn run(e: &Experiment) -> Result<(), String> {
         Experiment::ServerMix(a) => server_mix::run(a),
         Experiment::SevenTasks(a) => seven_tasks::run(a),
         Experiment::Flodb(a) => flodb::run(a),
+        Experiment::Reach(a) => reach::run(a),
     }
 }
 

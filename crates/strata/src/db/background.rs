@@ -174,7 +174,8 @@ impl DbInner {
                     ..Default::default()
                 };
                 logged = true;
-                self.log_and_apply(&mut st, edit)?;
+                // Published below, with the memtable gone from the list.
+                self.log_and_apply_unpublished(&mut st, edit)?;
                 self.counters.flush_bytes.fetch_add(size, Ordering::Relaxed);
                 self.counters.flushes.fetch_add(1, Ordering::Relaxed);
                 Ok(mem.wal_number())
@@ -343,6 +344,7 @@ impl DbInner {
             shutting_down: &self.shutting_down,
             cancel: &cancel,
             filter: self.opts.compaction_filter.as_deref(),
+            merge: self.opts.merge_operator.as_deref(),
         };
         let job = compaction::run(c, &ctx).and_then(|job| {
             if job.as_ref().is_some_and(|j| !j.edit.added.is_empty()) {

@@ -17,7 +17,25 @@ impl DbInner {
     pub(super) fn iter(self: &Arc<Self>, options: &ReadOptions) -> DbIterator {
         let seq = self.read_seq(options);
         let sv = self.super_version();
-        let fill = !options.skip_cache;
+        let merged = internal_iter(&sv, !options.skip_cache);
+        DbIterator {
+            inner: DbIter::new(
+                Box::new(merged),
+                seq,
+                options.lower_bound.clone(),
+                options.upper_bound.clone(),
+                self.opts.merge_operator.clone(),
+            ),
+            sampler: ReadSampler::new(Arc::downgrade(self)),
+            sv,
+            _snapshot: options.snapshot.clone(),
+        }
+    }
+}
+
+/// Every entry of every memtable and table of `sv`, merged in internal-key order.
+pub(super) fn internal_iter(sv: &SuperVersion, fill: bool) -> MergingIterator {
+    {
         let levels = sv.version.levels.iter().skip(1).filter(|f| !f.is_empty());
         let mut children: Vec<BoxedIter> =
             Vec::with_capacity(1 + sv.imm.len() + sv.version.levels[0].len() + levels.count());
@@ -33,18 +51,7 @@ impl DbInner {
                 children.push(Box::new(LevelIterator::new(files.clone(), fill)));
             }
         }
-        let merged = MergingIterator::new(children);
-        DbIterator {
-            inner: DbIter::new(
-                Box::new(merged),
-                seq,
-                options.lower_bound.clone(),
-                options.upper_bound.clone(),
-            ),
-            sampler: ReadSampler::new(Arc::downgrade(self)),
-            sv,
-            _snapshot: options.snapshot.clone(),
-        }
+        MergingIterator::new(children)
     }
 }
 

@@ -185,10 +185,23 @@ impl Db {
         self.write(b, WriteOptions::default())
     }
 
+    /// Writes `operand` for `key`, to be folded into its value by
+    /// [`Options::merge_operator`] when the key is read: an update without a read.
+    pub fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.merge(key, operand);
+        self.write(b, WriteOptions::default())
+    }
+
     /// Applies a batch atomically. With `options.sync` the batch is durable against power
     /// loss when this returns; see [`WriteOptions`] for the whole contract.
     pub fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         batch.validate()?;
+        if batch.has_merges() && self.inner.opts.merge_operator.is_none() {
+            return Err(Error::InvalidArgument(
+                "a merge needs Options::merge_operator".into(),
+            ));
+        }
         if batch.is_empty() {
             return self.inner.check_writable();
         }
@@ -540,23 +553,26 @@ impl DbInner {
 
     /// Logs an edit with the latest sequence number, installs the version it makes and
     /// publishes it; a failure poisons the database, since the MANIFEST may hold the edit.
-    fn log_and_apply(&self, st: &mut State, mut edit: VersionEdit) -> Result<()> {
+    fn log_and_apply(&self, st: &mut State, edit: VersionEdit) -> Result<()> {
+        self.log_and_apply_unpublished(st, edit)?;
+        self.install_super_version(st);
+        Ok(())
+    }
+
+    /// [`DbInner::log_and_apply`] without publishing the new super-version, for a caller
+    /// that changes the memtables too and publishes both at once (a flush: readers must
+    /// never see a memtable and the table made of it together, where a merge would find
+    /// its operands twice).
+    fn log_and_apply_unpublished(&self, st: &mut State, mut edit: VersionEdit) -> Result<()> {
         // After a failure nothing more is logged: the state on disk stays as the failure
         // left it, for the next open to recover.
         if let Some(e) = &st.bg_error {
             return Err(Error::Poisoned(e.to_string()));
         }
         edit.last_sequence = Some(st.last_allocated);
-        match st.versions.log_and_apply(edit) {
-            Ok(()) => {
-                self.install_super_version(st);
-                Ok(())
-            }
-            Err(e) => {
-                self.poison(st, &e);
-                Err(e)
-            }
-        }
+        st.versions
+            .log_and_apply(edit)
+            .inspect_err(|e| self.poison(st, e))
     }
 
     fn poison(&self, st: &mut State, e: &Error) {

@@ -2,9 +2,12 @@
 
 use std::sync::atomic::Ordering;
 
-use super::DbInner;
-use crate::error::Result;
-use crate::key::{SeqNo, ValueKind, append_internal_key, lookup_key};
+use super::{DbInner, SuperVersion};
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator as _;
+use crate::key::{
+    SEEK_KIND, SeqNo, ValueKind, append_internal_key, lookup_key, parse_internal_key,
+};
 use crate::memtable::Lookup;
 use crate::mutex::lock;
 use crate::options::ReadOptions;
@@ -23,7 +26,9 @@ impl DbInner {
         let sv = self.super_version();
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match m.get(key, SeqNo::MAX) {
-                Lookup::Found(_, seq) | Lookup::Deleted(seq) => return Ok(Some(seq)),
+                Lookup::Found(_, seq) | Lookup::Deleted(seq) | Lookup::Merge(seq) => {
+                    return Ok(Some(seq));
+                }
                 Lookup::Absent => {}
             }
         }
@@ -40,6 +45,7 @@ impl DbInner {
             match m.get(key, seq) {
                 Lookup::Found(v, _) => return Ok(Some(v)),
                 Lookup::Deleted(_) => return Ok(None),
+                Lookup::Merge(_) => return self.get_merged(&sv, key, seq),
                 Lookup::Absent => {}
             }
         }
@@ -53,8 +59,46 @@ impl DbInner {
         }
         match found? {
             Some(e) if e.kind == ValueKind::Value => Ok(Some(e.value)),
+            Some(e) if e.kind == ValueKind::Merge => self.get_merged(&sv, key, seq),
             _ => Ok(None),
         }
+    }
+
+    /// The value of `key` at `seq` when its newest visible version is a merge operand: the
+    /// operands, newest first, down to a value, a deletion or the key's oldest version,
+    /// gathered through a cursor over the whole tree and folded.
+    fn get_merged(&self, sv: &SuperVersion, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
+        let mut it = super::iter::internal_iter(sv, true);
+        it.seek(&lookup_key(key, seq))?;
+        let mut operands: Vec<Vec<u8>> = Vec::new();
+        let mut base = None;
+        while it.valid() {
+            let p = parse_internal_key(it.key())
+                .ok_or_else(|| Error::corruption("", 0, "malformed internal key"))?;
+            if p.user_key != key {
+                break;
+            }
+            match p.kind {
+                ValueKind::Merge => operands.push(it.value().to_vec()),
+                ValueKind::Value => {
+                    base = Some(it.value().to_vec());
+                    break;
+                }
+                ValueKind::Delete => break,
+            }
+            it.next()?;
+        }
+        if operands.is_empty() {
+            // The entry that sent the read here went away meanwhile? Not in one super-version.
+            return Ok(base);
+        }
+        crate::merge::fold(
+            self.opts.merge_operator.as_deref(),
+            key,
+            base.as_deref(),
+            operands.iter().map(Vec::as_slice),
+        )
+        .map(Some)
     }
 
     pub(super) fn get_many<'k>(
@@ -102,6 +146,12 @@ impl DbInner {
                             seq,
                         }))),
                         Lookup::Deleted(_) => Some(Ok(None)),
+                        // Gathered and folded below, after the tables' lookups.
+                        Lookup::Merge(seq) => Some(Ok(Some(TableEntry {
+                            kind: ValueKind::Merge,
+                            value: Vec::new(),
+                            seq,
+                        }))),
                         Lookup::Absent => None,
                     };
                 }
@@ -111,7 +161,7 @@ impl DbInner {
             let mut ends = [0usize; GET_MANY_BATCH];
             for ((k, o), end) in keys.iter().zip(out.iter()).zip(&mut ends) {
                 if o.is_none() {
-                    append_internal_key(&mut lookup_bytes, k, seq, ValueKind::Value);
+                    append_internal_key(&mut lookup_bytes, k, seq, SEEK_KIND);
                 }
                 *end = lookup_bytes.len();
             }
@@ -127,9 +177,10 @@ impl DbInner {
                 &mut probes,
                 &mut exhausted,
             );
-            for o in out.iter_mut() {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
                 each(match o.take() {
                     Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
+                    Some(Ok(Some(e))) if e.kind == ValueKind::Merge => self.get_merged(&sv, k, seq),
                     Some(Err(e)) => Err(e),
                     _ => Ok(None),
                 });

@@ -1,14 +1,18 @@
 //! The user's view of the merged internal stream: one entry per user key, its newest version
-//! visible at the read's sequence number, deletions hidden, within `[lower, upper)`.
+//! visible at the read's sequence number, deletions hidden, merge operands folded, within
+//! `[lower, upper)`.
+
+use std::sync::Arc;
 
 #[allow(unused_imports)]
 use super::InternalIterator as _;
 use super::{BoxedIter, LentSlice};
 use crate::error::{Error, Result};
 use crate::key::{
-    SeqNo, ValueKind, append_internal_key, compare_bytes, internal_key, lookup_key,
+    SEEK_KIND, SeqNo, ValueKind, append_internal_key, compare_bytes, internal_key, lookup_key,
     parse_internal_key, user_key,
 };
+use crate::merge::MergeOperator;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -33,6 +37,16 @@ pub(crate) struct DbIter {
     /// forward; the inner cursor moves only in this type's own `&mut` methods.
     lent_key: LentSlice,
     lent_value: LentSlice,
+    merge: Option<Arc<dyn MergeOperator>>,
+    /// Going forward, a key whose newest visible version is a merge operand, and its fold:
+    /// `lent_key` and `lent_value` point here while it is the current entry.
+    merged_key: Vec<u8>,
+    merged_value: Vec<u8>,
+    /// The fold read past the current key's last entry: the inner cursor is already on the
+    /// next user key (or past the end), and `next` must not step it again.
+    merged_ahead: bool,
+    /// Operands being gathered, in the order the cursor meets them.
+    operands: Vec<Vec<u8>>,
 }
 
 #[cold]
@@ -51,6 +65,7 @@ impl DbIter {
         seq: SeqNo,
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
+        merge: Option<Arc<dyn MergeOperator>>,
     ) -> Self {
         DbIter {
             inner,
@@ -63,6 +78,11 @@ impl DbIter {
             saved_value: Vec::new(),
             lent_key: LentSlice::EMPTY,
             lent_value: LentSlice::EMPTY,
+            merge,
+            merged_key: Vec::new(),
+            merged_value: Vec::new(),
+            merged_ahead: false,
+            operands: Vec::new(),
         }
     }
 
@@ -132,6 +152,11 @@ impl DbIter {
                             return Ok(());
                         }
                     }
+                    ValueKind::Merge => {
+                        if !(skipping && compare_bytes(p.user_key, &self.saved_key).is_le()) {
+                            return self.fold_forward();
+                        }
+                    }
                 }
             }
             self.inner.next()?;
@@ -141,9 +166,59 @@ impl DbIter {
         Ok(())
     }
 
+    /// With the inner cursor on the newest visible version of a key, a merge operand: gathers
+    /// the operands after it down to a value or a deletion of the key (the cursor stays on
+    /// that entry) or to the key's last entry (the cursor goes past it), and makes the fold
+    /// the current entry.
+    fn fold_forward(&mut self) -> Result<()> {
+        self.merged_key.clear();
+        self.merged_key
+            .extend_from_slice(user_key(self.inner.key()));
+        self.operands.clear();
+        let mut base = None;
+        let mut on_base = false;
+        while self.inner.valid() {
+            let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
+            if p.user_key != self.merged_key.as_slice() {
+                break;
+            }
+            // Versions of one key run newest first from the visible one: all are visible.
+            match p.kind {
+                ValueKind::Merge => self.operands.push(self.inner.value().to_vec()),
+                ValueKind::Value => {
+                    base = Some(self.inner.value());
+                    on_base = true;
+                    break;
+                }
+                ValueKind::Delete => {
+                    on_base = true;
+                    break;
+                }
+            }
+            self.inner.next()?;
+        }
+        self.merged_value = crate::merge::fold(
+            self.merge.as_deref(),
+            &self.merged_key,
+            base,
+            self.operands.iter().map(Vec::as_slice),
+        )?;
+        self.merged_ahead = !on_base;
+        self.lent_key = LentSlice::new(&self.merged_key);
+        self.lent_value = LentSlice::new(&self.merged_value);
+        self.valid = true;
+        self.saved_key.clear();
+        Ok(())
+    }
+
     /// Moves backward collecting the newest visible version of the previous user key.
     fn find_prev_user_entry(&mut self) -> Result<()> {
+        self.merged_ahead = false;
+        // `Delete` while nothing of the key is seen yet, or its newest version so far is a
+        // deletion; operands newer than the newest value or deletion, oldest first.
         let mut kind = ValueKind::Delete;
+        let mut has_base = false;
+        self.operands.clear();
         while self.inner.valid() {
             let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
             if p.seq <= self.seq {
@@ -157,9 +232,19 @@ impl DbIter {
                 kind = p.kind;
                 self.saved_key.clear();
                 self.saved_key.extend_from_slice(p.user_key);
-                self.saved_value.clear();
-                if kind == ValueKind::Value {
-                    self.saved_value.extend_from_slice(self.inner.value());
+                match p.kind {
+                    ValueKind::Merge => self.operands.push(self.inner.value().to_vec()),
+                    ValueKind::Value => {
+                        self.saved_value.clear();
+                        self.saved_value.extend_from_slice(self.inner.value());
+                        self.operands.clear();
+                        has_base = true;
+                    }
+                    ValueKind::Delete => {
+                        self.saved_value.clear();
+                        self.operands.clear();
+                        has_base = false;
+                    }
                 }
             }
             self.inner.prev()?;
@@ -170,6 +255,14 @@ impl DbIter {
             self.saved_value.clear();
             self.direction = Direction::Forward;
         } else {
+            if !self.operands.is_empty() {
+                self.saved_value = crate::merge::fold(
+                    self.merge.as_deref(),
+                    &self.saved_key,
+                    has_base.then_some(self.saved_value.as_slice()),
+                    self.operands.iter().rev().map(Vec::as_slice),
+                )?;
+            }
             self.valid = true;
         }
         Ok(())
@@ -183,8 +276,9 @@ impl DbIter {
         // The lookup key is built in `saved_key`, which the seek leaves cleared: a seek
         // allocates nothing once the cursor has seen a key as long.
         self.saved_key.clear();
-        append_internal_key(&mut self.saved_key, target, self.seq, ValueKind::Value);
+        append_internal_key(&mut self.saved_key, target, self.seq, SEEK_KIND);
         self.direction = Direction::Forward;
+        self.merged_ahead = false;
         let r = self.inner.seek(&self.saved_key);
         self.saved_key.clear();
         let r = r.and_then(|()| self.find_next_user_entry(false));
@@ -196,6 +290,7 @@ impl DbIter {
             Some(l) => self.seek(&l),
             None => {
                 self.direction = Direction::Forward;
+                self.merged_ahead = false;
                 self.saved_key.clear();
                 let r = self
                     .inner
@@ -265,7 +360,12 @@ impl DbIter {
             let key = unsafe { self.lent_key.get() };
             self.saved_key.clear();
             self.saved_key.extend_from_slice(key);
-            self.inner.next()?;
+            if self.merged_ahead {
+                // The fold left the cursor on the next key already.
+                self.merged_ahead = false;
+            } else {
+                self.inner.next()?;
+            }
         }
         self.find_next_user_entry(true)
     }
@@ -280,9 +380,18 @@ impl DbIter {
         if self.direction == Direction::Forward {
             // Step back past every entry of the current user key.
             self.saved_key.clear();
-            self.saved_key.extend_from_slice(user_key(self.inner.key()));
-            loop {
+            if self.merged_ahead {
+                // The cursor is on a later key, or past the end.
+                self.merged_ahead = false;
+                self.saved_key.extend_from_slice(&self.merged_key);
+                if !self.inner.valid() {
+                    self.inner.seek_to_last()?;
+                }
+            } else {
+                self.saved_key.extend_from_slice(user_key(self.inner.key()));
                 self.inner.prev()?;
+            }
+            loop {
                 if !self.inner.valid() {
                     self.valid = false;
                     self.saved_key.clear();
@@ -292,6 +401,7 @@ impl DbIter {
                 if compare_bytes(user_key(self.inner.key()), &self.saved_key).is_lt() {
                     break;
                 }
+                self.inner.prev()?;
             }
             self.direction = Direction::Reverse;
         }
