@@ -88,6 +88,18 @@ impl WriteBatch {
         self.put_kind(ValueKind::Merge, key, operand);
     }
 
+    /// Adds a deletion of every key in `[begin, end)`: one entry, whatever the number of
+    /// keys, hiding every older version of them from reads (snapshots taken before it still
+    /// see them). An empty range (`begin == end`) deletes nothing; `begin > end` makes the
+    /// whole batch fail with [`Error::InvalidArgument`] when written.
+    pub fn delete_range(&mut self, begin: &[u8], end: &[u8]) {
+        if begin > end && self.invalid.is_none() {
+            self.invalid = Some("delete_range: begin is after end".into());
+        }
+        self.check(end, None);
+        self.put_kind(ValueKind::RangeDelete, begin, end);
+    }
+
     /// Whether the batch holds a merge operand (added by [`WriteBatch::merge`]).
     pub(crate) fn has_merges(&self) -> bool {
         self.merges
@@ -219,7 +231,9 @@ impl<'a> BatchIter<'a> {
         let kind = ValueKind::from_u8(self.r.u8()?).ok_or(DecodeError("unknown batch op"))?;
         let key = self.r.len_prefixed()?;
         let value = match kind {
-            ValueKind::Value | ValueKind::Merge => self.r.len_prefixed()?,
+            ValueKind::Value | ValueKind::Merge | ValueKind::RangeDelete => {
+                self.r.len_prefixed()?
+            }
             ValueKind::Delete => &[],
         };
         // The limits `put` checks hold for every batch a WAL holds; the memtable relies on them.

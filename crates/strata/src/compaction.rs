@@ -29,6 +29,7 @@ use crate::key::{
     FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, internal_key, parse_internal_key,
 };
 use crate::merge::MergeOperator;
+use crate::range_del::{Fragmented, RangeTombstone};
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
@@ -370,6 +371,14 @@ fn merge_into(
     let mut last_seq_for_key = SeqNo::MAX;
     let mut bytes_written = 0u64;
     let mut since_check = 0u32;
+    // The inputs' range tombstones, by begin. Each goes into the output file being written
+    // when the merge reaches its begin, and a file is not cut until the merge is past the
+    // end of every tombstone in it: a file's range covers its tombstones whole, and files of
+    // a level stay apart.
+    let tombstones = input_tombstones(c)?;
+    let covered = Fragmented::new(&tombstones);
+    let mut next_tombstone = 0;
+    let mut cover_end: Option<Vec<u8>> = None;
 
     while it.valid() {
         since_check += 1;
@@ -387,12 +396,27 @@ fn merge_into(
         let p = parse_internal_key(key).ok_or_else(|| malformed(ctx))?;
         let new_user_key = !have_key || p.user_key != current_key.as_slice();
         if new_user_key {
-            // Cut output files only between user keys, so a key never spans two files.
+            while let Some(t) = tombstones
+                .get(next_tombstone)
+                .filter(|t| t.begin.as_slice() <= p.user_key)
+            {
+                next_tombstone += 1;
+                if !drop_tombstone(c, ctx, t) {
+                    open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
+                    if cover_end.as_ref().is_none_or(|e| t.end > *e) {
+                        cover_end = Some(t.end.clone());
+                    }
+                }
+            }
+            // Cut output files only between user keys, so a key never spans two files, and
+            // past every range tombstone in the file.
             if let Some((b, _)) = &builder
                 && b.estimated_size() >= ctx.target_file_bytes
+                && cover_end.as_deref().is_none_or(|e| p.user_key > e)
                 && let Some((b, number)) = builder.take()
             {
                 bytes_written += finish_output(b, number, c.output_level(), outputs)?;
+                cover_end = None;
             }
             current_key.clear();
             current_key.extend_from_slice(p.user_key);
@@ -411,6 +435,9 @@ fn merge_into(
         let drop = if last_seq_for_key <= ctx.smallest_snapshot {
             // A newer version of this key is visible to every reader.
             true
+        } else if covered.covering(p.user_key, ctx.smallest_snapshot) > p.seq {
+            // So is a range tombstone newer than this version.
+            true
         } else {
             (p.kind == ValueKind::Delete || removed)
                 && p.seq <= ctx.smallest_snapshot
@@ -424,7 +451,8 @@ fn merge_into(
             // Every reader sees this operand and all older versions alike: fold them.
             let seq = p.seq;
             let bottom = is_bottom_for_key(&c.version, c.output_level(), &current_key);
-            let folded = fold_operands(&mut it, &current_key, op, bottom, ctx)?;
+            let cover = covered.covering(&current_key, ctx.smallest_snapshot);
+            let folded = fold_operands(&mut it, &current_key, op, bottom, cover, ctx)?;
             let b = open_builder(&mut builder, ctx, fs)?;
             for (k, v) in &folded {
                 b.add(k, v)?;
@@ -446,10 +474,45 @@ fn merge_into(
         }
         it.next()?;
     }
+    for t in tombstones.get(next_tombstone..).unwrap_or_default() {
+        if !drop_tombstone(c, ctx, t) {
+            open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
+        }
+    }
     if let Some((b, number)) = builder.take() {
         bytes_written += finish_output(b, number, c.output_level(), outputs)?;
     }
     Ok(Some(bytes_written))
+}
+
+/// The range tombstones of every input file, by begin.
+fn input_tombstones(c: &Compaction) -> Result<Vec<RangeTombstone>> {
+    let mut all = Vec::new();
+    for (_, f) in c.input_files() {
+        if f.range_deletions > 0
+            && let Some(t) = f.table()?.range_tombstones()?
+        {
+            all.extend(t.list.iter().cloned());
+        }
+    }
+    all.sort_by(|a, b| a.begin.cmp(&b.begin));
+    Ok(all)
+}
+
+/// Whether a range tombstone has nothing left to hide: every reader sees it, and no level
+/// below the output holds a key of its range (what it covered in the inputs is dropped).
+fn drop_tombstone(c: &Compaction, ctx: &JobContext<'_>, t: &RangeTombstone) -> bool {
+    t.seq <= ctx.smallest_snapshot
+        && c.version
+            .levels
+            .iter()
+            .skip(c.output_level() + 1)
+            .all(|files| {
+                files.iter().all(|f| {
+                    f.largest_user_key() < t.begin.as_slice()
+                        || f.smallest_user_key() >= t.end.as_slice()
+                })
+            })
 }
 
 fn malformed(ctx: &JobContext<'_>) -> Error {
@@ -484,7 +547,8 @@ fn open_builder<'b>(
 }
 
 /// With `it` on a merge operand of `key` that every reader sees, reads the operands after
-/// it down to a value or deletion of the key (consumed too) or to the key's last entry, and
+/// it down to a value or deletion of the key (consumed too), a version older than `cover`
+/// (a range tombstone that every reader sees), or to the key's last entry, and
 /// returns the entries to write instead, at the first operand's sequence number:
 /// - a value, folded over the value found, over nothing after a deletion, or over nothing
 ///   when no level below the output may hold the key (`bottom`);
@@ -496,6 +560,7 @@ fn fold_operands(
     key: &[u8],
     op: &dyn MergeOperator,
     bottom: bool,
+    cover: SeqNo,
     ctx: &JobContext<'_>,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut raw: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
@@ -508,12 +573,17 @@ fn fold_operands(
         if p.user_key != key {
             break;
         }
+        if p.seq < cover {
+            // Older than a range tombstone every reader sees: as after a deletion.
+            base = Some(None);
+            break;
+        }
         seq.get_or_insert(p.seq);
         raw.push((it.key().to_vec(), it.value().to_vec()));
         match p.kind {
             ValueKind::Merge => operands.push(it.value().to_vec()),
             ValueKind::Value => base = Some(Some(it.value().to_vec())),
-            ValueKind::Delete => base = Some(None),
+            ValueKind::Delete | ValueKind::RangeDelete => base = Some(None),
         }
         it.next()?;
         if base.is_some() {
@@ -565,6 +635,7 @@ fn finish_output(
         largest: Vec::new(),
         entries: 0,
         deletions: 0,
+        range_deletions: 0,
     });
     let s = b.finish()?;
     if let Some(last) = outputs.last_mut() {
@@ -573,6 +644,7 @@ fn finish_output(
         last.largest = s.largest;
         last.entries = s.entries;
         last.deletions = s.deletions;
+        last.range_deletions = s.range_deletions;
     }
     Ok(s.file_size)
 }
@@ -590,6 +662,7 @@ pub(crate) fn trivial_move_edit(c: &Compaction) -> VersionEdit {
             largest: f.largest.clone(),
             entries: f.entries,
             deletions: f.deletions,
+            range_deletions: f.range_deletions,
         });
     }
     edit
@@ -624,10 +697,14 @@ mod tests {
                 largest: internal_key(largest.as_bytes(), SeqNo(1), ValueKind::Value),
                 entries: 1,
                 deletions: 0,
+                range_deletions: 0,
             };
             levels[level].push(Arc::new(FileMeta::new(store.clone(), &f)));
         }
-        Arc::new(Version { levels })
+        Arc::new(Version {
+            levels,
+            ..Version::default()
+        })
     }
 
     fn picked(v: &Arc<Version>, pointer: &str) -> (FileNumber, Vec<FileNumber>) {

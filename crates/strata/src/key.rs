@@ -34,6 +34,9 @@ pub(crate) enum ValueKind {
     Value = 1,
     /// An operand of the merge operator, folded into the older versions at read time.
     Merge = 2,
+    /// A range tombstone: the key is the range's start, the value its end (exclusive). Kept
+    /// beside the point entries (see `range_del`), never among them.
+    RangeDelete = 3,
 }
 
 impl ValueKind {
@@ -42,6 +45,7 @@ impl ValueKind {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::Merge),
+            3 => Some(ValueKind::RangeDelete),
             _ => None,
         }
     }

@@ -62,6 +62,7 @@ pub mod merge;
 mod mutex;
 mod options;
 mod prefetch;
+mod range_del;
 mod snapshot;
 mod sstable;
 mod stats;

@@ -29,7 +29,7 @@
 
 use std::cmp::Ordering as CmpOrdering;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -40,6 +40,7 @@ use crate::key::{
     FileNumber, SeqNo, ValueKind, compare_internal, pack_trailer, parse_internal_key, user_key,
 };
 use crate::mutex::lock;
+use crate::range_del::{Fragmented, RangeTombstone};
 
 const MAX_HEIGHT: usize = 12;
 /// Nodes that wait outside the list before a writer inserts them as one sorted batch: as
@@ -392,6 +393,11 @@ pub(crate) struct MemTable {
     /// The WAL that holds this memtable's writes.
     wal: FileNumber,
     created: Instant,
+    /// Range tombstones, kept apart from the entries, and whether there are any.
+    range_dels: Mutex<Vec<RangeTombstone>>,
+    has_range_dels: AtomicBool,
+    /// `range_dels` fragmented, made by the first read after a change.
+    fragmented: Mutex<Option<Arc<Fragmented>>>,
 }
 
 // SAFETY: nodes are reached only through atomics with Acquire/Release ordering, are immutable
@@ -422,7 +428,30 @@ impl MemTable {
             rng: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
             wal,
             created: Instant::now(),
+            range_dels: Mutex::new(Vec::new()),
+            has_range_dels: AtomicBool::new(false),
+            fragmented: Mutex::new(None),
         }
+    }
+
+    /// The range tombstones, fragmented; `None` when there are none.
+    pub(crate) fn range_tombstones(&self) -> Option<Arc<Fragmented>> {
+        if !self.has_range_dels.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut cache = lock(&self.fragmented);
+        if cache.is_none() {
+            *cache = Some(Arc::new(Fragmented::new(lock(&self.range_dels).iter())));
+        }
+        cache.clone()
+    }
+
+    /// The range tombstones as written, for a flush.
+    pub(crate) fn range_tombstone_list(&self) -> Vec<RangeTombstone> {
+        if !self.has_range_dels.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        lock(&self.range_dels).clone()
     }
 
     pub(crate) fn wal_number(&self) -> FileNumber {
@@ -480,6 +509,19 @@ impl MemTable {
     /// The engine assigns sequence numbers and inserts a group's writes in one thread, in
     /// order, so both hold for its callers; different keys may be added from many threads.
     pub(crate) fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
+        if kind == ValueKind::RangeDelete {
+            lock(&self.range_dels).push(RangeTombstone {
+                begin: key.to_vec(),
+                end: value.to_vec(),
+                seq,
+            });
+            *lock(&self.fragmented) = None;
+            self.has_range_dels.store(true, Ordering::Release);
+            self.size
+                .fetch_add(key.len() + value.len() + 32, Ordering::Relaxed);
+            self.entries.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let trailer = pack_trailer(seq, kind).to_le_bytes();
         let height = self.random_height();
         let node = Node::create(&self.arena, height, &[key, &trailer], value);
@@ -726,7 +768,7 @@ impl MemTable {
                 return match p.kind {
                     // SAFETY: as above.
                     ValueKind::Value => Lookup::Found(unsafe { Node::value(node) }.to_vec(), p.seq),
-                    ValueKind::Delete => Lookup::Deleted(p.seq),
+                    ValueKind::Delete | ValueKind::RangeDelete => Lookup::Deleted(p.seq),
                     ValueKind::Merge => Lookup::Merge(p.seq),
                 };
             }
@@ -749,7 +791,7 @@ impl MemTable {
         match parse_internal_key(found_key) {
             Some(p) if p.user_key == key => match p.kind {
                 ValueKind::Value => Lookup::Found(value.to_vec(), p.seq),
-                ValueKind::Delete => Lookup::Deleted(p.seq),
+                ValueKind::Delete | ValueKind::RangeDelete => Lookup::Deleted(p.seq),
                 ValueKind::Merge => Lookup::Merge(p.seq),
             },
             _ => Lookup::Absent,

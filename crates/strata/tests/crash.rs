@@ -32,6 +32,8 @@ enum Write {
     Delete,
     /// An operand of the append operator.
     Merge(Vec<u8>),
+    /// `delete_range(key, end)`.
+    DeleteRange(Vec<u8>),
 }
 
 /// The operations of batch `i`: a few puts, deletes and merges of keys chosen by the seed,
@@ -45,6 +47,12 @@ fn batch_ops(seed: u64, i: u64) -> Vec<(Vec<u8>, Write)> {
         match rng.below(100) {
             0..25 => ops.push((key, Write::Delete)),
             25..45 => ops.push((key, Write::Merge(format!("m{i}-{j}").into_bytes()))),
+            45..47 => {
+                let end = format!("key{:05}", rng.below(KEYS)).into_bytes();
+                if key <= end {
+                    ops.push((key, Write::DeleteRange(end)));
+                }
+            }
             _ => {
                 let len = rng.below(200) as usize;
                 let v = format!("v{i}-{j}-{}", "x".repeat(len)).into_bytes();
@@ -69,6 +77,7 @@ fn apply(model: &mut Model, ops: &[(Vec<u8>, Write)]) {
             Write::Delete => {
                 model.remove(k);
             }
+            Write::DeleteRange(end) => model.retain(|m, _| m < k || m >= end),
             Write::Merge(operand) => {
                 let v = match model.get(k) {
                     Some(old) => [old.as_slice(), b",", operand].concat(),
@@ -115,6 +124,7 @@ fn crash_child() {
                 Write::Put(v) => b.put(&k, &v),
                 Write::Delete => b.delete(&k),
                 Write::Merge(operand) => b.merge(&k, &operand),
+                Write::DeleteRange(end) => b.delete_range(&k, &end),
             }
         }
         db.write(

@@ -18,6 +18,8 @@ enum Op {
     Delete(u16),
     /// An operand of the append operator.
     Merge(u16, Vec<u8>),
+    /// `delete_range(key(a), key(b))`.
+    DeleteRange(u16, u16),
     /// Puts (`Some(v), false`), merges (`Some(v), true`) and deletes (`None`).
     Batch(Vec<(u16, Option<Vec<u8>>, bool)>),
     Get(u16),
@@ -56,6 +58,7 @@ fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
         8 => k.clone().prop_map(Op::Delete),
         10 => (k.clone(), proptest::collection::vec(any::<u8>(), 0..12))
             .prop_map(|(k, v)| Op::Merge(k, v)),
+        4 => (k.clone(), 0u16..12).prop_map(|(a, len)| Op::DeleteRange(a, a + len)),
         6 => proptest::collection::vec(
             (k.clone(), proptest::option::of(value_strategy()), any::<bool>()),
             1..8
@@ -216,6 +219,11 @@ impl Harness {
             Op::Merge(k, v) => {
                 self.db().merge(&key(*k), v).unwrap();
                 model_merge(&mut self.model, key(*k), v);
+            }
+            Op::DeleteRange(a, b) => {
+                let (a, b) = (key(*a), key(*b));
+                self.db().delete_range(&a, &b).unwrap();
+                self.model.retain(|k, _| k < &a || k >= &b);
             }
             Op::Batch(ops) => {
                 let mut b = WriteBatch::new();
@@ -395,10 +403,17 @@ fn long_random_runs_reach_deep_levels() {
                 db.put(&k, &v).unwrap();
                 model.insert(k, v);
             }
-            50..=59 => {
+            50..=58 => {
                 let operand = format!("m{step}").into_bytes();
                 db.merge(&k, &operand).unwrap();
                 model_merge(&mut model, k, &operand);
+            }
+            59 => {
+                let end = key(rng.below(2000) as u16);
+                if k <= end {
+                    db.delete_range(&k, &end).unwrap();
+                    model.retain(|m, _| m < &k || m >= &end);
+                }
             }
             60..=74 => {
                 db.delete(&k).unwrap();

@@ -192,11 +192,14 @@ impl Out {
             write(self.path("json"), &text)?;
             println!("{text}");
         }
+        let figure = match self.path("svg") {
+            p if p.exists() => format!(", {}", p.display()),
+            _ => String::new(),
+        };
         self.say(&format!(
-            "results: {} ({} rows), {}, {}",
+            "results: {} ({} rows){figure}, {}",
             self.path("csv").display(),
             table.rows.len(),
-            self.path("svg").display(),
             self.path("txt").display()
         ));
         write(self.path("txt"), &self.text)?;

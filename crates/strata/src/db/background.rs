@@ -67,6 +67,9 @@ pub(super) fn build_table_from_memtable(
             b.add(it.key(), it.value())?;
             it.next()?;
         }
+        for t in mem.range_tombstone_list() {
+            b.add_range_tombstone(&t);
+        }
         b.finish()
     })();
     match result {
@@ -78,6 +81,7 @@ pub(super) fn build_table_from_memtable(
             largest: s.largest,
             entries: s.entries,
             deletions: s.deletions,
+            range_deletions: s.range_deletions,
         }),
         Err(e) => {
             let _ = store.fs.remove(&path);

@@ -14,22 +14,24 @@ use crate::snapshot::Snapshot;
 use crate::version::Version;
 
 impl DbInner {
-    pub(super) fn iter(self: &Arc<Self>, options: &ReadOptions) -> DbIterator {
+    pub(super) fn iter(self: &Arc<Self>, options: &ReadOptions) -> Result<DbIterator> {
         let seq = self.read_seq(options);
         let sv = self.super_version();
         let merged = internal_iter(&sv, !options.skip_cache);
-        DbIterator {
+        let tombstones = self.all_tombstones(&sv)?;
+        Ok(DbIterator {
             inner: DbIter::new(
                 Box::new(merged),
                 seq,
                 options.lower_bound.clone(),
                 options.upper_bound.clone(),
                 self.opts.merge_operator.clone(),
+                tombstones,
             ),
             sampler: ReadSampler::new(Arc::downgrade(self)),
             sv,
             _snapshot: options.snapshot.clone(),
-        }
+        })
     }
 }
 

@@ -185,6 +185,14 @@ impl Db {
         self.write(b, WriteOptions::default())
     }
 
+    /// Deletes every key in `[begin, end)` with one write, however many keys the range
+    /// holds; see [`WriteBatch::delete_range`].
+    pub fn delete_range(&self, begin: &[u8], end: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range(begin, end);
+        self.write(b, WriteOptions::default())
+    }
+
     /// Writes `operand` for `key`, to be folded into its value by
     /// [`Options::merge_operator`] when the key is read: an update without a read.
     pub fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
@@ -283,7 +291,7 @@ impl Db {
     /// may read alive until dropped. Position it with a seek before reading.
     pub fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
         self.inner.check_open()?;
-        Ok(self.inner.iter(options))
+        self.inner.iter(options)
     }
 
     /// The entries with keys in `range`, in key order.

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::Ordering;
 
+use std::sync::Arc;
+
 use super::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator as _;
@@ -11,6 +13,7 @@ use crate::key::{
 use crate::memtable::Lookup;
 use crate::mutex::lock;
 use crate::options::ReadOptions;
+use crate::range_del::{Fragmented, RangeTombstone};
 use crate::sstable::reader::TableEntry;
 use crate::version::{Probes, ReadCompaction};
 
@@ -24,10 +27,12 @@ impl DbInner {
     /// then the tables, as a lookup of the newest version does.
     pub(super) fn newest_seq(&self, key: &[u8]) -> Result<Option<SeqNo>> {
         let sv = self.super_version();
+        let cover = self.covering_tombstone(&sv, key, SeqNo::MAX)?;
+        let newest = |seq: SeqNo| Ok(Some(seq.max(cover)));
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match m.get(key, SeqNo::MAX) {
                 Lookup::Found(_, seq) | Lookup::Deleted(seq) | Lookup::Merge(seq) => {
-                    return Ok(Some(seq));
+                    return newest(seq);
                 }
                 Lookup::Absent => {}
             }
@@ -35,17 +40,59 @@ impl DbInner {
         let found = sv
             .version
             .get(&lookup_key(key, SeqNo::MAX), key, true, &mut None)?;
-        Ok(found.map(|e| e.seq))
+        match found {
+            Some(e) => newest(e.seq),
+            None => Ok((cover > SeqNo(0)).then_some(cover)),
+        }
+    }
+
+    /// The newest range tombstone covering `key` that a read at `seq` sees, from every
+    /// memtable and table of `sv` (`SeqNo(0)`: none). Free when there are none.
+    pub(super) fn covering_tombstone(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<SeqNo> {
+        let mut newest = SeqNo(0);
+        for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            if let Some(t) = m.range_tombstones() {
+                newest = newest.max(t.covering(key, seq));
+            }
+        }
+        for f in sv.version.range_del_files.iter().filter(|f| f.covers(key)) {
+            if let Some(t) = f.table()?.range_tombstones()? {
+                newest = newest.max(t.fragmented.covering(key, seq));
+            }
+        }
+        Ok(newest)
+    }
+
+    /// Every range tombstone of `sv`, fragmented, for a cursor; `None` when there are none.
+    pub(super) fn all_tombstones(&self, sv: &SuperVersion) -> Result<Option<Arc<Fragmented>>> {
+        let mut all: Vec<RangeTombstone> = Vec::new();
+        for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            all.extend(m.range_tombstone_list());
+        }
+        for f in &sv.version.range_del_files {
+            if let Some(t) = f.table()?.range_tombstones()? {
+                all.extend(t.list.iter().cloned());
+            }
+        }
+        Ok((!all.is_empty()).then(|| Arc::new(Fragmented::new(&all))))
     }
 
     pub(super) fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
         let seq = self.read_seq(options);
         let sv = self.super_version();
+        // The newest version found is hidden by a newer range tombstone.
+        let cover = self.covering_tombstone(&sv, key, seq)?;
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match m.get(key, seq) {
-                Lookup::Found(v, _) => return Ok(Some(v)),
+                Lookup::Found(v, s) => return Ok((s > cover).then_some(v)),
                 Lookup::Deleted(_) => return Ok(None),
-                Lookup::Merge(_) => return self.get_merged(&sv, key, seq),
+                Lookup::Merge(s) if s > cover => return self.get_merged(&sv, key, seq),
+                Lookup::Merge(_) => return Ok(None),
                 Lookup::Absent => {}
             }
         }
@@ -58,6 +105,7 @@ impl DbInner {
             self.ask_read_compaction(rc);
         }
         match found? {
+            Some(e) if e.seq < cover => Ok(None),
             Some(e) if e.kind == ValueKind::Value => Ok(Some(e.value)),
             Some(e) if e.kind == ValueKind::Merge => self.get_merged(&sv, key, seq),
             _ => Ok(None),
@@ -68,6 +116,9 @@ impl DbInner {
     /// operands, newest first, down to a value, a deletion or the key's oldest version,
     /// gathered through a cursor over the whole tree and folded.
     fn get_merged(&self, sv: &SuperVersion, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
+        // Versions older than a range tombstone that covers the key end the operands, as a
+        // deletion does.
+        let cover = self.covering_tombstone(sv, key, seq)?;
         let mut it = super::iter::internal_iter(sv, true);
         it.seek(&lookup_key(key, seq))?;
         let mut operands: Vec<Vec<u8>> = Vec::new();
@@ -75,7 +126,7 @@ impl DbInner {
         while it.valid() {
             let p = parse_internal_key(it.key())
                 .ok_or_else(|| Error::corruption("", 0, "malformed internal key"))?;
-            if p.user_key != key {
+            if p.user_key != key || p.seq < cover {
                 break;
             }
             match p.kind {
@@ -84,7 +135,7 @@ impl DbInner {
                     base = Some(it.value().to_vec());
                     break;
                 }
-                ValueKind::Delete => break,
+                ValueKind::Delete | ValueKind::RangeDelete => break,
             }
             it.next()?;
         }
@@ -109,6 +160,9 @@ impl DbInner {
     ) {
         let seq = self.read_seq(options);
         let sv = self.super_version();
+        let tombstones = sv.mem.range_tombstones().is_some()
+            || sv.imm.iter().any(|m| m.range_tombstones().is_some())
+            || !sv.version.range_del_files.is_empty();
         let mut keys = keys.into_iter();
         let mut probes = Probes::default();
         let mut exhausted = None;
@@ -178,6 +232,13 @@ impl DbInner {
                 &mut exhausted,
             );
             for (k, o) in keys.iter().zip(out.iter_mut()) {
+                if tombstones && let Some(Ok(Some(e))) = o {
+                    match self.covering_tombstone(&sv, k, seq) {
+                        Ok(cover) if e.seq < cover => *o = Some(Ok(None)),
+                        Ok(_) => {}
+                        Err(err) => *o = Some(Err(err)),
+                    }
+                }
                 each(match o.take() {
                     Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
                     Some(Ok(Some(e))) if e.kind == ValueKind::Merge => self.get_merged(&sv, k, seq),

@@ -13,6 +13,7 @@ use crate::key::{
     parse_internal_key, user_key,
 };
 use crate::merge::MergeOperator;
+use crate::range_del::Fragmented;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -47,6 +48,8 @@ pub(crate) struct DbIter {
     merged_ahead: bool,
     /// Operands being gathered, in the order the cursor meets them.
     operands: Vec<Vec<u8>>,
+    /// The range tombstones of every memtable and table the cursor reads.
+    tombstones: Option<Arc<Fragmented>>,
 }
 
 #[cold]
@@ -66,6 +69,7 @@ impl DbIter {
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
         merge: Option<Arc<dyn MergeOperator>>,
+        tombstones: Option<Arc<Fragmented>>,
     ) -> Self {
         DbIter {
             inner,
@@ -83,6 +87,16 @@ impl DbIter {
             merged_value: Vec::new(),
             merged_ahead: false,
             operands: Vec::new(),
+            tombstones: tombstones.filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// The kind an entry has for this read: a deletion when a range tombstone that the read
+    /// sees is newer than the entry.
+    fn kind_seen(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind) -> ValueKind {
+        match &self.tombstones {
+            Some(t) if t.covering(user_key, self.seq) > seq => ValueKind::Delete,
+            _ => kind,
         }
     }
 
@@ -137,8 +151,8 @@ impl DbIter {
                 break;
             }
             if p.seq <= self.seq {
-                match p.kind {
-                    ValueKind::Delete => {
+                match self.kind_seen(p.user_key, p.seq, p.kind) {
+                    ValueKind::Delete | ValueKind::RangeDelete => {
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
@@ -183,14 +197,14 @@ impl DbIter {
                 break;
             }
             // Versions of one key run newest first from the visible one: all are visible.
-            match p.kind {
+            match self.kind_seen(p.user_key, p.seq, p.kind) {
                 ValueKind::Merge => self.operands.push(self.inner.value().to_vec()),
                 ValueKind::Value => {
                     base = Some(self.inner.value());
                     on_base = true;
                     break;
                 }
-                ValueKind::Delete => {
+                ValueKind::Delete | ValueKind::RangeDelete => {
                     on_base = true;
                     break;
                 }
@@ -229,10 +243,10 @@ impl DbIter {
                     // Everything further back is out of range.
                     break;
                 }
-                kind = p.kind;
+                kind = self.kind_seen(p.user_key, p.seq, p.kind);
                 self.saved_key.clear();
                 self.saved_key.extend_from_slice(p.user_key);
-                match p.kind {
+                match kind {
                     ValueKind::Merge => self.operands.push(self.inner.value().to_vec()),
                     ValueKind::Value => {
                         self.saved_value.clear();
@@ -240,7 +254,8 @@ impl DbIter {
                         self.operands.clear();
                         has_base = true;
                     }
-                    ValueKind::Delete => {
+                    ValueKind::Delete | ValueKind::RangeDelete => {
+                        kind = ValueKind::Delete;
                         self.saved_value.clear();
                         self.operands.clear();
                         has_base = false;

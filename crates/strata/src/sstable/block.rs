@@ -220,6 +220,10 @@ impl Block {
     /// Adds search heads over the restart keys, which must be internal keys (a block of an
     /// index). Worth it for blocks held open and searched often.
     pub(crate) fn with_search_heads(mut self) -> Result<Block, DecodeError> {
+        if self.restarts_offset == 0 {
+            // No entries: the index of a table that holds only range tombstones.
+            return Ok(self);
+        }
         // The user key as `compare_internal` sees it, so that heads order as it does.
         let user_key = |i| self.restart_key(i).map(crate::key::user_key);
         let (lo, hi) = if self.num_restarts >= 4 {

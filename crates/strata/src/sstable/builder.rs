@@ -8,7 +8,8 @@ use super::filter::FilterBuilder;
 use super::format::{BlockHandle, FilterKind, Footer, IndexKind, block_trailer, compress_block};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
-use crate::key::{ValueKind, parse_internal_key, user_key};
+use crate::key::{SeqNo, ValueKind, compare_internal, internal_key, parse_internal_key, user_key};
+use crate::range_del::RangeTombstone;
 
 /// Names of the properties block entries. Written to disk: never renamed.
 pub(crate) mod prop {
@@ -21,6 +22,9 @@ pub(crate) mod prop {
     pub const INDEX_BYTES: &str = "strata.index-bytes";
     pub const FILTER_BYTES: &str = "strata.filter-bytes";
     pub const COMPRESSION: &str = "strata.compression";
+    pub const RANGE_DELETIONS: &str = "strata.range-deletions";
+    pub const RANGE_DEL_OFFSET: &str = "strata.range-del-offset";
+    pub const RANGE_DEL_SIZE: &str = "strata.range-del-size";
 }
 
 /// What a finished table holds.
@@ -31,6 +35,7 @@ pub(crate) struct TableSummary {
     pub largest: Vec<u8>,
     pub entries: u64,
     pub deletions: u64,
+    pub range_deletions: u64,
 }
 
 pub(crate) struct TableBuilder {
@@ -48,6 +53,8 @@ pub(crate) struct TableBuilder {
     raw_key_bytes: u64,
     raw_value_bytes: u64,
     data_blocks: u64,
+    /// Range tombstones, written in a block of their own.
+    range_dels: Vec<RangeTombstone>,
 }
 
 impl TableBuilder {
@@ -65,7 +72,51 @@ impl TableBuilder {
             raw_key_bytes: 0,
             raw_value_bytes: 0,
             data_blocks: 0,
+            range_dels: Vec::new(),
         }
+    }
+
+    /// Adds a range tombstone, in any order relative to the entries.
+    pub(crate) fn add_range_tombstone(&mut self, t: &RangeTombstone) {
+        self.range_dels.push(t.clone());
+    }
+
+    /// Writes the range tombstones as a block of `(begin, seq, kind 3) -> end` entries in
+    /// internal-key order, and widens the file's bounds to cover every range: from its
+    /// begin, and to its end, as the key `(end, 0, deletion)`, which sorts after every
+    /// version of `end` (the end is not deleted, but a file that ends with it is taken to
+    /// hold it, so that the next file of a level starts after it).
+    fn write_range_dels(&mut self) -> Result<Option<BlockHandle>> {
+        if self.range_dels.is_empty() {
+            return Ok(None);
+        }
+        let mut list: Vec<(Vec<u8>, Vec<u8>)> = self
+            .range_dels
+            .iter()
+            .map(|t| {
+                (
+                    internal_key(&t.begin, t.seq, ValueKind::RangeDelete),
+                    t.end.clone(),
+                )
+            })
+            .collect();
+        list.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        list.dedup_by(|a, b| a.0 == b.0);
+        let mut block = BlockBuilder::new(1);
+        for (k, end) in &list {
+            block.add(k, end);
+            let s = &mut self.summary;
+            if s.smallest.is_empty() || compare_internal(k, &s.smallest).is_lt() {
+                s.smallest = k.clone();
+            }
+            let upper = internal_key(end, SeqNo(0), ValueKind::Delete);
+            if s.largest.is_empty() || compare_internal(&upper, &s.largest).is_gt() {
+                s.largest = upper;
+            }
+        }
+        self.summary.range_deletions = list.len() as u64;
+        let raw = block.finish();
+        self.write_block(&raw, super::Compression::None).map(Some)
     }
 
     /// Adds an entry. Requires: internal keys arrive in increasing order.
@@ -212,8 +263,9 @@ impl TableBuilder {
         let index_start = self.offset;
         let (index_handle, index_depth) = self.write_index()?;
         let index_bytes = self.offset - index_start;
+        let range_dels = self.write_range_dels()?;
         let mut props = BlockBuilder::new(1);
-        let mut pairs = [
+        let mut pairs = vec![
             (prop::COMPRESSION, self.opts.compression as u64),
             (prop::DATA_BLOCKS, self.data_blocks),
             (prop::DATA_BYTES, data_bytes),
@@ -224,6 +276,13 @@ impl TableBuilder {
             (prop::RAW_KEY_BYTES, self.raw_key_bytes),
             (prop::RAW_VALUE_BYTES, self.raw_value_bytes),
         ];
+        if let Some(h) = range_dels {
+            pairs.extend([
+                (prop::RANGE_DELETIONS, self.summary.range_deletions),
+                (prop::RANGE_DEL_OFFSET, h.offset),
+                (prop::RANGE_DEL_SIZE, h.size),
+            ]);
+        }
         pairs.sort_by_key(|(name, _)| *name);
         for (name, value) in pairs {
             let mut v = Vec::new();
@@ -239,6 +298,7 @@ impl TableBuilder {
             index_kind: self.opts.index_kind,
             index_depth,
             filter_kind: self.opts.filter_kind,
+            range_deletions: range_dels.is_some(),
         };
         self.append(&footer.encode())?;
         self.file

@@ -16,12 +16,14 @@
 //!
 //! The footer is `filter handle | index root handle | properties handle` (each `offset: u64 LE,
 //! size: u64 LE`), `index_kind: u8`, `index_depth: u8`, `filter_kind: u8` (version 2; zero
-//! in version 1), a reserved zero byte, `masked_crc32c(u32 LE)`, `format_version: u32 LE`,
+//! in version 1), a flags byte (bit 0: a range-deletion block, version 3; zero before),
+//! `masked_crc32c(u32 LE)`, `format_version: u32 LE`,
 //! `magic: u64 LE`. The checksum covers the 52 bytes before it and the version and magic
 //! after it, so that a damaged version number reads as damage, and only an intact footer of
 //! a newer version as unsupported. A file with a whole filter is written as version 1, which
 //! every release reads; one with a partitioned filter as version 2, which a release that
-//! would take its filter index for a Bloom filter refuses.
+//! would take its filter index for a Bloom filter refuses; one with range tombstones as
+//! version 3, which a release that would not see its deletions refuses.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -32,9 +34,10 @@ use crate::error::DecodeError;
 
 /// "STRATAst" little-endian: the last eight bytes of every SST file.
 pub(crate) const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRATAst");
-/// The SST format versions this build reads and writes: 1, and 2 for files whose filter is
-/// partitioned. Bump when the layout changes and keep reading the old ones.
-const TABLE_FORMAT_VERSIONS: [u32; 2] = [1, 2];
+/// The SST format versions this build reads and writes: 1, 2 for files whose filter is
+/// partitioned, 3 for files with range tombstones. Bump when the layout changes and keep
+/// reading the old ones.
+const TABLE_FORMAT_VERSIONS: [u32; 3] = [1, 2, 3];
 pub(crate) const FOOTER_BYTES: usize = 3 * 16 + 4 + 4 + 4 + 8;
 pub(crate) const BLOCK_TRAILER_BYTES: usize = 5;
 
@@ -142,14 +145,17 @@ pub(crate) struct Footer {
     pub index_depth: u8,
     /// What `filter` points at: the whole filter, or the index of its partitions.
     pub filter_kind: FilterKind,
+    /// Whether the file has a range-deletion block (named in its properties).
+    pub range_deletions: bool,
 }
 
 impl Footer {
     /// The format version of a file with this footer: the oldest that can describe it.
     pub(crate) fn version(&self) -> u32 {
-        match self.filter_kind {
-            FilterKind::Whole => 1,
-            FilterKind::Partitioned => 2,
+        match (self.range_deletions, self.filter_kind) {
+            (true, _) => 3,
+            (false, FilterKind::Whole) => 1,
+            (false, FilterKind::Partitioned) => 2,
         }
     }
 
@@ -161,7 +167,7 @@ impl Footer {
         }
         v.push(self.index_kind as u8);
         v.push(self.index_depth);
-        v.extend_from_slice(&[self.filter_kind as u8, 0]);
+        v.extend_from_slice(&[self.filter_kind as u8, u8::from(self.range_deletions)]);
         let mut tail = Vec::with_capacity(12);
         put_u32(&mut tail, self.version());
         put_u64(&mut tail, TABLE_MAGIC);
@@ -223,8 +229,14 @@ impl Footer {
         }
         // Version 1 wrote the byte as zero, a whole filter.
         let filter_kind = FilterKind::from_u8(body.get(50).copied().unwrap_or(u8::MAX))
-            .filter(|k| version == 2 || *k == FilterKind::Whole)
+            .filter(|k| version >= 2 || *k == FilterKind::Whole)
             .ok_or(FooterError::Damaged(DecodeError("unknown filter kind")))?;
+        // Zero before version 3.
+        let range_deletions = match (body.get(51).copied(), version) {
+            (Some(0), _) => false,
+            (Some(1), 3) => true,
+            _ => return Err(FooterError::Damaged(DecodeError("unknown footer flags"))),
+        };
         Ok(Footer {
             filter,
             index,
@@ -232,6 +244,7 @@ impl Footer {
             index_kind,
             index_depth: depth,
             filter_kind,
+            range_deletions,
         })
     }
 }
@@ -365,7 +378,10 @@ mod tests {
 
     #[test]
     fn footer_round_trips_and_detects_damage() {
-        for filter_kind in [FilterKind::Whole, FilterKind::Partitioned] {
+        let kinds = [FilterKind::Whole, FilterKind::Partitioned];
+        for (filter_kind, range_deletions) in
+            kinds.into_iter().flat_map(|k| [(k, false), (k, true)])
+        {
             let f = Footer {
                 filter: BlockHandle { offset: 1, size: 2 },
                 index: BlockHandle { offset: 3, size: 4 },
@@ -373,6 +389,7 @@ mod tests {
                 index_kind: IndexKind::BTree,
                 index_depth: 3,
                 filter_kind,
+                range_deletions,
             };
             let enc = f.encode();
             assert_eq!(Footer::decode(&enc).unwrap(), f);
@@ -399,6 +416,7 @@ mod tests {
             index_kind: IndexKind::Flat,
             index_depth: 1,
             filter_kind: FilterKind::Whole,
+            range_deletions: false,
         };
         let whole = f.encode();
         assert_eq!(u32_at(&whole, 56).unwrap(), 1);
@@ -410,13 +428,21 @@ mod tests {
             Footer::decode(&claims),
             Err(FooterError::Damaged(_))
         ));
+        // A version-1 footer claiming range deletions is damaged too.
+        let mut claims = whole.clone();
+        claims[51] = 1;
+        reseal(&mut claims);
+        assert!(matches!(
+            Footer::decode(&claims),
+            Err(FooterError::Damaged(_))
+        ));
         // An intact footer of a version to come is unsupported, not damaged.
         let mut newer = whole;
-        newer[56..60].copy_from_slice(&3u32.to_le_bytes());
+        newer[56..60].copy_from_slice(&4u32.to_le_bytes());
         reseal(&mut newer);
         assert!(matches!(
             Footer::decode(&newer),
-            Err(FooterError::Version(3))
+            Err(FooterError::Version(4))
         ));
     }
 

@@ -27,6 +27,8 @@ use crate::error::{Error, Result};
 use crate::fs::{MappedBytes, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{FileNumber, ParsedKey, compare_internal, parse_internal_key};
+use crate::mutex::lock;
+use crate::range_del::{Fragmented, RangeTombstone};
 
 /// An open SST file.
 pub(crate) struct Table {
@@ -45,6 +47,14 @@ pub(crate) struct Table {
     budget: Option<Arc<PinBudget>>,
     /// The file mapped into memory, for reads that fill the cache; see [`super::mapped`].
     mapped: Option<(Arc<MappedPages>, Arc<MappedTable>)>,
+    /// The range tombstones, read on first use (for files that have them).
+    range_dels: Mutex<Option<Arc<TableRangeDels>>>,
+}
+
+/// A table's range tombstones, as written and fragmented.
+pub(crate) struct TableRangeDels {
+    pub list: Vec<RangeTombstone>,
+    pub fragmented: Fragmented,
 }
 
 /// The blocks a lookup reads in every table it consults, held by the open table.
@@ -203,7 +213,58 @@ impl Table {
             loading: Mutex::new(()),
             budget: None,
             mapped: None,
+            range_dels: Mutex::new(None),
         })
+    }
+
+    /// The table's range tombstones; `None` for a file without any.
+    pub(crate) fn range_tombstones(&self) -> Result<Option<Arc<TableRangeDels>>> {
+        if !self.footer.range_deletions {
+            return Ok(None);
+        }
+        let mut held = lock(&self.range_dels);
+        if let Some(r) = held.as_ref() {
+            return Ok(Some(r.clone()));
+        }
+        let props = self.properties()?;
+        let prop = |name: &str| props.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        let handle = match (
+            prop(super::builder::prop::RANGE_DEL_OFFSET),
+            prop(super::builder::prop::RANGE_DEL_SIZE),
+        ) {
+            (Some(offset), Some(size)) => BlockHandle { offset, size },
+            _ => {
+                return Err(Error::corruption(
+                    &self.path,
+                    self.footer.properties.offset,
+                    "range-deletion block not named in the properties",
+                ));
+            }
+        };
+        let block = self.read_block(handle, false)?;
+        let mut it = block.iter(compare_internal);
+        let mut list = Vec::new();
+        it.seek_to_first()
+            .map_err(|e| self.with_path(e, handle.offset))?;
+        while it.valid() {
+            let p = parse_internal_key(it.key())
+                .filter(|p| p.kind == crate::key::ValueKind::RangeDelete)
+                .ok_or_else(|| {
+                    Error::corruption(&self.path, handle.offset, "malformed range tombstone")
+                })?;
+            list.push(RangeTombstone {
+                begin: p.user_key.to_vec(),
+                end: it.value().to_vec(),
+                seq: p.seq,
+            });
+            it.next().map_err(|e| self.with_path(e, handle.offset))?;
+        }
+        let r = Arc::new(TableRangeDels {
+            fragmented: Fragmented::new(&list),
+            list,
+        });
+        *held = Some(r.clone());
+        Ok(Some(r))
     }
 
     /// Counts this table's pinned blocks against `budget`, which lets them go when other

@@ -16,6 +16,8 @@ mod tag {
     pub const COMPACT_POINTER: u64 = 4;
     pub const DELETED_FILE: u64 = 5;
     pub const NEW_FILE: u64 = 6;
+    /// A new file with range tombstones: `NEW_FILE`'s fields, then their count.
+    pub const NEW_FILE_WITH_RANGE_DELETIONS: u64 = 7;
 }
 
 /// A file added by an edit.
@@ -28,6 +30,8 @@ pub(crate) struct NewFile {
     pub largest: Vec<u8>,
     pub entries: u64,
     pub deletions: u64,
+    /// Range tombstones in the file (written under their own tag when there are any).
+    pub range_deletions: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,7 +71,15 @@ impl VersionEdit {
             put_varint(&mut v, number.0);
         }
         for f in &self.added {
-            put_varint(&mut v, tag::NEW_FILE);
+            // A file without range tombstones keeps the tag every release reads.
+            put_varint(
+                &mut v,
+                if f.range_deletions > 0 {
+                    tag::NEW_FILE_WITH_RANGE_DELETIONS
+                } else {
+                    tag::NEW_FILE
+                },
+            );
             put_varint(&mut v, f.level.0 as u64);
             put_varint(&mut v, f.number.0);
             put_varint(&mut v, f.size);
@@ -75,6 +87,9 @@ impl VersionEdit {
             put_len_prefixed(&mut v, &f.largest);
             put_varint(&mut v, f.entries);
             put_varint(&mut v, f.deletions);
+            if f.range_deletions > 0 {
+                put_varint(&mut v, f.range_deletions);
+            }
         }
         v
     }
@@ -108,9 +123,9 @@ impl VersionEdit {
                     let l = level(&mut r)?;
                     e.deleted.push((l, FileNumber(r.varint()?)));
                 }
-                tag::NEW_FILE => {
+                t @ (tag::NEW_FILE | tag::NEW_FILE_WITH_RANGE_DELETIONS) => {
                     let l = level(&mut r)?;
-                    let f = NewFile {
+                    let mut f = NewFile {
                         level: l,
                         number: FileNumber(r.varint()?),
                         size: r.varint()?,
@@ -118,7 +133,11 @@ impl VersionEdit {
                         largest: r.len_prefixed()?.to_vec(),
                         entries: r.varint()?,
                         deletions: r.varint()?,
+                        range_deletions: 0,
                     };
+                    if t == tag::NEW_FILE_WITH_RANGE_DELETIONS {
+                        f.range_deletions = r.varint()?;
+                    }
                     if f.smallest.len() < 8 || f.largest.len() < 8 {
                         return Err(DecodeError("file bounds are not internal keys"));
                     }
@@ -153,6 +172,7 @@ mod tests {
                 largest: internal_key(b"z", SeqNo(2), ValueKind::Delete),
                 entries: 10,
                 deletions: 1,
+                range_deletions: 2,
             }],
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);

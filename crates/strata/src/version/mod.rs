@@ -54,6 +54,8 @@ pub(crate) struct FileMeta {
     pub largest: Vec<u8>,
     pub entries: u64,
     pub deletions: u64,
+    /// Range tombstones in the file.
+    pub range_deletions: u64,
     store: Arc<TableStore>,
     table: OnceLock<Arc<Table>>,
     obsolete: AtomicBool,
@@ -94,6 +96,7 @@ impl FileMeta {
             largest: f.largest.clone(),
             entries: f.entries,
             deletions: f.deletions,
+            range_deletions: f.range_deletions,
             store,
             table: OnceLock::new(),
             obsolete: AtomicBool::new(false),
@@ -147,7 +150,7 @@ impl FileMeta {
     }
 
     /// Whether `user_key` lies within the file's key range.
-    fn covers(&self, user_key: &[u8]) -> bool {
+    pub(crate) fn covers(&self, user_key: &[u8]) -> bool {
         user_key >= self.smallest_user_key() && user_key <= self.largest_user_key()
     }
 
@@ -299,6 +302,8 @@ fn file_for<'a>(
 pub(crate) struct Version {
     /// Level 0: newest file first. Deeper levels: sorted by key, not overlapping.
     pub levels: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+    /// The files with range tombstones, from any level.
+    pub range_del_files: Vec<Arc<FileMeta>>,
 }
 
 impl Version {

@@ -182,6 +182,11 @@ impl VersionSet {
                 }
             }
         }
+        v.range_del_files = v
+            .files()
+            .filter(|(_, f)| f.range_deletions > 0)
+            .map(|(_, f)| f.clone())
+            .collect();
         Ok(v)
     }
 
@@ -272,6 +277,7 @@ impl VersionSet {
                 largest: f.largest.clone(),
                 entries: f.entries,
                 deletions: f.deletions,
+                range_deletions: f.range_deletions,
             });
         }
         snapshot
