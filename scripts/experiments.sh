@@ -2,9 +2,11 @@
 # The seed experiments docs/EXPERIMENTS.md records, each writing NAME.csv, NAME.svg and
 # NAME.txt (what it printed) to docs/experiments/:
 #   scripts/experiments.sh [--smoke] [EXPERIMENT...]
-# Experiments: growth, server-mix, seven-tasks, flodb (default: all four). --smoke runs each
-# at its smallest scale (under a minute each) into a temporary directory, as CI does.
-# server-mix needs redis-server on the PATH; seven-tasks and server-mix run target/release/strata.
+# Experiments: growth, server-mix, seven-tasks, flodb, reach (default: all five). --smoke runs
+# each at its smallest scale (under a minute each) into a temporary directory, as CI does.
+# server-mix and reach need redis-server on the PATH, and run target/release/strata, as
+# seven-tasks does. reach (the merge operator, range deletes, checkpoints and backups) draws
+# no figure: its results are a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 smoke=0
@@ -44,14 +46,21 @@ run() {
   flodb)
     if [ $smoke = 1 ]; then experiment flodb --threads 1,2 --updates 0,50 --initial 20000 --duration 0.3
     else experiment flodb; fi ;;
-  *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb)" >&2; exit 2 ;;
+  reach)
+    if [ $smoke = 1 ]; then experiment reach --increments 20000 --counters 100 --checkpoint_mb 16 \
+      --range_keys 50000 --tombstones 100 --gets 20000 --strata target/release/strata \
+      --copy_dir "$out/copies"
+    else experiment reach --strata target/release/strata; fi ;;
+  *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb, reach)" >&2; exit 2 ;;
   esac
   echo "== experiment $1 took $((SECONDS - started)) s" >&2
-  # Every experiment leaves its results and its figure.
-  for ext in csv svg txt; do
+  # Every experiment leaves its results and its figure (reach: its table).
+  exts="csv svg txt"
+  if [ "$1" = reach ]; then exts="csv txt"; fi
+  for ext in $exts; do
     test -s "$out/$1.$ext" || { echo "experiment $1 left no $1.$ext" >&2; exit 1; }
   done
 }
 
-if [ $# -eq 0 ]; then set -- growth server-mix seven-tasks flodb; fi
+if [ $# -eq 0 ]; then set -- growth server-mix seven-tasks flodb reach; fi
 for e in "$@"; do run "$e"; done

@@ -126,7 +126,7 @@ pub(crate) fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// The length of the complete reply (status, error, integer or bulk) at the start of `buf`,
 /// `None` while it is incomplete; an error reply or a malformed one is an error.
-fn reply_len(buf: &[u8]) -> Result<Option<usize>, String> {
+pub(crate) fn reply_len(buf: &[u8]) -> Result<Option<usize>, String> {
     let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
         return Ok(None);
     };

@@ -451,6 +451,39 @@ fn save_and_bgsave_write_a_checkpoint_that_a_server_opens() {
     server.shutdown().unwrap();
 }
 
+/// FLUSHDB writes one range tombstone over the database's keys: the keys stay gone after a
+/// restart, the other databases keep theirs, and keys written afterwards are kept.
+#[test]
+fn flushdb_is_one_range_delete_that_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.sync = SyncMode::Always);
+    let mut c = client(&server);
+    let mut pipe = redis::pipe();
+    for i in 0..3000 {
+        pipe.set(format!("k{i}"), i).ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+    for i in 0..10 {
+        let _: () = c.set(format!("other{i}"), i).unwrap();
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).unwrap();
+    let _: () = redis::cmd("FLUSHDB").query(&mut c).unwrap();
+    let _: () = c.set("after", 1).unwrap();
+    drop(c);
+    server.shutdown().unwrap();
+
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 1);
+    assert_eq!(c.get::<_, Option<i64>>("k7").unwrap(), None);
+    assert_eq!(c.get::<_, i64>("after").unwrap(), 1);
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 10);
+    drop(c);
+    server.shutdown().unwrap();
+}
+
 fn raw_exchange(addr: std::net::SocketAddr, bytes: &[u8]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

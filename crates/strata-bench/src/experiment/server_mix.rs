@@ -52,9 +52,9 @@ pub struct Args {
 }
 
 /// A server process, stopped when dropped.
-struct Server {
+pub(super) struct Server {
     child: Child,
-    addr: String,
+    pub addr: String,
 }
 
 impl Drop for Server {
@@ -70,17 +70,27 @@ fn free_port() -> Result<u16, String> {
 }
 
 fn start(name: &str, a: &Args, dir: &Path) -> Result<Server, String> {
+    start_server(name, &a.strata, &a.redis_server, dir)
+}
+
+/// Starts `strata serve` or redis-server (AOF on, everysec) over `dir`, on a free port.
+pub(super) fn start_server(
+    name: &str,
+    strata: &Option<PathBuf>,
+    redis_server: &Path,
+    dir: &Path,
+) -> Result<Server, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let port = free_port()?;
     let mut cmd = match name {
         "strata" => {
-            let mut c = Command::new(super::strata_binary(&a.strata)?);
+            let mut c = Command::new(super::strata_binary(strata)?);
             c.arg("serve").arg("--dir").arg(dir.join("db"));
             c.args(["--port", &port.to_string(), "--sync", "everysec"]);
             c
         }
         "redis" => {
-            let mut c = Command::new(&a.redis_server);
+            let mut c = Command::new(redis_server);
             c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"]);
             c.arg("--dir").arg(dir);
             c.args([

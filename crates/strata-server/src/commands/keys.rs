@@ -393,7 +393,7 @@ fn relocate(cx: &Ctx<'_, '_>, src: &[u8], dst: &[u8], v: &store::Value) -> Outco
     w.commit(cx.shared)
 }
 
-/// Deletes every engine key in `[lo, hi)`, in batches. Requires: the key space's write lock.
+/// Deletes every engine key in `[lo, hi)`. Requires: the key space's write lock.
 fn delete_range(shared: &Shared, lo: Vec<u8>, hi: Vec<u8>) -> Outcome {
     // Inside EXEC the deletes join the transaction's batch, after its earlier writes.
     let range = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
@@ -404,24 +404,13 @@ fn delete_range(shared: &Shared, lo: Vec<u8>, hi: Vec<u8>) -> Outcome {
         }
         return w.commit(shared);
     }
-    loop {
-        let mut w = strata::WriteBatch::new();
-        let entries = shared
-            .db
-            .scan_with(lo.clone()..hi.clone(), ReadOptions::default(), false)
-            .map_err(engine)?;
-        for e in entries.take(10_000) {
-            let (k, _) = e.map_err(engine)?;
-            w.delete(&k);
-        }
-        if w.is_empty() {
-            return Ok(());
-        }
-        shared
-            .db
-            .write(w, super::write_opts(shared))
-            .map_err(engine)?;
-    }
+    // One range tombstone, however many keys the range holds.
+    let mut w = strata::WriteBatch::new();
+    w.delete_range(&lo, &hi);
+    shared
+        .db
+        .write(w, super::write_opts(shared))
+        .map_err(engine)
 }
 
 fn flush_mode(a: &[&[u8]]) -> Outcome {
