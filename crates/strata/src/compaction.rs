@@ -355,11 +355,26 @@ fn merge_into(
     } else {
         children.push(Box::new(LevelIterator::new(c.inputs.clone(), false)));
     }
+    // The inputs' range tombstones, by begin. Each goes into the output file being written
+    // when the merge reaches its begin, and a file is not cut until the merge is past the
+    // end of every tombstone in it: a file's range covers its tombstones whole, and files of
+    // a level stay apart.
+    let tombstones = input_tombstones(c)?;
+    // Deeper inputs that a tombstone hides whole are left out of the merge, unread.
+    let unread = |files: &[Arc<FileMeta>]| -> Result<Vec<Arc<FileMeta>>> {
+        let mut kept = Vec::with_capacity(files.len());
+        for f in files {
+            if !hidden_whole(f, &tombstones, ctx.smallest_snapshot)? {
+                kept.push(f.clone());
+            }
+        }
+        Ok(kept)
+    };
     for (_, files) in &c.between {
-        children.push(Box::new(LevelIterator::new(files.clone(), false)));
+        children.push(Box::new(LevelIterator::new(unread(files)?, false)));
     }
     if !c.next_inputs.is_empty() {
-        children.push(Box::new(LevelIterator::new(c.next_inputs.clone(), false)));
+        children.push(Box::new(LevelIterator::new(unread(&c.next_inputs)?, false)));
     }
     let mut it = MergingIterator::new(children);
     it.seek_to_first()?;
@@ -371,11 +386,6 @@ fn merge_into(
     let mut last_seq_for_key = SeqNo::MAX;
     let mut bytes_written = 0u64;
     let mut since_check = 0u32;
-    // The inputs' range tombstones, by begin. Each goes into the output file being written
-    // when the merge reaches its begin, and a file is not cut until the merge is past the
-    // end of every tombstone in it: a file's range covers its tombstones whole, and files of
-    // a level stay apart.
-    let tombstones = input_tombstones(c)?;
     let covered = Fragmented::new(&tombstones);
     let mut next_tombstone = 0;
     let mut cover_end: Option<Vec<u8>> = None;
@@ -452,7 +462,8 @@ fn merge_into(
             let seq = p.seq;
             let bottom = is_bottom_for_key(&c.version, c.output_level(), &current_key);
             let cover = covered.covering(&current_key, ctx.smallest_snapshot);
-            let folded = fold_operands(&mut it, &current_key, op, bottom, cover, ctx)?;
+            let folded =
+                fold_operands(&mut it, &current_key, op, bottom, cover, &|| malformed(ctx))?;
             let b = open_builder(&mut builder, ctx, fs)?;
             for (k, v) in &folded {
                 b.add(k, v)?;
@@ -483,6 +494,29 @@ fn merge_into(
         bytes_written += finish_output(b, number, c.output_level(), outputs)?;
     }
     Ok(Some(bytes_written))
+}
+
+/// Whether every entry of `f` is older than a range tombstone that covers the whole file and
+/// that every reader sees: the file then holds nothing any read can find, and a compaction
+/// drops it without reading it (only its properties, for its newest sequence number). A file
+/// with range tombstones of its own is read as any other.
+fn hidden_whole(
+    f: &FileMeta,
+    tombstones: &[RangeTombstone],
+    smallest_snapshot: SeqNo,
+) -> Result<bool> {
+    let candidates = tombstones.iter().filter(|t| {
+        t.seq <= smallest_snapshot
+            && t.begin.as_slice() <= f.smallest_user_key()
+            && f.largest_user_key() < t.end.as_slice()
+    });
+    let Some(newest) = candidates.map(|t| t.seq).max() else {
+        return Ok(false);
+    };
+    if f.range_deletions > 0 {
+        return Ok(false);
+    }
+    Ok(f.table()?.largest_seq()?.is_some_and(|s| s < newest))
 }
 
 /// The range tombstones of every input file, by begin.
@@ -555,13 +589,13 @@ fn open_builder<'b>(
 /// - otherwise one operand combining them all (the operator is associative), for a later
 ///   compaction to fold into the value beneath;
 /// - the entries as they were when the operator fails on them.
-fn fold_operands(
-    it: &mut MergingIterator,
+pub(crate) fn fold_operands(
+    it: &mut dyn InternalIterator,
     key: &[u8],
     op: &dyn MergeOperator,
     bottom: bool,
     cover: SeqNo,
-    ctx: &JobContext<'_>,
+    malformed: &dyn Fn() -> Error,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut raw: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut operands: Vec<Vec<u8>> = Vec::new();
@@ -569,7 +603,7 @@ fn fold_operands(
     // `Some(None)`: a deletion; `Some(Some(v))`: a value.
     let mut base: Option<Option<Vec<u8>>> = None;
     while it.valid() {
-        let p = parse_internal_key(it.key()).ok_or_else(|| malformed(ctx))?;
+        let p = parse_internal_key(it.key()).ok_or_else(malformed)?;
         if p.user_key != key {
             break;
         }

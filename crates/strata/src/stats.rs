@@ -28,6 +28,8 @@ pub struct FileInfo {
     pub entries: u64,
     /// Tombstones.
     pub deletions: u64,
+    /// Range tombstones (not among `entries`).
+    pub range_deletions: u64,
 }
 
 /// A snapshot of the engine's counters and shape, from [`crate::Db::stats`].

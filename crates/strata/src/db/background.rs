@@ -9,9 +9,10 @@ use super::write::QueuedWrite;
 use super::{DbInner, State, parse_file_name};
 use crate::compaction::{self, Compaction, JobContext};
 use crate::error::{Error, Result};
-use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo};
+use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal_key};
 use crate::log::{LogKind, LogWriter, header_record};
 use crate::memtable::MemTable;
+use crate::merge::MergeOperator;
 use crate::mutex::lock;
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
@@ -45,16 +46,22 @@ pub(super) fn write_level0(
     opts: &TableOptions,
     versions: &mut VersionSet,
     mem: &Arc<MemTable>,
+    fold: Option<&dyn MergeOperator>,
 ) -> Result<NewFile> {
     let number = versions.new_file_number();
-    build_table_from_memtable(store, opts, number, mem)
+    // No snapshot lives while the database opens.
+    build_table_from_memtable(store, opts, number, mem, fold.map(|op| (op, SeqNo::MAX)))
 }
 
+/// Writes a memtable to a new table. With `fold` (the merge operator and the oldest sequence
+/// number a reader may ask for), a key's merge operands that every reader sees are folded,
+/// into the value or deletion beneath them in the memtable, or else into one operand.
 pub(super) fn build_table_from_memtable(
     store: &TableStore,
     opts: &TableOptions,
     number: FileNumber,
     mem: &Arc<MemTable>,
+    fold: Option<(&dyn MergeOperator, SeqNo)>,
 ) -> Result<NewFile> {
     use crate::iter::InternalIterator;
     let path = store.dir.join(table_file_name(number));
@@ -63,7 +70,38 @@ pub(super) fn build_table_from_memtable(
         let mut b = TableBuilder::new(file, path.clone(), opts.clone());
         let mut it = mem.iter();
         it.seek_to_first()?;
+        let tombstones = mem.range_tombstones();
+        let malformed = || Error::corruption(&path, 0, "malformed internal key in a memtable");
+        let mut key: Vec<u8> = Vec::new();
+        let mut have_key = false;
+        // Whether the current key's newest version that every reader sees was reached.
+        let mut reached = false;
         while it.valid() {
+            let p = parse_internal_key(it.key()).ok_or_else(malformed)?;
+            if !have_key || p.user_key != key.as_slice() {
+                key.clear();
+                key.extend_from_slice(p.user_key);
+                have_key = true;
+                reached = false;
+            }
+            if let Some((op, oldest)) = fold
+                && !reached
+                && p.seq <= oldest
+            {
+                reached = true;
+                if p.kind == ValueKind::Merge {
+                    let cover = tombstones
+                        .as_ref()
+                        .map_or(SeqNo(0), |t| t.covering(&key, oldest));
+                    let folded = crate::compaction::fold_operands(
+                        &mut it, &key, op, false, cover, &malformed,
+                    )?;
+                    for (k, v) in &folded {
+                        b.add(k, v)?;
+                    }
+                    continue;
+                }
+            }
             b.add(it.key(), it.value())?;
             it.next()?;
         }
@@ -153,14 +191,21 @@ impl DbInner {
             };
             let number = st.versions.new_file_number();
             drop(st);
-            let result = build_table_from_memtable(&self.store, &self.table_options, number, &mem)
-                .and_then(|f| {
-                    self.store
-                        .fs
-                        .sync_dir(&self.dir)
-                        .map_err(io_err("fsync", &self.dir))?;
-                    Ok(f)
-                });
+            // Operands every reader sees fold: any snapshot taken from now on is newer than
+            // the memtable, which takes no more writes.
+            let oldest = self
+                .snapshots
+                .oldest(|| SeqNo(self.visible.load(Ordering::Acquire)));
+            let fold = self.opts.merge_operator.as_deref().map(|op| (op, oldest));
+            let result =
+                build_table_from_memtable(&self.store, &self.table_options, number, &mem, fold)
+                    .and_then(|f| {
+                        self.store
+                            .fs
+                            .sync_dir(&self.dir)
+                            .map_err(io_err("fsync", &self.dir))?;
+                        Ok(f)
+                    });
             let mut st = lock(&self.state);
             // Once the edit may be in the MANIFEST, the table must stay even if logging
             // failed: a reopen may find the edit and need the file.

@@ -618,6 +618,7 @@ impl DbInner {
                 largest_key: f.largest_user_key().to_vec(),
                 entries: f.entries,
                 deletions: f.deletions,
+                range_deletions: f.range_deletions,
             })
             .collect();
         // The active WAL by what was appended (its file may be reserved ahead); the older

@@ -268,7 +268,8 @@ fn replay_wals(
         }
     }
     if !replay.mem.is_empty() {
-        let table = write_level0(store, table_options, replay.versions, &replay.mem)?;
+        let fold = options.merge_operator.as_deref();
+        let table = write_level0(store, table_options, replay.versions, &replay.mem, fold)?;
         replay.edit.added.push(table);
     }
     Ok((replay.edit, replay.last_seq))
@@ -369,7 +370,14 @@ impl Replay<'_> {
             self.last_seq = self.last_seq.max(SeqNo(s - 1));
         }
         if self.mem.approximate_size() >= self.options.write_buffer_size {
-            let table = write_level0(self.store, self.table_options, self.versions, &self.mem)?;
+            let fold = self.options.merge_operator.as_deref();
+            let table = write_level0(
+                self.store,
+                self.table_options,
+                self.versions,
+                &self.mem,
+                fold,
+            )?;
             self.edit.added.push(table);
             self.mem = Arc::new(MemTable::new(FileNumber(0), self.options.write_buffer_size));
         }

@@ -25,6 +25,7 @@ pub(crate) mod prop {
     pub const RANGE_DELETIONS: &str = "strata.range-deletions";
     pub const RANGE_DEL_OFFSET: &str = "strata.range-del-offset";
     pub const RANGE_DEL_SIZE: &str = "strata.range-del-size";
+    pub const LARGEST_SEQ: &str = "strata.largest-seq";
 }
 
 /// What a finished table holds.
@@ -55,6 +56,8 @@ pub(crate) struct TableBuilder {
     data_blocks: u64,
     /// Range tombstones, written in a block of their own.
     range_dels: Vec<RangeTombstone>,
+    /// The newest sequence number of an entry or tombstone.
+    largest_seq: SeqNo,
 }
 
 impl TableBuilder {
@@ -73,11 +76,13 @@ impl TableBuilder {
             raw_value_bytes: 0,
             data_blocks: 0,
             range_dels: Vec::new(),
+            largest_seq: SeqNo(0),
         }
     }
 
     /// Adds a range tombstone, in any order relative to the entries.
     pub(crate) fn add_range_tombstone(&mut self, t: &RangeTombstone) {
+        self.largest_seq = self.largest_seq.max(t.seq);
         self.range_dels.push(t.clone());
     }
 
@@ -131,8 +136,11 @@ impl TableBuilder {
         self.summary.largest.clear();
         self.summary.largest.extend_from_slice(ikey);
         self.summary.entries += 1;
-        if parse_internal_key(ikey).map(|p| p.kind) == Some(ValueKind::Delete) {
-            self.summary.deletions += 1;
+        if let Some(p) = parse_internal_key(ikey) {
+            if p.kind == ValueKind::Delete {
+                self.summary.deletions += 1;
+            }
+            self.largest_seq = self.largest_seq.max(p.seq);
         }
         self.raw_key_bytes += ikey.len() as u64;
         self.raw_value_bytes += value.len() as u64;
@@ -275,6 +283,7 @@ impl TableBuilder {
             (prop::INDEX_BYTES, index_bytes),
             (prop::RAW_KEY_BYTES, self.raw_key_bytes),
             (prop::RAW_VALUE_BYTES, self.raw_value_bytes),
+            (prop::LARGEST_SEQ, self.largest_seq.0),
         ];
         if let Some(h) = range_dels {
             pairs.extend([

@@ -26,7 +26,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{MappedBytes, RandomAccessFile};
 use crate::iter::InternalIterator;
-use crate::key::{FileNumber, ParsedKey, compare_internal, parse_internal_key};
+use crate::key::{FileNumber, ParsedKey, SeqNo, compare_internal, parse_internal_key};
 use crate::mutex::lock;
 use crate::range_del::{Fragmented, RangeTombstone};
 
@@ -215,6 +215,16 @@ impl Table {
             mapped: None,
             range_dels: Mutex::new(None),
         })
+    }
+
+    /// The newest sequence number in the table, from its properties (`None` for a file
+    /// written before the property existed).
+    pub(crate) fn largest_seq(&self) -> Result<Option<SeqNo>> {
+        Ok(self
+            .properties()?
+            .iter()
+            .find(|(n, _)| n == super::builder::prop::LARGEST_SEQ)
+            .map(|(_, v)| SeqNo(*v)))
     }
 
     /// The table's range tombstones; `None` for a file without any.
