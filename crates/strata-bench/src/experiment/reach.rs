@@ -174,14 +174,15 @@ fn push(out: &mut Out, table: &mut Table, row: (&str, &str, u64, f64, Option<u64
     let (measure, variant, ops, seconds, bytes) = row;
     let rate = ops as f64 / seconds;
     out.say(&format!(
-        "  {measure:<22} {variant:<24} {ops:>9} ops {seconds:>8.3} s {rate:>12.0}/s"
+        "  {measure:<24} {variant:<24} {ops:>9} ops {seconds:>10.6} s {rate:>12.0}/s"
     ));
     table.push(vec![
         json!(measure),
         json!(variant),
         json!(1),
         json!(ops),
-        num(seconds),
+        // Unrounded: some of these take microseconds.
+        json!(seconds),
         num(rate),
         json!(bytes),
     ]);
