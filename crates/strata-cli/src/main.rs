@@ -645,10 +645,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 writeln!(out, "    @{offset} {size} bytes").map_err(io)?;
             }
             for e in &dump.entries {
-                let kind = match (e.deletion, e.merge) {
-                    (true, _) => "DEL",
-                    (false, true) => "MERGE",
-                    (false, false) => "PUT",
+                let kind = match (e.deletion, e.merge, e.range_deletion) {
+                    (true, _, _) => "DEL",
+                    (_, true, _) => "MERGE",
+                    (_, _, true) => "DELRANGE",
+                    _ => "PUT",
                 };
                 writeln!(
                     out,

@@ -147,6 +147,10 @@ fn write_checkpoint(shared: &Shared, dir: &Path) -> Result<(), String> {
     let path = |suffix: &str| -> PathBuf { dir.join(format!("{CHECKPOINT}{suffix}")) };
     let (tmp, old, target) = (path(".tmp"), path(".old"), path(""));
     let err = |what: &str, p: &Path, e: std::io::Error| format!("ERR {what} {}: {e}", p.display());
+    // A save cut short between its two renames left the last checkpoint as `.old`.
+    if !target.exists() && old.exists() {
+        std::fs::rename(&old, &target).map_err(|e| err("renaming", &old, e))?;
+    }
     for leftover in [&tmp, &old] {
         if leftover.exists() {
             std::fs::remove_dir_all(leftover).map_err(|e| err("removing", leftover, e))?;

@@ -472,6 +472,13 @@ fn flushdb_is_one_range_delete_that_survives_a_restart() {
     let _: () = c.set("after", 1).unwrap();
     drop(c);
     server.shutdown().unwrap();
+    {
+        // One range tombstone, not a deletion per key.
+        let db = strata::Db::open(dir.path(), strata::Options::default()).unwrap();
+        let files = db.stats().files;
+        assert_eq!(files.iter().map(|f| f.range_deletions).sum::<u64>(), 1);
+        assert_eq!(files.iter().map(|f| f.deletions).sum::<u64>(), 0);
+    }
 
     let server = start(dir.path(), |_| {});
     let mut c = client(&server);

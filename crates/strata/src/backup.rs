@@ -195,6 +195,7 @@ impl BackupEngine {
             fs.create_dir_all(&d)
                 .map_err(|e| Error::io("create", &d, e))?;
         }
+        fs.sync_dir(&dir).map_err(|e| Error::io("fsync", &dir, e))?;
         let lock_path = dir.join("LOCK");
         let lock = fs.lock(&lock_path).map_err(|e| match e.kind() {
             std::io::ErrorKind::WouldBlock => Error::Locked(dir.clone()),
@@ -211,7 +212,7 @@ impl BackupEngine {
     /// `shared/` unless a backup there holds them already.
     pub fn create(&self, db: &Db) -> Result<NewBackup> {
         let fs = self.fs.as_ref();
-        let id = self.ids()?.last().map_or(1, |last| last + 1);
+        let id = self.take_id()?;
         let staging = self.dir.join(format!("staging-{id}"));
         self.remove_tree(&staging)?;
         db.checkpoint(&staging)?;
@@ -219,6 +220,11 @@ impl BackupEngine {
         self.remove_tree(&private_dir)?;
         fs.create_dir_all(&private_dir)
             .map_err(|e| Error::io("create", &private_dir, e))?;
+        self.sync(&self.dir.join("private"))?;
+        let shared_dir = self.dir.join("shared");
+        let shared = fs
+            .list(&shared_dir)
+            .map_err(|e| Error::io("list", &shared_dir, e))?;
         let mut names = fs
             .list(&staging)
             .map_err(|e| Error::io("list", &staging, e))?;
@@ -227,21 +233,45 @@ impl BackupEngine {
         let mut added_bytes = 0;
         for name in names {
             let from = staging.join(&name);
-            let (size, crc) = self.checksum(&from)?;
-            let stored = match table_number(&name) {
-                Some(n) => format!("shared/{n:06}_{size}_{crc:08x}.sst"),
-                None => format!("private/{id}/{name}"),
+            let (stored, size, crc) = match table_number(&name) {
+                Some(n) => {
+                    // The checkpoint links the database's table: the backup takes a copy of
+                    // its own, unless an earlier backup holds one (same number, size and
+                    // checksum), so that damage to either does not reach the other.
+                    let size = fs
+                        .file_size(&from)
+                        .map_err(|e| Error::io("stat", &from, e))?;
+                    let prefix = format!("{n:06}_{size}_");
+                    let (size, crc) = if shared.iter().any(|s| s.starts_with(&prefix)) {
+                        self.checksum(&from)?
+                    } else {
+                        (size, 0)
+                    };
+                    let stored = format!("shared/{prefix}{crc:08x}.sst");
+                    if shared.iter().any(|s| format!("shared/{s}") == stored) {
+                        (stored, size, crc)
+                    } else {
+                        let tmp = shared_dir.join(format!("{prefix}.tmp"));
+                        let (size, crc) = self.copy(&from, &tmp)?;
+                        let stored = format!("shared/{prefix}{crc:08x}.sst");
+                        let to = self.dir.join(&stored);
+                        fs.rename(&tmp, &to)
+                            .map_err(|e| Error::io("rename", &tmp, e))?;
+                        added_bytes += size;
+                        (stored, size, crc)
+                    }
+                }
+                None => {
+                    // The checkpoint's own files: its MANIFEST, CURRENT and empty WAL.
+                    let (size, crc) = self.checksum(&from)?;
+                    let stored = format!("private/{id}/{name}");
+                    let to = self.dir.join(&stored);
+                    fs.rename(&from, &to)
+                        .map_err(|e| Error::io("rename", &from, e))?;
+                    added_bytes += size;
+                    (stored, size, crc)
+                }
             };
-            let to = self.dir.join(&stored);
-            if fs.exists(&to) {
-                // A table an earlier backup holds: same number, size and checksum.
-                fs.remove(&from)
-                    .map_err(|e| Error::io("remove", &from, e))?;
-            } else {
-                fs.rename(&from, &to)
-                    .map_err(|e| Error::io("rename", &from, e))?;
-                added_bytes += size;
-            }
             files.push(BackupFile {
                 db_name: name,
                 stored,
@@ -249,8 +279,8 @@ impl BackupEngine {
                 crc,
             });
         }
-        for d in [self.dir.join("shared"), private_dir] {
-            fs.sync_dir(&d).map_err(|e| Error::io("fsync", &d, e))?;
+        for d in [shared_dir, private_dir] {
+            self.sync(&d)?;
         }
         let meta = Meta {
             id,
@@ -470,6 +500,52 @@ impl BackupEngine {
             ));
         }
         Ok(meta)
+    }
+
+    /// Copies `from` to a new synced file `to`; returns its size and CRC-32C.
+    fn copy(&self, from: &Path, to: &Path) -> Result<(u64, u32)> {
+        let mut dst = self.fs.create(to).map_err(|e| Error::io("create", to, e))?;
+        let (size, crc) = self.read_chunks(from, |chunk| {
+            dst.append(chunk).map_err(|e| Error::io("write", to, e))
+        })?;
+        dst.sync().map_err(|e| Error::io("fsync", to, e))?;
+        Ok((size, crc))
+    }
+
+    fn sync(&self, dir: &Path) -> Result<()> {
+        self.fs
+            .sync_dir(dir)
+            .map_err(|e| Error::io("fsync", dir, e))
+    }
+
+    /// A backup id never used in this directory: one past the newest backup and past every
+    /// id handed out before (`meta/next`, made durable before the id is used).
+    fn take_id(&self) -> Result<u64> {
+        let fs = self.fs.as_ref();
+        let meta_dir = self.dir.join("meta");
+        let next_path = meta_dir.join("next");
+        let recorded = if fs.exists(&next_path) {
+            let bytes = fs
+                .read_all(&next_path)
+                .map_err(|e| Error::io("read", &next_path, e))?;
+            std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .ok_or_else(|| Error::corruption(&next_path, 0, "not a backup id"))?
+        } else {
+            1
+        };
+        let id = recorded.max(self.ids()?.last().map_or(1, |last| last + 1));
+        let tmp = meta_dir.join("next.tmp");
+        let mut f = fs.create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+        f.append(format!("{}\n", id + 1).as_bytes())
+            .and_then(|()| f.sync())
+            .map_err(|e| Error::io("write", &tmp, e))?;
+        drop(f);
+        fs.rename(&tmp, &next_path)
+            .map_err(|e| Error::io("rename", &tmp, e))?;
+        self.sync(&meta_dir)?;
+        Ok(id)
     }
 
     /// The size and CRC-32C of a file, read in chunks.

@@ -472,7 +472,10 @@ fn merge_into(
             last_seq_for_key = seq;
             continue;
         }
-        last_seq_for_key = p.seq;
+        // An operand written as it is hides nothing older: its fold needs what lies beneath.
+        if p.kind != ValueKind::Merge {
+            last_seq_for_key = p.seq;
+        }
         if !drop {
             let b = open_builder(&mut builder, ctx, fs)?;
             if removed {

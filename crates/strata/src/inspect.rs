@@ -160,6 +160,8 @@ pub struct DumpEntry {
     pub deletion: bool,
     /// `true` for a merge operand (the value is the operand).
     pub merge: bool,
+    /// `true` for a range tombstone: `key` is the range's begin, `value` its end.
+    pub range_deletion: bool,
     /// The value (empty for a tombstone).
     pub value: Vec<u8>,
 }
@@ -227,9 +229,20 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                         sequence: p.seq.0,
                         deletion: p.kind == ValueKind::Delete,
                         merge: p.kind == ValueKind::Merge,
+                        range_deletion: false,
                         value: it.value().to_vec(),
                     });
                     it.next()?;
+                }
+                for t in table.range_tombstones()?.iter().flat_map(|r| r.list.iter()) {
+                    dump.entries.push(DumpEntry {
+                        key: t.begin.clone(),
+                        sequence: t.seq.0,
+                        deletion: false,
+                        merge: false,
+                        range_deletion: true,
+                        value: t.end.clone(),
+                    });
                 }
             }
         }
@@ -259,6 +272,7 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                                 sequence: seq.0 + i as u64,
                                 deletion: op.kind == ValueKind::Delete,
                                 merge: op.kind == ValueKind::Merge,
+                                range_deletion: op.kind == ValueKind::RangeDelete,
                                 value: op.value.to_vec(),
                             });
                         }

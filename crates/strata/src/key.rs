@@ -73,7 +73,7 @@ pub(crate) fn internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<
 
 /// The kind with the largest discriminant: a key built with it at `seq` sorts before every
 /// entry of its user key written at `seq` or earlier, whatever their kinds.
-pub(crate) const SEEK_KIND: ValueKind = ValueKind::Merge;
+pub(crate) const SEEK_KIND: ValueKind = ValueKind::RangeDelete;
 
 /// The key that sorts before every version of `user_key` visible at `seq`.
 pub(crate) fn lookup_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {

@@ -121,7 +121,9 @@ pub struct Options {
     /// [`CompactionFilter`](crate::CompactionFilter).
     pub compaction_filter: Option<Arc<dyn crate::CompactionFilter>>,
     /// Folds the operands [`Db::merge`](crate::Db::merge) writes (`None`: merges are refused).
-    /// A database that holds operands must be opened with the same operator to read them.
+    /// A database that holds operands must be opened with the same operator to read them:
+    /// without one, reads of such keys fail with [`crate::Error::Merge`], and flushes and
+    /// compactions keep the operands, and what lies beneath them, unfolded.
     pub merge_operator: Option<Arc<dyn crate::MergeOperator>>,
 }
 

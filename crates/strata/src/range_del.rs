@@ -2,8 +2,9 @@
 //! version of every key in `[begin, end)`.
 //!
 //! A memtable keeps its tombstones in a list beside its entries, and a table in a block of
-//! its own (format in `docs/format.md`); neither puts them among the point entries, so a
-//! lookup or a scan of a part of the tree without tombstones pays nothing for them. For
+//! its own (format in `docs/format.md`); neither puts them among the point entries, so the
+//! point paths are unchanged, and a database without tombstones pays a flag check per
+//! memtable and an empty list of tables per get. For
 //! reads they are *fragmented*, as RocksDB and Pebble do: cut at every begin and end into
 //! non-overlapping pieces sorted by key, each with the sequence numbers of the tombstones
 //! that cover it, newest first. Whether a key is covered as of a sequence number is then a

@@ -95,9 +95,11 @@ fn a_damaged_table_fails_verify_and_restore_and_leaves_no_database() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("db"), options(None)).unwrap();
     fill(&db, 0, 1500, "v");
+    let state = common::dump(&db);
     let backups = dir.path().join("backups");
     let engine = BackupEngine::open(&backups).unwrap();
     engine.create(&db).unwrap();
+    drop(db);
 
     let victim = backups.join("shared").join(&shared_files(&backups)[0]);
     let mut bytes = std::fs::read(&victim).unwrap();
@@ -112,6 +114,9 @@ fn a_damaged_table_fails_verify_and_restore_and_leaves_no_database() {
         other => panic!("restore of a damaged backup gave {other:?}"),
     }
     assert!(!target.exists(), "a failed restore left {target:?}");
+    // The backup holds copies: the damage did not reach the database's own tables.
+    let db = Db::open(dir.path().join("db"), options(None)).unwrap();
+    assert_eq!(common::dump(&db), state);
 }
 
 #[test]
@@ -143,6 +148,9 @@ fn purge_keeps_the_newest_and_removes_only_what_they_do_not_name() {
     engine.delete(3).unwrap();
     engine.verify(4).unwrap();
     assert!(matches!(engine.verify(3), Err(Error::InvalidArgument(_))));
+    // Ids are never used twice, even the newest deleted one's.
+    engine.delete(4).unwrap();
+    assert_eq!(engine.create(&db).unwrap().info.id, 5);
 }
 
 #[test]
@@ -166,8 +174,9 @@ fn a_backup_cut_short_is_not_listed_and_its_files_are_collected() {
     engine.purge(0).unwrap();
     assert_eq!(mem.list(Path::new("/backups/shared")).unwrap().len(), 0);
     let made = engine.create(&db).unwrap();
-    assert_eq!(made.info.id, 1);
-    engine.restore(1, "/restored").unwrap();
+    // The id the cut-short backup took is not used again.
+    assert_eq!(made.info.id, 2);
+    engine.restore(2, "/restored").unwrap();
     let r = Db::open("/restored", options(Some(mem.clone()))).unwrap();
     assert_eq!(common::dump(&r), state);
 }

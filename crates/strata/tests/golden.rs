@@ -1,7 +1,8 @@
 //! Databases written by the released formats, checked in under `tests/golden/`, must open and
 //! read back as written: a format change that breaks old databases fails here. Each holds
-//! SSTs (with whole filters, format 1, or partitioned ones, format 2), a MANIFEST, CURRENT and
-//! a WAL with writes that were never flushed.
+//! SSTs (with whole filters, format 1, or partitioned ones, format 2; range tombstones,
+//! format 3), a MANIFEST, CURRENT and a WAL with writes that were never flushed (merge
+//! operands and a range tombstone among them in the third).
 //!
 //! `cargo test -p strata --test golden -- --ignored write_golden_databases` rewrites them;
 //! do that only for a new format, keeping the old directories.
@@ -126,4 +127,89 @@ fn golden_databases_open_and_read_as_written() {
         );
         db.close().unwrap();
     }
+}
+
+/// The database with range tombstones (SST 3, MANIFEST tag 7) and merge operands (kind 2),
+/// in tables and in the WAL.
+const GOLDEN_REACH: &str = "sst3-range-deletes-and-merges";
+
+fn reach_options() -> Options {
+    Options {
+        merge_operator: Some(std::sync::Arc::new(strata::merge::Append {
+            delimiter: b"+".to_vec(),
+        })),
+        ..options(FilterKind::Whole)
+    }
+}
+
+fn k(i: u32) -> Vec<u8> {
+    format!("k{i:03}").into_bytes()
+}
+
+fn reach_expected() -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    for i in 0..200u32 {
+        if (50..100).contains(&i) || (150..160).contains(&i) {
+            continue;
+        }
+        let mut v = format!("v{i}").into_bytes();
+        if (10..20).contains(&i) {
+            v.extend_from_slice(b"+m");
+        }
+        if i == 20 {
+            v.extend_from_slice(b"+w");
+        }
+        m.insert(k(i), v);
+    }
+    m
+}
+
+#[test]
+#[ignore = "writes the golden database; run by hand for a new format"]
+fn write_golden_reach_database() {
+    let dir = golden_dir(GOLDEN_REACH);
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = Db::open(&dir, reach_options()).unwrap();
+    for i in 0..200u32 {
+        db.put(&k(i), format!("v{i}").as_bytes()).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    db.delete_range(&k(50), &k(100)).unwrap();
+    for i in 10..20u32 {
+        db.merge(&k(i), b"m").unwrap();
+    }
+    db.flush().unwrap();
+    // Left in the WAL: never flushed.
+    db.delete_range(&k(150), &k(160)).unwrap();
+    db.merge(&k(20), b"w").unwrap();
+    db.close().unwrap();
+    let _ = std::fs::remove_file(dir.join("LOCK"));
+}
+
+#[test]
+fn the_golden_database_with_range_deletes_and_merges_reads_as_written() {
+    let src = golden_dir(GOLDEN_REACH);
+    let t = tempfile::tempdir().unwrap();
+    let mut versions = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let path = e.unwrap().path();
+        std::fs::copy(&path, t.path().join(path.file_name().unwrap())).unwrap();
+        if path.extension().is_some_and(|x| x == "sst") {
+            let dump = strata::inspect::dump_file(&path, true).unwrap();
+            let format = dump.summary.iter().find(|(k, _)| k == "format").unwrap();
+            versions.push(format.1.clone());
+        }
+    }
+    assert!(versions.iter().any(|v| v == "SST v3"), "{versions:?}");
+    let db = Db::open(t.path(), reach_options()).unwrap();
+    assert!(common::dump(&db) == reach_expected(), "contents differ");
+    for (key, v) in reach_expected() {
+        assert_eq!(db.get(&key).unwrap(), Some(v));
+    }
+    assert_eq!(db.get(&k(75)).unwrap(), None, "a range-deleted key is back");
+    assert_eq!(
+        db.get(&k(155)).unwrap(),
+        None,
+        "a range-deleted key is back"
+    );
 }

@@ -87,6 +87,18 @@ fn without_an_operator_merges_are_refused_and_operands_are_an_error_to_read() {
     let db = Db::open("/db", options(&fs, false)).unwrap();
     assert!(matches!(db.get(b"k"), Err(Error::Merge { .. })));
     assert!(db.scan(..).unwrap().any(|e| e.is_err()));
+    // Compactions without the operator keep the operands and what lies beneath them.
+    db.put(b"base", b"v").unwrap();
+    db.close().unwrap();
+    let db = Db::open("/db", options(&fs, true)).unwrap();
+    db.merge(b"base", b"w").unwrap();
+    db.close().unwrap();
+    let db = Db::open("/db", options(&fs, false)).unwrap();
+    db.compact_range(None, None).unwrap();
+    db.close().unwrap();
+    let db = Db::open("/db", options(&fs, true)).unwrap();
+    assert_eq!(db.get(b"base").unwrap().as_deref(), Some(&b"v,w"[..]));
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"x"[..]));
 }
 
 #[test]

@@ -20,6 +20,8 @@ enum Op {
     Merge(u16, Vec<u8>),
     /// `delete_range(key(a), key(b))`.
     DeleteRange(u16, u16),
+    /// One batch: puts, a range delete, more puts (the order within the batch matters).
+    RangeBatch(Vec<(u16, Vec<u8>)>, (u16, u16), Vec<(u16, Vec<u8>)>),
     /// Puts (`Some(v), false`), merges (`Some(v), true`) and deletes (`None`).
     Batch(Vec<(u16, Option<Vec<u8>>, bool)>),
     Get(u16),
@@ -58,7 +60,14 @@ fn op_strategy(keys: u16) -> impl Strategy<Value = Op> {
         8 => k.clone().prop_map(Op::Delete),
         10 => (k.clone(), proptest::collection::vec(any::<u8>(), 0..12))
             .prop_map(|(k, v)| Op::Merge(k, v)),
-        4 => (k.clone(), 0u16..12).prop_map(|(a, len)| Op::DeleteRange(a, a + len)),
+        4 => (k.clone(), prop_oneof![0u16..12, 0u16..100])
+            .prop_map(|(a, len)| Op::DeleteRange(a, a + len)),
+        2 => (
+            proptest::collection::vec((k.clone(), value_strategy()), 0..4),
+            (k.clone(), 0u16..30),
+            proptest::collection::vec((k.clone(), value_strategy()), 0..4),
+        )
+            .prop_map(|(before, (a, len), after)| Op::RangeBatch(before, (a, a + len), after)),
         6 => proptest::collection::vec(
             (k.clone(), proptest::option::of(value_strategy()), any::<bool>()),
             1..8
@@ -224,6 +233,21 @@ impl Harness {
                 let (a, b) = (key(*a), key(*b));
                 self.db().delete_range(&a, &b).unwrap();
                 self.model.retain(|k, _| k < &a || k >= &b);
+            }
+            Op::RangeBatch(before, (a, b), after) => {
+                let (a, b) = (key(*a), key(*b));
+                let mut batch = WriteBatch::new();
+                for (k, v) in before {
+                    batch.put(&key(*k), v);
+                    self.model.insert(key(*k), v.clone());
+                }
+                batch.delete_range(&a, &b);
+                self.model.retain(|k, _| k < &a || k >= &b);
+                for (k, v) in after {
+                    batch.put(&key(*k), v);
+                    self.model.insert(key(*k), v.clone());
+                }
+                self.db().write(batch, WriteOptions::default()).unwrap();
             }
             Op::Batch(ops) => {
                 let mut b = WriteBatch::new();

@@ -393,20 +393,30 @@ fn relocate(cx: &Ctx<'_, '_>, src: &[u8], dst: &[u8], v: &store::Value) -> Outco
     w.commit(cx.shared)
 }
 
-/// Deletes every engine key in `[lo, hi)`. Requires: the key space's write lock.
-fn delete_range(shared: &Shared, lo: Vec<u8>, hi: Vec<u8>) -> Outcome {
-    // Inside EXEC the deletes join the transaction's batch, after its earlier writes.
-    let range = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
-    if let Some(merged) = super::transaction::merged_range(shared, &range)? {
-        let mut w = super::Writes::default();
-        for k in merged.into_keys() {
-            w.delete(&k);
+/// Deletes every engine key in each `[lo, hi)` of `ranges`, in one atomic write.
+/// Requires: the key space's write lock.
+fn delete_ranges(shared: &Shared, ranges: &[(Vec<u8>, Vec<u8>)]) -> Outcome {
+    // Inside EXEC the deletes join the transaction's batch, after its earlier writes, key by
+    // key (its reads see its own writes through that batch).
+    let mut in_exec = super::Writes::default();
+    let mut exec = false;
+    for (lo, hi) in ranges {
+        let range = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
+        if let Some(merged) = super::transaction::merged_range(shared, &range)? {
+            exec = true;
+            for k in merged.into_keys() {
+                in_exec.delete(&k);
+            }
         }
-        return w.commit(shared);
     }
-    // One range tombstone, however many keys the range holds.
+    if exec {
+        return in_exec.commit(shared);
+    }
+    // One range tombstone per range, however many keys each holds.
     let mut w = strata::WriteBatch::new();
-    w.delete_range(&lo, &hi);
+    for (lo, hi) in ranges {
+        w.delete_range(lo, hi);
+    }
     shared
         .db
         .write(w, super::write_opts(shared))
@@ -422,8 +432,7 @@ fn flush_mode(a: &[&[u8]]) -> Outcome {
 
 pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     flush_mode(a)?;
-    let (lo, hi) = store::db_range(cx.conn.db);
-    delete_range(cx.shared, lo, hi)?;
+    delete_ranges(cx.shared, &[store::db_range(cx.conn.db)])?;
     cx.shared.cache.clear();
     cx.out.ok();
     Ok(())
@@ -431,9 +440,10 @@ pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 
 pub(super) fn flushall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     flush_mode(a)?;
-    delete_range(cx.shared, vec![0], vec![DATABASES])?;
-    let (lo, hi) = store::index_range();
-    delete_range(cx.shared, lo, hi)?;
+    delete_ranges(
+        cx.shared,
+        &[(vec![0], vec![DATABASES]), store::index_range()],
+    )?;
     cx.shared.cache.clear();
     cx.out.ok();
     Ok(())

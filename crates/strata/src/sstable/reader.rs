@@ -713,6 +713,7 @@ impl Table {
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
         self.pinned()?;
         self.properties()?;
+        self.range_tombstones()?;
         for h in self.filter_partition_handles()? {
             self.probe_partition(&*self.read_block(h, false)?, h, b"")?;
         }
