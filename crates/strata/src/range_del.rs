@@ -78,6 +78,19 @@ impl Fragmented {
         Fragmented { fragments }
     }
 
+    /// The oldest tombstone covering `key` that is newer than `after`, if any.
+    pub(crate) fn first_covering_after(&self, key: &[u8], after: SeqNo) -> Option<SeqNo> {
+        let i = self
+            .fragments
+            .partition_point(|f| compare_bytes(&f.end, key).is_le());
+        match self.fragments.get(i) {
+            Some(f) if compare_bytes(&f.start, key).is_le() => {
+                f.seqs.iter().rev().copied().find(|s| *s > after)
+            }
+            _ => None,
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.fragments.is_empty()
     }
@@ -146,6 +159,20 @@ mod tests {
                         f.covering(key.as_bytes(), SeqNo(read)),
                         want,
                         "{key} {read}"
+                    );
+                    let first_after = list
+                        .iter()
+                        .filter(|t| {
+                            t.begin.as_slice() <= key.as_bytes()
+                                && key.as_bytes() < t.end.as_slice()
+                                && t.seq > SeqNo(read)
+                        })
+                        .map(|t| t.seq)
+                        .min();
+                    assert_eq!(
+                        f.first_covering_after(key.as_bytes(), SeqNo(read)),
+                        first_after,
+                        "{key} after {read}"
                     );
                 }
             }

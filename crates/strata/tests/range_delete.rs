@@ -100,3 +100,26 @@ fn a_snapshot_keeps_what_a_later_range_delete_hides() {
     assert_eq!(tombstones, 0, "the tombstone outlived what it covered");
     assert_eq!(common::dump(&db).len(), 200);
 }
+
+/// A range delete changes a key (for `WATCH` and transactions) only where it removes a value:
+/// over a key already absent it changes nothing.
+#[test]
+fn a_range_delete_changes_only_the_keys_it_removes() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", common::tiny_options(Some(fs), 4)).unwrap();
+    db.put(b"x", b"1").unwrap();
+    let before = db.newest_sequence(b"x").unwrap();
+    assert_eq!(db.newest_sequence(b"never").unwrap(), None);
+    db.delete_range(b"a", b"z").unwrap();
+    let deleted = db.newest_sequence(b"x").unwrap();
+    assert!(deleted > before, "{deleted:?} {before:?}");
+    assert_eq!(db.newest_sequence(b"never").unwrap(), None);
+    // Once absent, another range delete changes nothing, in the memtable or in a table.
+    db.delete_range(b"a", b"z").unwrap();
+    assert_eq!(db.newest_sequence(b"x").unwrap(), deleted);
+    db.flush().unwrap();
+    db.delete_range(b"w", b"y").unwrap();
+    assert_eq!(db.newest_sequence(b"x").unwrap(), deleted);
+    db.put(b"x", b"2").unwrap();
+    assert!(db.newest_sequence(b"x").unwrap() > deleted);
+}

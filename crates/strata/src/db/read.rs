@@ -13,7 +13,7 @@ use crate::key::{
 use crate::memtable::Lookup;
 use crate::mutex::lock;
 use crate::options::ReadOptions;
-use crate::range_del::{Fragmented, RangeTombstone};
+use crate::range_del::Fragmented;
 use crate::sstable::reader::TableEntry;
 use crate::version::{Probes, ReadCompaction};
 
@@ -27,13 +27,21 @@ impl DbInner {
     /// then the tables, as a lookup of the newest version does.
     pub(super) fn newest_seq(&self, key: &[u8]) -> Result<Option<SeqNo>> {
         let sv = self.super_version();
-        let cover = self.covering_tombstone(&sv, key, SeqNo::MAX)?;
-        let newest = |seq: SeqNo| Ok(Some(seq.max(cover)));
+        // A range tombstone changes the key only where it hides a value: the first one after
+        // the key's newest value deletes it, and later ones, over a key already absent,
+        // change nothing (as Redis's FLUSHDB touches only the keys that exist).
+        let newest = |seq: SeqNo, live: bool| -> Result<Option<SeqNo>> {
+            if !live {
+                return Ok(Some(seq));
+            }
+            Ok(Some(
+                self.first_tombstone_after(&sv, key, seq)?.unwrap_or(seq),
+            ))
+        };
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match m.get(key, SeqNo::MAX) {
-                Lookup::Found(_, seq) | Lookup::Deleted(seq) | Lookup::Merge(seq) => {
-                    return newest(seq);
-                }
+                Lookup::Found(_, seq) | Lookup::Merge(seq) => return newest(seq, true),
+                Lookup::Deleted(seq) => return newest(seq, false),
                 Lookup::Absent => {}
             }
         }
@@ -41,8 +49,8 @@ impl DbInner {
             .version
             .get(&lookup_key(key, SeqNo::MAX), key, true, &mut None)?;
         match found {
-            Some(e) => newest(e.seq),
-            None => Ok((cover > SeqNo(0)).then_some(cover)),
+            Some(e) => newest(e.seq, e.kind != ValueKind::Delete),
+            None => Ok(None),
         }
     }
 
@@ -68,18 +76,46 @@ impl DbInner {
         Ok(newest)
     }
 
-    /// Every range tombstone of `sv`, fragmented, for a cursor; `None` when there are none.
-    pub(super) fn all_tombstones(&self, sv: &SuperVersion) -> Result<Option<Arc<Fragmented>>> {
-        let mut all: Vec<RangeTombstone> = Vec::new();
+    /// The oldest range tombstone of `sv` covering `key` newer than `after`.
+    fn first_tombstone_after(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        after: SeqNo,
+    ) -> Result<Option<SeqNo>> {
+        let mut first: Option<SeqNo> = None;
+        let mut see = |s: Option<SeqNo>| {
+            if let Some(s) = s {
+                first = Some(first.map_or(s, |f| f.min(s)));
+            }
+        };
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-            all.extend(m.range_tombstone_list());
-        }
-        for f in &sv.version.range_del_files {
-            if let Some(t) = f.table()?.range_tombstones()? {
-                all.extend(t.list.iter().cloned());
+            if let Some(t) = m.range_tombstones() {
+                see(t.first_covering_after(key, after));
             }
         }
-        Ok((!all.is_empty()).then(|| Arc::new(Fragmented::new(&all))))
+        for f in sv.version.range_del_files.iter().filter(|f| f.covers(key)) {
+            if let Some(t) = f.table()?.range_tombstones()? {
+                see(t.fragmented.first_covering_after(key, after));
+            }
+        }
+        Ok(first)
+    }
+
+    /// The range tombstones of every memtable and table of `sv`, each fragmented as its
+    /// memtable or table holds them, for a cursor (empty when there are none).
+    pub(super) fn all_tombstones(&self, sv: &SuperVersion) -> Result<Vec<Arc<Fragmented>>> {
+        let mut all: Vec<Arc<Fragmented>> = std::iter::once(&sv.mem)
+            .chain(sv.imm.iter())
+            .filter_map(|m| m.range_tombstones())
+            .collect();
+        for f in &sv.version.range_del_files {
+            if let Some(t) = f.table()?.range_tombstones()? {
+                all.push(t.fragmented.clone());
+            }
+        }
+        all.retain(|t| !t.is_empty());
+        Ok(all)
     }
 
     pub(super) fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {

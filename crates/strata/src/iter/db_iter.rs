@@ -49,7 +49,7 @@ pub(crate) struct DbIter {
     /// Operands being gathered, in the order the cursor meets them.
     operands: Vec<Vec<u8>>,
     /// The range tombstones of every memtable and table the cursor reads.
-    tombstones: Option<Arc<Fragmented>>,
+    tombstones: Vec<Arc<Fragmented>>,
 }
 
 #[cold]
@@ -69,7 +69,7 @@ impl DbIter {
         lower: Option<Vec<u8>>,
         upper: Option<Vec<u8>>,
         merge: Option<Arc<dyn MergeOperator>>,
-        tombstones: Option<Arc<Fragmented>>,
+        tombstones: Vec<Arc<Fragmented>>,
     ) -> Self {
         DbIter {
             inner,
@@ -87,17 +87,18 @@ impl DbIter {
             merged_value: Vec::new(),
             merged_ahead: false,
             operands: Vec::new(),
-            tombstones: tombstones.filter(|t| !t.is_empty()),
+            tombstones,
         }
     }
 
     /// The kind an entry has for this read: a deletion when a range tombstone that the read
     /// sees is newer than the entry.
     fn kind_seen(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind) -> ValueKind {
-        match &self.tombstones {
-            Some(t) if t.covering(user_key, self.seq) > seq => ValueKind::Delete,
-            _ => kind,
-        }
+        let hidden = self
+            .tombstones
+            .iter()
+            .any(|t| t.covering(user_key, self.seq) > seq);
+        if hidden { ValueKind::Delete } else { kind }
     }
 
     pub(crate) fn valid(&self) -> bool {

@@ -54,7 +54,7 @@ pub(crate) struct Table {
 /// A table's range tombstones, as written and fragmented.
 pub(crate) struct TableRangeDels {
     pub list: Vec<RangeTombstone>,
-    pub fragmented: Fragmented,
+    pub fragmented: Arc<Fragmented>,
 }
 
 /// The blocks a lookup reads in every table it consults, held by the open table.
@@ -270,7 +270,7 @@ impl Table {
             it.next().map_err(|e| self.with_path(e, handle.offset))?;
         }
         let r = Arc::new(TableRangeDels {
-            fragmented: Fragmented::new(&list),
+            fragmented: Arc::new(Fragmented::new(&list)),
             list,
         });
         *held = Some(r.clone());
