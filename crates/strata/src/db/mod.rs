@@ -165,8 +165,9 @@ fn parse_file_name(name: &str) -> Option<(FileNumber, &str)> {
 impl Db {
     /// The sequence number of the newest write (put, delete or merge) of `key`, or of a
     /// range delete that removed its value; `None` when it was never written. A range delete
-    /// over a key that had no value does not count: it changed nothing. A later write of the key, by anyone, makes it larger: a caller can
-    /// tell whether a key changed between two moments (as the server's `WATCH` does).
+    /// over a key that had no value does not count: it changed nothing. A later write of the
+    /// key, by anyone, makes it larger: a caller can tell whether a key changed between two
+    /// moments (as the server's `WATCH` does).
     pub fn newest_sequence(&self, key: &[u8]) -> Result<Option<u64>> {
         self.inner.check_open()?;
         Ok(self.inner.newest_seq(key)?.map(|s| s.0))
