@@ -232,6 +232,9 @@ impl DbInner {
             match result {
                 Ok(old_wal) => {
                     st.imm.pop_front();
+                    if fold.is_some() {
+                        st.horizon = st.horizon.max(oldest);
+                    }
                     self.install_super_version(&st);
                     let _ = self.store.fs.remove(&self.dir.join(wal_file_name(old_wal)));
                 }
@@ -422,6 +425,7 @@ impl DbInner {
         };
         // If logging fails the outputs stay: the MANIFEST may hold the edit, and the next
         // open removes whatever no version references.
+        st.horizon = st.horizon.max(smallest_snapshot);
         self.log_and_apply(&mut st, job.edit)?;
         if c.idle_merge {
             st.idle_merges_given_up_in_a_row = 0;

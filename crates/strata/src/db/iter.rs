@@ -15,8 +15,7 @@ use crate::version::Version;
 
 impl DbInner {
     pub(super) fn iter(self: &Arc<Self>, options: &ReadOptions) -> Result<DbIterator> {
-        let seq = self.read_seq(options);
-        let sv = self.super_version();
+        let (seq, sv) = self.read_view(options);
         let merged = internal_iter(&sv, !options.skip_cache);
         let tombstones = self.all_tombstones(&sv)?;
         Ok(DbIterator {

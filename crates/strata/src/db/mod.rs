@@ -53,6 +53,9 @@ pub(crate) struct SuperVersion {
     /// Immutable memtables, newest first.
     pub imm: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
+    /// The newest sequence number up to which the flushes and compactions behind these
+    /// tables folded or dropped versions: a read below it could miss what it should see.
+    pub horizon: SeqNo,
 }
 
 struct State {
@@ -64,6 +67,8 @@ struct State {
     /// The first failure that may have lost data; writes are refused from then on.
     bg_error: Option<Error>,
     closed: bool,
+    /// What [`SuperVersion::horizon`] the next super-version gets.
+    horizon: SeqNo,
     busy_levels: [bool; NUM_LEVELS],
     /// A manual compaction runs: background compactions pick nothing new meanwhile.
     manual_compaction: bool,
@@ -554,6 +559,7 @@ impl DbInner {
             mem: st.mem.clone(),
             imm: st.imm.iter().rev().cloned().collect(),
             version: st.versions.current(),
+            horizon: st.horizon,
         });
         *self
             .super_version

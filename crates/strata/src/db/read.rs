@@ -119,8 +119,7 @@ impl DbInner {
     }
 
     pub(super) fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
-        let seq = self.read_seq(options);
-        let sv = self.super_version();
+        let (seq, sv) = self.read_view(options);
         // The newest version found is hidden by a newer range tombstone.
         let cover = self.covering_tombstone(&sv, key, seq)?;
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
@@ -194,8 +193,7 @@ impl DbInner {
         options: &ReadOptions,
         mut each: impl FnMut(Result<Option<Vec<u8>>>),
     ) {
-        let seq = self.read_seq(options);
-        let sv = self.super_version();
+        let (seq, sv) = self.read_view(options);
         let tombstones = sv.mem.range_tombstones().is_some()
             || sv.imm.iter().any(|m| m.range_tombstones().is_some())
             || !sv.version.range_del_files.is_empty();
@@ -288,9 +286,24 @@ impl DbInner {
         }
     }
 
-    /// The sequence number a read sees: its snapshot's, or the last visible write's. Load it
-    /// before the super-version: every write at or below it is in a memtable or table that
-    /// this super-version (or a later one) holds.
+    /// The sequence number a read sees and the super-version it reads. The number is
+    /// loaded first: every write at or below it is in a memtable or table that this
+    /// super-version (or a later one) holds. A flush or compaction that finished between
+    /// the two loads may have folded or dropped versions up to a newer number than the
+    /// read's (its `horizon`): the read then takes the sequence number again, as of a
+    /// moment within the call. A snapshot's number is never below a horizon, as every job
+    /// keeps what live snapshots see.
+    pub(super) fn read_view(&self, options: &ReadOptions) -> (SeqNo, Arc<SuperVersion>) {
+        loop {
+            let seq = self.read_seq(options);
+            let sv = self.super_version();
+            if seq >= sv.horizon || options.snapshot.is_some() {
+                return (seq, sv);
+            }
+        }
+    }
+
+    /// The sequence number a read sees: its snapshot's, or the last visible write's.
     pub(super) fn read_seq(&self, options: &ReadOptions) -> SeqNo {
         match &options.snapshot {
             Some(s) => s.seq(),

@@ -130,6 +130,7 @@ impl Db {
             mem: mem.clone(),
             imm: Vec::new(),
             version,
+            horizon: SeqNo(0),
         });
         let state = State {
             versions,
@@ -138,6 +139,7 @@ impl Db {
             queue: VecDeque::new(),
             bg_error: None,
             closed: false,
+            horizon: SeqNo(0),
             busy_levels: [false; NUM_LEVELS],
             manual_compaction: false,
             read_compaction: None,
