@@ -388,7 +388,6 @@ fn merge_into(
     let mut since_check = 0u32;
     let covered = Fragmented::new(&tombstones);
     let mut next_tombstone = 0;
-    let mut cover_end: Option<Vec<u8>> = None;
 
     while it.valid() {
         since_check += 1;
@@ -406,6 +405,24 @@ fn merge_into(
         let p = parse_internal_key(key).ok_or_else(|| malformed(ctx))?;
         let new_user_key = !have_key || p.user_key != current_key.as_slice();
         if new_user_key {
+            // Cut output files only between user keys, so a key never spans two files. The
+            // file's range tombstones end just past its last key (`last + [0]`, the next key
+            // in byte order), and go on from there in the next file: the files of a level
+            // stay apart, and no key loses a tombstone that covered it.
+            if let Some((b, _)) = &mut builder
+                && b.estimated_size() >= ctx.target_file_bytes
+                && let Some(last) = b.last_user_key()
+            {
+                let at = [last, &[0]].concat();
+                let carried = b.clip_range_tombstones(&at);
+                if let Some((b, number)) = builder.take() {
+                    bytes_written += finish_output(b, number, c.output_level(), outputs)?;
+                }
+                for t in &carried {
+                    open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
+                }
+            }
+            // Tombstones that begin by this key (after the last file's last key).
             while let Some(t) = tombstones
                 .get(next_tombstone)
                 .filter(|t| t.begin.as_slice() <= p.user_key)
@@ -413,20 +430,7 @@ fn merge_into(
                 next_tombstone += 1;
                 if !drop_tombstone(c, ctx, t) {
                     open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
-                    if cover_end.as_ref().is_none_or(|e| t.end > *e) {
-                        cover_end = Some(t.end.clone());
-                    }
                 }
-            }
-            // Cut output files only between user keys, so a key never spans two files, and
-            // past every range tombstone in the file.
-            if let Some((b, _)) = &builder
-                && b.estimated_size() >= ctx.target_file_bytes
-                && cover_end.as_deref().is_none_or(|e| p.user_key > e)
-                && let Some((b, number)) = builder.take()
-            {
-                bytes_written += finish_output(b, number, c.output_level(), outputs)?;
-                cover_end = None;
             }
             current_key.clear();
             current_key.extend_from_slice(p.user_key);

@@ -123,3 +123,47 @@ fn a_range_delete_changes_only_the_keys_it_removes() {
     db.put(b"x", b"2").unwrap();
     assert!(db.newest_sequence(b"x").unwrap() > deleted);
 }
+
+/// A wide tombstone (FLUSHDB's) does not make one table of everything written after it in its
+/// range: compaction cuts its output as usual, ending the tombstone just past each table's
+/// last key and going on with it in the next.
+#[test]
+fn a_wide_tombstone_is_cut_with_the_tables_it_spans() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", common::tiny_options(Some(fs.clone()), 4)).unwrap();
+    for i in 0..3000 {
+        db.put(&key(i), b"old").unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let snapshot = db.snapshot();
+    db.delete_range(&key(0), &key(99_999)).unwrap();
+    for i in (0..3000).step_by(2) {
+        db.put(&key(i), format!("new{i}").as_bytes()).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let files = db.stats().files;
+    let with_tombstones = files.iter().filter(|f| f.range_deletions > 0).count();
+    assert!(
+        with_tombstones > 3,
+        "the tombstone sits in {with_tombstones} of {} tables",
+        files.len()
+    );
+    let biggest = files.iter().map(|f| f.size).max().unwrap();
+    assert!(biggest < 16 * 1024, "a table of {biggest} bytes");
+    for i in 0..3000 {
+        let want = (i % 2 == 0).then(|| format!("new{i}").into_bytes());
+        assert_eq!(db.get(&key(i)).unwrap(), want, "{i}");
+    }
+    // The snapshot keeps the old values under the cut tombstone.
+    let at = ReadOptions {
+        snapshot: Some(snapshot),
+        ..ReadOptions::default()
+    };
+    let old: Vec<_> = db
+        .scan_with(.., at, false)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
+    assert_eq!(old.len(), 3000);
+    assert!(old.iter().all(|(_, v)| v == b"old"));
+}

@@ -80,6 +80,28 @@ impl TableBuilder {
         }
     }
 
+    /// The user key of the last entry added, if any.
+    pub(crate) fn last_user_key(&self) -> Option<&[u8]> {
+        (self.summary.entries > 0).then(|| user_key(&self.summary.largest))
+    }
+
+    /// Ends every range tombstone added so far at `at` at the latest, and returns what lay
+    /// past it, `[at, end)`, for the next file.
+    pub(crate) fn clip_range_tombstones(&mut self, at: &[u8]) -> Vec<RangeTombstone> {
+        let mut rest = Vec::new();
+        for t in &mut self.range_dels {
+            if t.end.as_slice() > at {
+                rest.push(RangeTombstone {
+                    begin: at.to_vec(),
+                    end: std::mem::replace(&mut t.end, at.to_vec()),
+                    seq: t.seq,
+                });
+            }
+        }
+        self.range_dels.retain(|t| t.begin < t.end);
+        rest
+    }
+
     /// Adds a range tombstone, in any order relative to the entries.
     pub(crate) fn add_range_tombstone(&mut self, t: &RangeTombstone) {
         self.largest_seq = self.largest_seq.max(t.seq);
@@ -88,9 +110,11 @@ impl TableBuilder {
 
     /// Writes the range tombstones as a block of `(begin, seq, kind 3) -> end` entries in
     /// internal-key order, and widens the file's bounds to cover every range: from its
-    /// begin, and to its end, as the key `(end, 0, deletion)`, which sorts after every
-    /// version of `end` (the end is not deleted, but a file that ends with it is taken to
-    /// hold it, so that the next file of a level starts after it).
+    /// begin, and to the last key it covers, as the key `(last, 0, deletion)`, which sorts
+    /// after every version of `last`. For an end `x + [0]` (where compaction cuts a
+    /// tombstone between two files) that is `x`: no key lies between `x` and `x + [0]`.
+    /// For another end it is the end itself, which the tombstone does not cover, but the
+    /// file is taken to hold, so that the next file of a level starts after it.
     fn write_range_dels(&mut self) -> Result<Option<BlockHandle>> {
         if self.range_dels.is_empty() {
             return Ok(None);
@@ -114,7 +138,11 @@ impl TableBuilder {
             if s.smallest.is_empty() || compare_internal(k, &s.smallest).is_lt() {
                 s.smallest = k.clone();
             }
-            let upper = internal_key(end, SeqNo(0), ValueKind::Delete);
+            let last = match end.split_last() {
+                Some((0, x)) => x,
+                _ => end.as_slice(),
+            };
+            let upper = internal_key(last, SeqNo(0), ValueKind::Delete);
             if s.largest.is_empty() || compare_internal(&upper, &s.largest).is_gt() {
                 s.largest = upper;
             }
