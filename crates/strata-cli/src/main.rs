@@ -115,6 +115,14 @@ enum Command {
         #[command(flatten)]
         format: Format,
     },
+    /// Delete every key in [START, END) with one range tombstone.
+    DeleteRange {
+        dir: PathBuf,
+        start: String,
+        end: String,
+        #[command(flatten)]
+        format: Format,
+    },
     /// Print the entries in [START, END) as `key<TAB>value` lines.
     Scan {
         dir: PathBuf,
@@ -517,6 +525,18 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             db.write(batch, WriteOptions::default())
                 .map_err(|e| e.to_string())?;
             close(db)?;
+        }
+        Command::DeleteRange {
+            dir,
+            start,
+            end,
+            format,
+        } => {
+            let db = open_existing(&dir)?;
+            let (start, end) = (format.input(&start)?, format.input(&end)?);
+            let deleted = db.delete_range(&start, &end).map_err(|e| e.to_string());
+            close(db)?;
+            deleted?;
         }
         Command::Scan {
             dir,

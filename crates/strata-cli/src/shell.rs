@@ -16,6 +16,7 @@ commands:
   put <key> <value>             set a key
   get <key>                     show a key's value
   del <key>                     delete a key
+  delrange <start> <end>        delete every key in [start, end), with one range tombstone
   scan <start> <end> [limit]    keys in [start, end) in order (limit 50 by default)
   rscan <start> <end> [limit]   the same in reverse order
   index <flat|btree>            the index new SST files get (compact to rewrite old ones)
@@ -204,6 +205,13 @@ impl Shell {
             "del" | "delete" => {
                 want(1..=1, "del <key>")?;
                 self.db()?.delete(&args[0]).map_err(|e| e.to_string())?;
+                println!("ok");
+            }
+            "delrange" => {
+                want(2..=2, "delrange <start> <end>")?;
+                self.db()?
+                    .delete_range(&args[0], &args[1])
+                    .map_err(|e| e.to_string())?;
                 println!("ok");
             }
             "scan" | "rscan" => {

@@ -399,3 +399,24 @@ fn backup_create_list_verify_restore_and_purge() {
         stderr(&o)
     );
 }
+
+#[test]
+fn delete_range_removes_a_range_with_one_tombstone_from_the_command_and_the_shell() {
+    let (_t, db) = db_dir();
+    for k in ["a", "b", "c", "d", "e"] {
+        assert!(strata(&["put", &db, k, "v"]).status.success());
+    }
+    let o = strata(&["delete-range", &db, "b", "d"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&strata(&["scan", &db])), "a\tv\nd\tv\ne\tv\n");
+    let o = strata(&["delete-range", &db, "z", "a"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("begin is after end"), "{}", stderr(&o));
+    let o = strata_stdin(&["shell", &db], "delrange d zz\nscan a zz\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("ok"), "{text}");
+    assert!(text.contains("(1 entries)"), "{text}");
+    let dump = stdout(&strata(&["scan", &db]));
+    assert_eq!(dump, "a\tv\n");
+}
