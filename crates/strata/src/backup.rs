@@ -178,6 +178,9 @@ pub struct BackupEngine {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
     _lock: Box<dyn FileLock>,
+    /// One operation at a time: a purge must not collect what a backup being made is about
+    /// to name, nor two backups take one id.
+    busy: std::sync::Mutex<()>,
 }
 
 impl BackupEngine {
@@ -205,12 +208,14 @@ impl BackupEngine {
             dir,
             fs,
             _lock: lock,
+            busy: std::sync::Mutex::new(()),
         })
     }
 
     /// Backs `db` up while it takes writes: a checkpoint, whose tables are added to
     /// `shared/` unless a backup there holds them already.
     pub fn create(&self, db: &Db) -> Result<NewBackup> {
+        let _busy = crate::mutex::lock(&self.busy);
         let fs = self.fs.as_ref();
         let id = self.take_id()?;
         let staging = self.dir.join(format!("staging-{id}"));
@@ -311,6 +316,7 @@ impl BackupEngine {
 
     /// Every backup, oldest first. A damaged meta file is an error naming it.
     pub fn list(&self) -> Result<Vec<BackupInfo>> {
+        let _busy = crate::mutex::lock(&self.busy);
         self.ids()?
             .into_iter()
             .map(|id| self.meta(id).map(|m| m.info()))
@@ -319,6 +325,7 @@ impl BackupEngine {
 
     /// Reads every file of backup `id` and checks its size and checksum.
     pub fn verify(&self, id: u64) -> Result<()> {
+        let _busy = crate::mutex::lock(&self.busy);
         for f in self.meta(id)?.files {
             let path = self.dir.join(&f.stored);
             let (size, crc) = self.checksum(&path)?;
@@ -331,6 +338,7 @@ impl BackupEngine {
     /// every file's size and checksum as it is copied. On any failure `target` is removed:
     /// a restore either makes the whole database or nothing.
     pub fn restore(&self, id: u64, target: impl AsRef<Path>) -> Result<()> {
+        let _busy = crate::mutex::lock(&self.busy);
         let target = target.as_ref();
         let fs = self.fs.as_ref();
         let meta = self.meta(id)?;
@@ -376,6 +384,7 @@ impl BackupEngine {
     /// Deletes every backup but the newest `keep`, then every file no remaining backup
     /// names. Returns the ids deleted.
     pub fn purge(&self, keep: usize) -> Result<Vec<u64>> {
+        let _busy = crate::mutex::lock(&self.busy);
         let ids = self.ids()?;
         let gone: Vec<u64> = ids[..ids.len().saturating_sub(keep)].to_vec();
         for &id in &gone {
@@ -387,6 +396,7 @@ impl BackupEngine {
 
     /// Deletes backup `id` and the files no other backup names.
     pub fn delete(&self, id: u64) -> Result<()> {
+        let _busy = crate::mutex::lock(&self.busy);
         self.meta(id)?;
         self.remove_meta(id)?;
         self.collect_garbage(&[id])

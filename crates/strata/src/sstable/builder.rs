@@ -91,13 +91,16 @@ impl TableBuilder {
         let mut rest = Vec::new();
         for t in &mut self.range_dels {
             if t.end.as_slice() > at {
+                let begin = t.begin.as_slice().max(at).to_vec();
+                let end = std::mem::replace(&mut t.end, at.to_vec());
                 rest.push(RangeTombstone {
-                    begin: at.to_vec(),
-                    end: std::mem::replace(&mut t.end, at.to_vec()),
+                    begin,
+                    end,
                     seq: t.seq,
                 });
             }
         }
+        // A tombstone that began at or after `at` went on whole.
         self.range_dels.retain(|t| t.begin < t.end);
         rest
     }
@@ -343,5 +346,50 @@ impl TableBuilder {
             .map_err(|e| Error::io("fsync", &self.path, e))?;
         self.summary.file_size = self.offset;
         Ok(self.summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, MemFs};
+
+    fn tombstone(begin: &str, end: &str, seq: u64) -> RangeTombstone {
+        RangeTombstone {
+            begin: begin.as_bytes().to_vec(),
+            end: end.as_bytes().to_vec(),
+            seq: SeqNo(seq),
+        }
+    }
+
+    /// Clipping at a cut ends what spans it there and hands on the rest; a tombstone that
+    /// begins past the cut goes on whole, never widened down to the cut.
+    #[test]
+    fn clipping_splits_only_what_spans_the_cut() {
+        let fs = MemFs::new();
+        fs.create_dir_all(std::path::Path::new("/")).unwrap();
+        let file = fs.create(std::path::Path::new("/t.sst")).unwrap();
+        let opts = TableOptions {
+            block_size: 4096,
+            restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: super::super::Compression::None,
+            index_kind: IndexKind::Flat,
+            filter_kind: FilterKind::Whole,
+        };
+        let mut b = TableBuilder::new(file, "/t.sst".into(), opts);
+        b.add_range_tombstone(&tombstone("a", "c", 5));
+        b.add_range_tombstone(&tombstone("b", "x", 6));
+        b.add_range_tombstone(&tombstone("m", "p", 7));
+        let rest = b.clip_range_tombstones(b"k\0");
+        assert_eq!(rest, vec![tombstone("k\0", "x", 6), tombstone("m", "p", 7)]);
+        assert_eq!(
+            b.range_dels,
+            vec![tombstone("a", "c", 5), tombstone("b", "k\0", 6)]
+        );
+        let s = b.finish().unwrap();
+        // The bound of an end `k` + 0x00 is `k`.
+        assert_eq!(user_key(&s.largest), b"k");
+        assert_eq!(user_key(&s.smallest), b"a");
     }
 }
