@@ -21,7 +21,7 @@ pub(crate) struct RangeTombstone {
 }
 
 /// A piece of the key space, `[start, end)`, and the tombstones covering all of it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Fragment {
     start: Vec<u8>,
     end: Vec<u8>,
@@ -75,6 +75,21 @@ impl Fragmented {
                 seqs,
             });
         }
+        Fragmented { fragments }
+    }
+
+    /// The fragments of `parts`, one after another: for parts that hold apart ranges, in
+    /// order (the tables of one sorted level).
+    pub(crate) fn concat(parts: &[std::sync::Arc<Fragmented>]) -> Fragmented {
+        let fragments: Vec<Fragment> = parts
+            .iter()
+            .flat_map(|p| p.fragments.iter().cloned())
+            .collect();
+        debug_assert!(
+            fragments
+                .windows(2)
+                .all(|w| compare_bytes(&w[0].end, &w[1].start).is_le())
+        );
         Fragmented { fragments }
     }
 

@@ -68,7 +68,7 @@ impl DbInner {
                 newest = newest.max(t.covering(key, seq));
             }
         }
-        for f in sv.version.range_del_files.iter().filter(|f| f.covers(key)) {
+        for f in sv.version.range_del_files_holding(key) {
             if let Some(t) = f.table()?.range_tombstones()? {
                 newest = newest.max(t.fragmented.covering(key, seq));
             }
@@ -94,7 +94,7 @@ impl DbInner {
                 see(t.first_covering_after(key, after));
             }
         }
-        for f in sv.version.range_del_files.iter().filter(|f| f.covers(key)) {
+        for f in sv.version.range_del_files_holding(key) {
             if let Some(t) = f.table()?.range_tombstones()? {
                 see(t.fragmented.first_covering_after(key, after));
             }
@@ -109,9 +109,30 @@ impl DbInner {
             .chain(sv.imm.iter())
             .filter_map(|m| m.range_tombstones())
             .collect();
-        for f in &sv.version.range_del_files {
+        if sv.version.range_del_files.is_empty() {
+            return Ok(all);
+        }
+        for f in sv.version.levels[0]
+            .iter()
+            .filter(|f| f.range_deletions > 0)
+        {
             if let Some(t) = f.table()?.range_tombstones()? {
                 all.push(t.fragmented.clone());
+            }
+        }
+        // The tables of a deeper level hold apart ranges, in order: their fragments join
+        // into one sorted list, searched once per key rather than once per table.
+        for files in sv.version.levels.iter().skip(1) {
+            let mut parts = Vec::new();
+            for f in files.iter().filter(|f| f.range_deletions > 0) {
+                if let Some(t) = f.table()?.range_tombstones()? {
+                    parts.push(t.fragmented.clone());
+                }
+            }
+            match parts.len() {
+                0 => {}
+                1 => all.extend(parts),
+                _ => all.push(Arc::new(Fragmented::concat(&parts))),
             }
         }
         all.retain(|t| !t.is_empty());

@@ -307,6 +307,28 @@ pub(crate) struct Version {
 }
 
 impl Version {
+    /// The files with range tombstones whose range holds `user_key`: those of level 0, and
+    /// at most one per deeper level, found by binary search.
+    pub(crate) fn range_del_files_holding<'a>(
+        &'a self,
+        user_key: &'a [u8],
+    ) -> impl Iterator<Item = &'a Arc<FileMeta>> + 'a {
+        let any = !self.range_del_files.is_empty();
+        let level0 = self.levels[0]
+            .iter()
+            .filter(move |f| any && f.range_deletions > 0 && f.covers(user_key));
+        let deeper = self.levels.iter().skip(1).filter_map(move |files| {
+            if !any {
+                return None;
+            }
+            let i = files.partition_point(|f| f.largest_user_key() < user_key);
+            files
+                .get(i)
+                .filter(|f| f.range_deletions > 0 && f.smallest_user_key() <= user_key)
+        });
+        level0.chain(deeper)
+    }
+
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
         self.levels
             .get(level)
