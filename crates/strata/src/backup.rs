@@ -247,24 +247,29 @@ impl BackupEngine {
                         .file_size(&from)
                         .map_err(|e| Error::io("stat", &from, e))?;
                     let prefix = format!("{n:06}_{size}_");
-                    let (size, crc) = if shared.iter().any(|s| s.starts_with(&prefix)) {
-                        self.checksum(&from)?
-                    } else {
-                        (size, 0)
+                    // Read for its checksum only when a name could match.
+                    let held = match shared.iter().any(|s| s.starts_with(&prefix)) {
+                        true => {
+                            let (_, crc) = self.checksum(&from)?;
+                            let name = format!("{prefix}{crc:08x}.sst");
+                            shared.contains(&name).then_some((name, crc))
+                        }
+                        false => None,
                     };
-                    let stored = format!("shared/{prefix}{crc:08x}.sst");
-                    if shared.iter().any(|s| format!("shared/{s}") == stored) {
-                        (stored, size, crc)
-                    } else {
-                        let tmp = shared_dir.join(format!("{prefix}.tmp"));
-                        let (size, crc) = self.copy(&from, &tmp)?;
-                        let stored = format!("shared/{prefix}{crc:08x}.sst");
-                        let to = self.dir.join(&stored);
-                        fs.rename(&tmp, &to)
-                            .map_err(|e| Error::io("rename", &tmp, e))?;
-                        added_bytes += size;
-                        (stored, size, crc)
-                    }
+                    let (name, crc) = match held {
+                        Some(held) => held,
+                        None => {
+                            let tmp = shared_dir.join(format!("{prefix}.tmp"));
+                            let (_, crc) = self.copy(&from, &tmp)?;
+                            let name = format!("{prefix}{crc:08x}.sst");
+                            let to = shared_dir.join(&name);
+                            fs.rename(&tmp, &to)
+                                .map_err(|e| Error::io("rename", &tmp, e))?;
+                            added_bytes += size;
+                            (name, crc)
+                        }
+                    };
+                    (format!("shared/{name}"), size, crc)
                 }
                 None => {
                     // The checkpoint's own files: its MANIFEST, CURRENT and empty WAL.

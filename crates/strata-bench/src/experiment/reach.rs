@@ -173,8 +173,12 @@ fn counters(a: &Args, out: &mut Out, table: &mut Table) -> Result<(), String> {
 fn push(out: &mut Out, table: &mut Table, row: (&str, &str, u64, f64, Option<u64>)) {
     let (measure, variant, ops, seconds, bytes) = row;
     let rate = ops as f64 / seconds;
+    let amount = match bytes {
+        Some(b) => format!("{:>10.1} MiB", b as f64 / (1 << 20) as f64),
+        None => format!("{rate:>12.0}/s"),
+    };
     out.say(&format!(
-        "  {measure:<24} {variant:<24} {ops:>9} ops {seconds:>10.6} s {rate:>12.0}/s"
+        "  {measure:<24} {variant:<28} {ops:>9} ops {seconds:>10.6} s {amount}"
     ));
     table.push(vec![
         json!(measure),
@@ -183,7 +187,11 @@ fn push(out: &mut Out, table: &mut Table, row: (&str, &str, u64, f64, Option<u64
         json!(ops),
         // Unrounded: some of these take microseconds.
         json!(seconds),
-        num(rate),
+        if bytes.is_some() {
+            json!(null)
+        } else {
+            num(rate)
+        },
         json!(bytes),
     ]);
 }
@@ -450,19 +458,7 @@ fn checkpoints(a: &Args, out: &mut Out, table: &mut Table) -> Result<(), String>
         started.elapsed().as_secs_f64()
     ));
     let mut row = |out: &mut Out, measure: &str, variant: &str, seconds: f64, bytes: u64| {
-        out.say(&format!(
-            "  {measure:<10} {variant:<28} {seconds:>7.3} s  {:>8.1} MiB",
-            bytes as f64 / (1 << 20) as f64
-        ));
-        table.push(vec![
-            json!(measure),
-            json!(variant),
-            json!(1),
-            json!(1),
-            num(seconds),
-            json!(null),
-            json!(bytes),
-        ]);
+        push(out, table, (measure, variant, 1, seconds, Some(bytes)));
     };
     let source_keys = scan_count(&db)?;
 

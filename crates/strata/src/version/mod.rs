@@ -313,14 +313,16 @@ impl Version {
         &'a self,
         user_key: &'a [u8],
     ) -> impl Iterator<Item = &'a Arc<FileMeta>> + 'a {
-        let any = !self.range_del_files.is_empty();
-        let level0 = self.levels[0]
+        // Without any, nothing is walked: this runs on every get.
+        let (level0, deeper): (&[Arc<FileMeta>], &[Vec<Arc<FileMeta>>]) =
+            match self.range_del_files.is_empty() {
+                true => (&[], &[]),
+                false => (&self.levels[0], &self.levels[1..]),
+            };
+        let level0 = level0
             .iter()
-            .filter(move |f| any && f.range_deletions > 0 && f.covers(user_key));
-        let deeper = self.levels.iter().skip(1).filter_map(move |files| {
-            if !any {
-                return None;
-            }
+            .filter(move |f| f.range_deletions > 0 && f.covers(user_key));
+        let deeper = deeper.iter().filter_map(move |files| {
             let i = files.partition_point(|f| f.largest_user_key() < user_key);
             files
                 .get(i)
