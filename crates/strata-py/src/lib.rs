@@ -1,0 +1,907 @@
+//! The native half of the Python package `strata`: the classes `DB`, `WriteBatch`,
+//! `Snapshot` and `Iterator`, the exceptions, and `check`. `python/strata/__init__.py`
+//! re-exports them and adds what is plain Python (`PrefixedDB`).
+//!
+//! Every call into the engine runs with the GIL released (`Python::detach`), so that Python
+//! threads reading and writing one database run in parallel. Keys and values cross as
+//! `bytes` (borrowed, not copied, on the way in) or any object with the buffer protocol
+//! (copied, since another thread may change it while the GIL is released); a `str` is
+//! refused, as plyvel refuses it.
+//!
+//! Locking: a `DB` holds its engine handle in a read-write lock, taken for reading by every
+//! call and for writing by `close`. Both are taken with the GIL released: a thread that
+//! waited for the lock while holding the GIL could block the thread that holds the lock and
+//! needs the GIL to return.
+
+mod cursor;
+
+use std::borrow::Cow;
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+
+use pyo3::buffer::PyBuffer;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+use strata::{Compression, Db, Options, ReadOptions, WriteOptions};
+
+use cursor::{Bounds, Cursor};
+
+create_exception!(
+    strata,
+    Error,
+    PyException,
+    "The base of every error the engine reports."
+);
+create_exception!(
+    strata,
+    CorruptionError,
+    Error,
+    "Bytes read from a file are not what Strata wrote there (or are in an unknown format)."
+);
+create_exception!(
+    strata,
+    IOError,
+    Error,
+    "The operating system refused a call, or another handle holds the database's lock."
+);
+create_exception!(
+    strata,
+    ClosedError,
+    Error,
+    "The database, snapshot or batch was already closed."
+);
+
+/// The Python exception for an engine error, with the engine's message.
+fn raise(e: strata::Error) -> PyErr {
+    let message = e.to_string();
+    match e {
+        strata::Error::Io { .. } | strata::Error::Locked(_) => IOError::new_err(message),
+        strata::Error::Corruption { .. } | strata::Error::UnsupportedFormat { .. } => {
+            CorruptionError::new_err(message)
+        }
+        strata::Error::Closed => closed("database"),
+        _ => Error::new_err(message),
+    }
+}
+
+fn closed(what: &str) -> PyErr {
+    ClosedError::new_err(format!("the {what} is closed"))
+}
+
+/// Why a call made with the GIL released failed.
+enum Failure {
+    Engine(strata::Error),
+    Closed,
+}
+
+impl From<strata::Error> for Failure {
+    fn from(e: strata::Error) -> Failure {
+        Failure::Engine(e)
+    }
+}
+
+impl From<Failure> for PyErr {
+    fn from(f: Failure) -> PyErr {
+        match f {
+            Failure::Engine(e) => raise(e),
+            Failure::Closed => closed("database"),
+        }
+    }
+}
+
+/// The bytes of a key or value: `bytes` borrowed, other buffers copied, `str` refused.
+fn bytes_of<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8]>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Cow::Borrowed(b.as_bytes()));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be bytes (or a buffer such as bytearray or memoryview), not str: \
+             encode it first"
+        )));
+    }
+    match PyBuffer::<u8>::get(obj) {
+        Ok(buf) => Ok(Cow::Owned(buf.to_vec(obj.py())?)),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} must be bytes (or a buffer such as bytearray or memoryview), not {}",
+            obj.get_type().name()?
+        ))),
+    }
+}
+
+fn optional_bytes(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<Vec<u8>>> {
+    obj.filter(|o| !o.is_none())
+        .map(|o| bytes_of(o, what).map(Cow::into_owned))
+        .transpose()
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn compression(name: Option<&str>) -> PyResult<Compression> {
+    match name {
+        None | Some("none") => Ok(Compression::None),
+        Some("lz4") => Ok(Compression::Lz4),
+        Some("zstd") => Ok(Compression::Zstd),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "compression must be None, \"lz4\" or \"zstd\", not {other:?}"
+        ))),
+    }
+}
+
+/// An open Strata database.
+///
+/// ``DB(path, create_if_missing=True, error_if_exists=False, write_buffer_size=None,
+/// cache_size=None, bloom_bits=None, compression=None, block_size=None, sync=False)``
+///
+/// Keys and values are ``bytes`` (or any buffer); a ``str`` raises ``TypeError``. ``sync``
+/// is the default of every write: ``True`` makes each write durable against power loss
+/// before it returns; ``False`` (the default) keeps it safe from a crash of the process
+/// only. Use it as a context manager, or call ``close()``.
+///
+/// The mapping protocol works: ``db[k]``, ``db[k] = v``, ``del db[k]`` (which, as
+/// ``delete``, does not raise ``KeyError`` for a missing key: knowing would cost a read),
+/// ``k in db`` and ``for k in db`` (keys in order). ``len(db)`` is not offered: a
+/// log-structured tree does not know its number of keys without reading them all.
+#[pyclass(module = "strata", name = "DB", frozen)]
+struct PyDb {
+    db: RwLock<Option<Db>>,
+    path: String,
+    sync: bool,
+}
+
+impl PyDb {
+    /// Runs `f` on the open engine with the GIL released.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Db) -> Result<T, Failure> + Send,
+    ) -> PyResult<T> {
+        Ok(py.detach(|| match &*read(&self.db) {
+            Some(db) => f(db),
+            None => Err(Failure::Closed),
+        })?)
+    }
+
+    fn write_options(&self, sync: Option<bool>) -> WriteOptions {
+        WriteOptions {
+            sync: sync.unwrap_or(self.sync),
+        }
+    }
+
+    /// Writes a batch of one change, which `fill` adds.
+    fn write_one(
+        &self,
+        py: Python<'_>,
+        sync: Option<bool>,
+        fill: impl FnOnce(&mut strata::WriteBatch) + Send,
+    ) -> PyResult<()> {
+        let options = self.write_options(sync);
+        self.with(py, |db| {
+            let mut batch = strata::WriteBatch::new();
+            fill(&mut batch);
+            Ok(db.write(batch, options)?)
+        })
+    }
+
+    fn get_with(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        options: &ReadOptions,
+    ) -> PyResult<Option<Py<PyBytes>>> {
+        let key = bytes_of(key, "key")?;
+        let value = self.with(py, |db| Ok(db.get_with(&key, options)?))?;
+        Ok(value.map(|v| PyBytes::new(py, &v).unbind()))
+    }
+}
+
+#[pymethods]
+impl PyDb {
+    #[new]
+    #[pyo3(signature = (
+        path,
+        create_if_missing = true,
+        error_if_exists = false,
+        write_buffer_size = None,
+        cache_size = None,
+        bloom_bits = None,
+        compression = None,
+        block_size = None,
+        sync = false,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        create_if_missing: bool,
+        error_if_exists: bool,
+        write_buffer_size: Option<usize>,
+        cache_size: Option<usize>,
+        bloom_bits: Option<usize>,
+        compression: Option<&str>,
+        block_size: Option<usize>,
+        sync: bool,
+    ) -> PyResult<Self> {
+        let defaults = Options::default();
+        let options = Options {
+            create_if_missing,
+            error_if_exists,
+            write_buffer_size: write_buffer_size.unwrap_or(defaults.write_buffer_size),
+            block_cache_bytes: cache_size.unwrap_or(defaults.block_cache_bytes),
+            bloom_bits_per_key: bloom_bits.unwrap_or(defaults.bloom_bits_per_key),
+            compression: self::compression(compression)?,
+            block_size: block_size.unwrap_or(defaults.block_size),
+            ..defaults
+        };
+        let db = py.detach(|| Db::open(&path, options)).map_err(raise)?;
+        Ok(PyDb {
+            db: RwLock::new(Some(db)),
+            path: path.display().to_string(),
+            sync,
+        })
+    }
+
+    /// The directory the database lives in.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.path
+    }
+
+    /// True once ``close()`` ran.
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| read(&self.db).is_none())
+    }
+
+    /// Closes the database: flushes nothing that is not already in the log, stops the
+    /// background threads and releases the lock. Closing twice does nothing; any later call
+    /// raises ``ClosedError``.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let db = py.detach(|| {
+            self.db
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+        match db {
+            Some(db) => py.detach(|| db.close()).map_err(raise),
+            None => Ok(()),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = if self.closed(py) { "closed" } else { "open" };
+        format!("<strata.DB {:?} ({state})>", self.path)
+    }
+
+    /// The value of ``key``, or ``default`` when it is absent.
+    #[pyo3(signature = (key, default = None, fill_cache = true))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+        fill_cache: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let options = ReadOptions {
+            skip_cache: !fill_cache,
+            ..ReadOptions::default()
+        };
+        Ok(match self.get_with(py, key, &options)? {
+            Some(v) => v.into_any(),
+            None => default.unwrap_or_else(|| py.None()),
+        })
+    }
+
+    /// Sets ``key`` to ``value``. ``sync`` overrides the database's default.
+    #[pyo3(signature = (key, value, sync = None))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        let (key, value) = (bytes_of(key, "key")?, bytes_of(value, "value")?);
+        self.write_one(py, sync, |batch| batch.put(&key, &value))
+    }
+
+    /// Removes ``key``; removing a missing key is not an error.
+    #[pyo3(signature = (key, sync = None))]
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: Option<bool>) -> PyResult<()> {
+        let key = bytes_of(key, "key")?;
+        self.write_one(py, sync, |batch| batch.delete(&key))
+    }
+
+    /// Removes every key in ``[start, stop)`` with one write, however many there are.
+    #[pyo3(signature = (start, stop, sync = None))]
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        stop: &Bound<'_, PyAny>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        let (start, stop) = (bytes_of(start, "start")?, bytes_of(stop, "stop")?);
+        self.write_one(py, sync, |batch| batch.delete_range(&start, &stop))
+    }
+
+    /// The values of ``keys`` (a list, ``None`` for each absent key), all read at one moment.
+    /// Faster than as many ``get`` calls: the lookups' disk reads overlap.
+    fn get_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Py<PyList>> {
+        let objects: Vec<Bound<'_, PyAny>> = keys.try_iter()?.collect::<PyResult<_>>()?;
+        let keys = objects
+            .iter()
+            .map(|k| bytes_of(k, "key"))
+            .collect::<PyResult<Vec<_>>>()?;
+        let values = self.with(py, |db| {
+            let mut values = Vec::with_capacity(keys.len());
+            let mut first_error = None;
+            let keys = keys.iter().map(|k| &k[..]);
+            db.get_many_with(keys, &ReadOptions::default(), |v| match v {
+                Ok(v) => values.push(v),
+                Err(e) => {
+                    values.push(None);
+                    first_error.get_or_insert(e);
+                }
+            });
+            match first_error {
+                Some(e) => Err(Failure::Engine(e)),
+                None => Ok(values),
+            }
+        })?;
+        let list = PyList::empty(py);
+        for v in values {
+            match v {
+                Some(v) => list.append(PyBytes::new(py, &v))?,
+                None => list.append(py.None())?,
+            }
+        }
+        Ok(list.unbind())
+    }
+
+    /// A batch of writes applied atomically: ``with db.write_batch() as wb: wb.put(k, v)``
+    /// writes on a clean exit and discards everything on an exception.
+    #[pyo3(signature = (sync = None))]
+    fn write_batch(slf: Py<Self>, sync: Option<bool>) -> PyWriteBatch {
+        let sync = slf.get().write_options(sync).sync;
+        PyWriteBatch {
+            db: slf,
+            state: Mutex::new(Some(strata::WriteBatch::new())),
+            sync,
+        }
+    }
+
+    /// A consistent view of the database as it is now: ``with db.snapshot() as snap:``.
+    fn snapshot(slf: Py<Self>, py: Python<'_>) -> PyResult<PySnapshot> {
+        let snapshot = slf.get().with(py, |db| Ok(db.snapshot()))?;
+        Ok(PySnapshot {
+            db: slf,
+            snapshot: Mutex::new(Some(snapshot)),
+        })
+    }
+
+    /// An iterator over the database, pulling entries from the engine as it goes.
+    ///
+    /// ``start`` and ``stop`` bound the keys (``include_start`` and ``include_stop`` say
+    /// whether the bounds themselves count); ``prefix`` takes the keys that begin with it
+    /// instead. ``reverse`` goes from the largest key down. It yields ``(key, value)``
+    /// tuples, or keys or values alone with ``include_value=False`` or
+    /// ``include_key=False``. ``snapshot`` reads as of a ``Snapshot``.
+    #[pyo3(signature = (
+        start = None,
+        stop = None,
+        prefix = None,
+        reverse = false,
+        include_start = true,
+        include_stop = false,
+        include_key = true,
+        include_value = true,
+        snapshot = None,
+        fill_cache = true,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn iterator(
+        slf: Py<Self>,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        include_start: bool,
+        include_stop: bool,
+        include_key: bool,
+        include_value: bool,
+        snapshot: Option<PyRef<'_, PySnapshot>>,
+        fill_cache: bool,
+    ) -> PyResult<PyIterator> {
+        let bounds = Bounds::new(
+            optional_bytes(start, "start")?,
+            optional_bytes(stop, "stop")?,
+            optional_bytes(prefix, "prefix")?,
+            include_start,
+            include_stop,
+        )
+        .map_err(PyTypeError::new_err)?;
+        let snapshot = match snapshot {
+            Some(s) => {
+                if !s.db.is(&slf) {
+                    return Err(PyValueError::new_err(
+                        "the snapshot belongs to another database",
+                    ));
+                }
+                Some(s.held()?)
+            }
+            None => None,
+        };
+        PyIterator::open(
+            slf,
+            py,
+            bounds,
+            snapshot,
+            reverse,
+            (include_key, include_value),
+            fill_cache,
+        )
+    }
+
+    /// Compacts the keys in ``[start, stop]`` (the whole database by default) down the tree,
+    /// dropping what deletions and overwrites left behind.
+    #[pyo3(signature = (start = None, stop = None))]
+    fn compact_range(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let start = optional_bytes(start, "start")?;
+        let stop = optional_bytes(stop, "stop")?;
+        self.with(py, |db| {
+            Ok(db.compact_range(start.as_deref(), stop.as_deref())?)
+        })
+    }
+
+    /// Writes the memtable to a table file and waits for it.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |db| Ok(db.flush()?))
+    }
+
+    /// Makes every write so far durable against power loss (fsyncs the log).
+    fn sync_wal(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |db| Ok(db.sync_wal()?))
+    }
+
+    /// A consistent copy of the database in ``path`` (a new directory), made while writes
+    /// go on; it opens as a database.
+    fn checkpoint(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        self.with(py, |db| Ok(db.checkpoint(&path)?))
+    }
+
+    /// The engine's counters and the shape of its tree, as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.with(py, |db| Ok(db.stats()))?;
+        let d = PyDict::new(py);
+        let levels = PyList::empty(py);
+        for (i, l) in s.levels.iter().enumerate() {
+            let level = PyDict::new(py);
+            level.set_item("level", i)?;
+            level.set_item("files", l.files)?;
+            level.set_item("bytes", l.bytes)?;
+            level.set_item("target_bytes", l.target_bytes)?;
+            levels.append(level)?;
+        }
+        d.set_item("levels", levels)?;
+        d.set_item("sst_bytes", s.sst_bytes)?;
+        d.set_item("wal_bytes", s.wal_bytes)?;
+        d.set_item("memtable_bytes", s.memtable_bytes)?;
+        d.set_item("immutable_memtables", s.immutable_memtables)?;
+        d.set_item("block_cache_hits", s.block_cache_hits)?;
+        d.set_item("block_cache_misses", s.block_cache_misses)?;
+        d.set_item("block_cache_bytes", s.block_cache_bytes)?;
+        d.set_item("user_bytes_written", s.user_bytes_written)?;
+        d.set_item("wal_bytes_written", s.wal_bytes_written)?;
+        d.set_item("flush_bytes_written", s.flush_bytes_written)?;
+        d.set_item("compaction_bytes_written", s.compaction_bytes_written)?;
+        d.set_item("compaction_bytes_read", s.compaction_bytes_read)?;
+        d.set_item("write_amplification", s.write_amplification())?;
+        d.set_item("flushes", s.flushes)?;
+        d.set_item("compactions", s.compactions)?;
+        d.set_item("compaction_pending", s.compaction_pending)?;
+        d.set_item("write_stall_micros", s.write_stall_micros)?;
+        d.set_item("last_sequence", s.last_sequence)?;
+        d.set_item("live_snapshots", s.live_snapshots)?;
+        d.set_item("poisoned", s.poisoned)?;
+        Ok(d)
+    }
+
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
+        match self.get_with(py, key, &ReadOptions::default())? {
+            Some(v) => Ok(v),
+            None => Err(PyKeyError::new_err(key.clone().unbind())),
+        }
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value, None)
+    }
+
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delete(py, key, None)
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.get_with(py, key, &ReadOptions::default())?.is_some())
+    }
+
+    /// The keys, in order.
+    fn __iter__(slf: Py<Self>, py: Python<'_>) -> PyResult<PyIterator> {
+        let bounds = Bounds::new(None, None, None, true, false).map_err(PyTypeError::new_err)?;
+        PyIterator::open(slf, py, bounds, None, false, (true, false), true)
+    }
+}
+
+/// Writes gathered in memory and applied atomically by ``write()`` or on a clean exit from
+/// ``with db.write_batch() as wb:``. An exception inside the block discards them.
+#[pyclass(module = "strata", name = "WriteBatch", frozen)]
+struct PyWriteBatch {
+    db: Py<PyDb>,
+    /// `None` once written or discarded by a context manager's exit.
+    state: Mutex<Option<strata::WriteBatch>>,
+    sync: bool,
+}
+
+impl PyWriteBatch {
+    fn edit(&self, f: impl FnOnce(&mut strata::WriteBatch)) -> PyResult<()> {
+        match lock(&self.state).as_mut() {
+            Some(batch) => {
+                f(batch);
+                Ok(())
+            }
+            None => Err(closed("write batch")),
+        }
+    }
+}
+
+#[pymethods]
+impl PyWriteBatch {
+    /// Adds ``key = value`` to the batch.
+    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (key, value) = (bytes_of(key, "key")?, bytes_of(value, "value")?);
+        self.edit(|b| b.put(&key, &value))
+    }
+
+    /// Adds the removal of ``key`` to the batch.
+    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = bytes_of(key, "key")?;
+        self.edit(|b| b.delete(&key))
+    }
+
+    /// Adds the removal of every key in ``[start, stop)`` to the batch.
+    fn delete_range(&self, start: &Bound<'_, PyAny>, stop: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (start, stop) = (bytes_of(start, "start")?, bytes_of(stop, "stop")?);
+        self.edit(|b| b.delete_range(&start, &stop))
+    }
+
+    /// Forgets the writes gathered so far.
+    fn clear(&self) -> PyResult<()> {
+        self.edit(|b| b.clear())
+    }
+
+    /// Applies the gathered writes atomically and empties the batch, which can be filled
+    /// and written again.
+    fn write(&self, py: Python<'_>) -> PyResult<()> {
+        let batch = match lock(&self.state).as_mut() {
+            Some(b) => std::mem::take(b),
+            None => return Err(closed("write batch")),
+        };
+        let options = WriteOptions { sync: self.sync };
+        self.db.get().with(py, |db| Ok(db.write(batch, options)?))
+    }
+
+    fn __len__(&self) -> usize {
+        lock(&self.state).as_ref().map_or(0, |b| b.len())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (exc_type, _exc = None, _tb = None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyType>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if exc_type.is_none() {
+            self.write(py)?;
+        }
+        *lock(&self.state) = None;
+        Ok(false)
+    }
+}
+
+/// A consistent view of the database at the moment it was taken. Release it with
+/// ``close()`` or a ``with`` block: while held, compaction keeps what it sees.
+#[pyclass(module = "strata", name = "Snapshot", frozen)]
+struct PySnapshot {
+    db: Py<PyDb>,
+    snapshot: Mutex<Option<strata::Snapshot>>,
+}
+
+impl PySnapshot {
+    fn held(&self) -> PyResult<strata::Snapshot> {
+        lock(&self.snapshot)
+            .clone()
+            .ok_or_else(|| closed("snapshot"))
+    }
+}
+
+#[pymethods]
+impl PySnapshot {
+    /// The value of ``key`` as of the snapshot, or ``default``.
+    #[pyo3(signature = (key, default = None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let options = ReadOptions {
+            snapshot: Some(self.held()?),
+            ..ReadOptions::default()
+        };
+        Ok(match self.db.get().get_with(py, key, &options)? {
+            Some(v) => v.into_any(),
+            None => default.unwrap_or_else(|| py.None()),
+        })
+    }
+
+    /// ``DB.iterator`` as of the snapshot.
+    #[pyo3(signature = (
+        start = None,
+        stop = None,
+        prefix = None,
+        reverse = false,
+        include_start = true,
+        include_stop = false,
+        include_key = true,
+        include_value = true,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn iterator(
+        slf: PyRef<'_, Self>,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        include_start: bool,
+        include_stop: bool,
+        include_key: bool,
+        include_value: bool,
+    ) -> PyResult<PyIterator> {
+        let db = slf.db.clone_ref(py);
+        PyDb::iterator(
+            db,
+            py,
+            start,
+            stop,
+            prefix,
+            reverse,
+            include_start,
+            include_stop,
+            include_key,
+            include_value,
+            Some(slf),
+            true,
+        )
+    }
+
+    /// The sequence number the snapshot reads at.
+    #[getter]
+    fn sequence(&self) -> PyResult<u64> {
+        Ok(self.held()?.sequence())
+    }
+
+    /// Releases the snapshot; later calls raise ``ClosedError``.
+    fn close(&self) {
+        lock(&self.snapshot).take();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close();
+        false
+    }
+}
+
+/// A Python iterator over a key range that pulls entries from the engine as it goes, and a
+/// cursor as plyvel's: ``prev()``, ``seek(key)``, ``seek_to_start()``, ``seek_to_stop()``.
+#[pyclass(module = "strata", name = "Iterator", frozen)]
+struct PyIterator {
+    db: Py<PyDb>,
+    cursor: Mutex<Cursor>,
+    include: (bool, bool),
+}
+
+impl PyIterator {
+    fn open(
+        db: Py<PyDb>,
+        py: Python<'_>,
+        bounds: Bounds,
+        snapshot: Option<strata::Snapshot>,
+        reverse: bool,
+        include: (bool, bool),
+        fill_cache: bool,
+    ) -> PyResult<PyIterator> {
+        if include == (false, false) {
+            return Err(PyValueError::new_err(
+                "include_key and include_value cannot both be false",
+            ));
+        }
+        let upper = bounds.upper.clone();
+        let options = ReadOptions {
+            snapshot,
+            lower_bound: bounds.lower,
+            upper_bound: bounds.upper,
+            skip_cache: !fill_cache,
+        };
+        let it = db.get().with(py, |db| Ok(db.iter(&options)?))?;
+        Ok(PyIterator {
+            db,
+            cursor: Mutex::new(Cursor::new(it, reverse, upper)),
+            include,
+        })
+    }
+
+    /// Runs a movement of the cursor with the GIL released, and converts the entry it gives.
+    fn step(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Cursor) -> strata::Result<Option<(Vec<u8>, Vec<u8>)>> + Send,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let db = self.db.get();
+        let entry = py.detach(|| {
+            if read(&db.db).is_none() {
+                return Err(Failure::Closed);
+            }
+            Ok(f(&mut lock(&self.cursor))?)
+        })?;
+        let Some((key, value)) = entry else {
+            return Ok(None);
+        };
+        Ok(Some(match self.include {
+            (true, true) => (PyBytes::new(py, &key), PyBytes::new(py, &value))
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+            (true, false) => PyBytes::new(py, &key).into_any().unbind(),
+            _ => PyBytes::new(py, &value).into_any().unbind(),
+        }))
+    }
+
+    fn position(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Cursor) -> strata::Result<()> + Send,
+    ) -> PyResult<()> {
+        self.step(py, |c| f(c).map(|()| None)).map(|_| ())
+    }
+}
+
+#[pymethods]
+impl PyIterator {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.step(py, Cursor::next)
+    }
+
+    /// The entry before the cursor, moving the cursor back over it (``next()`` then gives
+    /// it again). Raises ``StopIteration`` at the start.
+    fn prev(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.step(py, Cursor::prev)?
+            .ok_or_else(|| pyo3::exceptions::PyStopIteration::new_err(()))
+    }
+
+    /// Moves the cursor so that ``next()`` gives the first key at or after ``target`` (for a
+    /// reverse iterator, the last key at or before it), within the iterator's bounds.
+    fn seek(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<()> {
+        let target = bytes_of(target, "target")?;
+        self.position(py, |c| c.seek(&target))
+    }
+
+    /// Moves the cursor before the first entry the iterator gives.
+    fn seek_to_start(&self, py: Python<'_>) -> PyResult<()> {
+        self.position(py, |c| {
+            c.seek_to_start();
+            Ok(())
+        })
+    }
+
+    /// Moves the cursor past the last entry the iterator gives (``prev()`` then gives it).
+    fn seek_to_stop(&self, py: Python<'_>) -> PyResult<()> {
+        self.position(py, |c| {
+            c.seek_to_stop();
+            Ok(())
+        })
+    }
+
+    /// Releases the files the iterator holds; it gives nothing more.
+    fn close(&self) {
+        lock(&self.cursor).close();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close();
+        false
+    }
+}
+
+/// Verifies every checksum of every file of the database in ``path`` (which need not be
+/// open) and returns one dict per file: ``path``, ``kind``, ``items`` checked and ``error``
+/// (``None``, or the damage found).
+#[pyfunction]
+fn check<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, PyList>> {
+    let checks = py.detach(|| strata::inspect::check(&path)).map_err(raise)?;
+    let list = PyList::empty(py);
+    for c in checks {
+        let d = PyDict::new(py);
+        d.set_item("path", c.path.display().to_string())?;
+        d.set_item("kind", format!("{:?}", c.kind).to_lowercase())?;
+        d.set_item("items", c.items)?;
+        d.set_item("error", c.error.map(|e| e.to_string()))?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
+#[pymodule]
+fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyDb>()?;
+    m.add_class::<PyWriteBatch>()?;
+    m.add_class::<PySnapshot>()?;
+    m.add_class::<PyIterator>()?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("CorruptionError", py.get_type::<CorruptionError>())?;
+    m.add("IOError", py.get_type::<IOError>())?;
+    m.add("ClosedError", py.get_type::<ClosedError>())?;
+    Ok(())
+}

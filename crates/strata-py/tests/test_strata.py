@@ -1,0 +1,659 @@
+"""Tests of the Python binding: every method, a model of the whole API against a dict across
+reopens, iterators against sorted keys, snapshots, a batch across a process kill, bad input,
+and the GIL released during engine calls."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import strata
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "db")
+
+
+@pytest.fixture
+def db(path):
+    with strata.DB(path) as db:
+        yield db
+
+
+# --- the basic calls and the mapping protocol -------------------------------------------
+
+
+def test_put_get_delete(db):
+    assert db.get(b"a") is None
+    assert db.get(b"a", b"default") == b"default"
+    db.put(b"a", b"1")
+    assert db.get(b"a") == b"1"
+    db.put(b"a", b"2", sync=True)
+    assert db.get(b"a") == b"2"
+    db.delete(b"a")
+    assert db.get(b"a") is None
+    db.delete(b"never-written")
+    assert db.get(b"", b"none") == b"none"
+    db.put(b"", b"empty key")
+    assert db.get(b"") == b"empty key"
+
+
+def test_values_are_binary_and_large(db):
+    value = bytes(range(256)) * 4096
+    db.put(b"\x00\xff", value)
+    assert db.get(b"\x00\xff") == value
+
+
+def test_mapping_protocol(db):
+    db[b"k"] = b"v"
+    assert db[b"k"] == b"v"
+    assert b"k" in db
+    assert b"x" not in db
+    with pytest.raises(KeyError):
+        db[b"x"]
+    del db[b"k"]
+    assert b"k" not in db
+    for k in [b"c", b"a", b"b"]:
+        db[k] = k.upper()
+    assert list(db) == [b"a", b"b", b"c"]
+    with pytest.raises(TypeError):
+        len(db)
+
+
+def test_buffers_are_accepted_and_str_refused(db):
+    db.put(bytearray(b"ba"), memoryview(b"mv"))
+    assert db.get(b"ba") == b"mv"
+    assert db.get(memoryview(b"ba")) == b"mv"
+    for call in [
+        lambda: db.put("k", b"v"),
+        lambda: db.put(b"k", "v"),
+        lambda: db.get("k"),
+        lambda: db.delete("k"),
+        lambda: db[("k")],
+        lambda: db.iterator(start="a"),
+        lambda: db.iterator(prefix="a"),
+        lambda: db.get_many([b"a", "b"]),
+        lambda: db.put(1, b"v"),
+        lambda: db.put(None, b"v"),
+    ]:
+        with pytest.raises(TypeError):
+            call()
+    # Nothing was written by the refused calls.
+    assert list(db.iterator()) == [(b"ba", b"mv")]
+
+
+def test_get_many(db):
+    db.put(b"a", b"1")
+    db.put(b"c", b"3")
+    assert db.get_many([b"a", b"b", b"c"]) == [b"1", None, b"3"]
+    assert db.get_many([]) == []
+    assert db.get_many(k for k in [b"c"]) == [b"3"]
+
+
+def test_delete_range(db):
+    for i in range(100):
+        db.put(b"%03d" % i, b"v")
+    db.delete_range(b"010", b"090")
+    assert [k for k in db] == [b"%03d" % i for i in list(range(10)) + list(range(90, 100))]
+
+
+def test_compact_range_flush_stats_and_sync(db):
+    for i in range(2000):
+        db.put(b"key%05d" % i, b"x" * 100)
+    for i in range(0, 2000, 2):
+        db.delete(b"key%05d" % i)
+    db.flush()
+    db.compact_range()
+    db.compact_range(b"key00000", b"key00100")
+    db.sync_wal()
+    stats = db.stats()
+    assert stats["flushes"] >= 1
+    assert stats["sst_bytes"] > 0
+    assert sum(level["files"] for level in stats["levels"]) >= 1
+    assert stats["last_sequence"] == 3000
+    assert stats["write_amplification"] > 0
+    assert [k for k in db] == [b"key%05d" % i for i in range(1, 2000, 2)]
+
+
+def test_options_are_applied(tmp_path):
+    for compression in [None, "none", "lz4", "zstd"]:
+        p = str(tmp_path / f"db-{compression}")
+        with strata.DB(p, write_buffer_size=1 << 16, cache_size=1 << 20, bloom_bits=4,
+                       block_size=1024, compression=compression) as db:
+            for i in range(3000):
+                db.put(b"%06d" % i, b"abcd" * 25)
+            db.flush()
+            assert db.stats()["flushes"] >= 2  # the small write buffer filled several times
+            assert db.get(b"002999") == b"abcd" * 25
+        sizes = sum(os.path.getsize(os.path.join(p, f)) for f in os.listdir(p) if f.endswith(".sst"))
+        if compression in ("lz4", "zstd"):
+            # The repetitive values compress: the tables are much smaller than the data.
+            assert sizes < 3000 * 100 // 4, (compression, sizes)
+        else:
+            assert sizes > 3000 * 100, (compression, sizes)
+    with pytest.raises(ValueError):
+        strata.DB(str(tmp_path / "bad"), compression="snappy")
+
+
+def test_checkpoint_opens_as_a_database(db, tmp_path):
+    db.put(b"a", b"1")
+    target = str(tmp_path / "copy")
+    db.checkpoint(target)
+    db.put(b"b", b"2")
+    with strata.DB(target, create_if_missing=False) as copy:
+        assert list(copy.iterator()) == [(b"a", b"1")]
+
+
+def test_check_reports_every_file_and_damage(path):
+    with strata.DB(path) as db:
+        for i in range(500):
+            db.put(b"%04d" % i, b"v" * 50)
+        db.flush()
+    checks = strata.check(path)
+    assert {c["kind"] for c in checks} >= {"sst", "wal", "manifest"}
+    assert all(c["error"] is None for c in checks)
+    sst = next(c["path"] for c in checks if c["kind"] == "sst")
+    with open(sst, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0x55]))
+    damaged = [c for c in strata.check(path) if c["error"] is not None]
+    assert [c["path"] for c in damaged] == [sst]
+    assert "corruption" in damaged[0]["error"]
+
+
+# --- write batches ---------------------------------------------------------------------
+
+
+def test_write_batch_applies_on_exit_and_discards_on_exception(db):
+    db.put(b"old", b"x")
+    with db.write_batch() as wb:
+        wb.put(b"a", b"1")
+        wb.put(b"b", b"2")
+        wb.delete(b"old")
+        assert len(wb) == 3
+        assert db.get(b"a") is None  # nothing is visible before the batch is written
+    assert list(db.iterator()) == [(b"a", b"1"), (b"b", b"2")]
+    with pytest.raises(RuntimeError):
+        with db.write_batch(sync=True) as wb:
+            wb.put(b"c", b"3")
+            wb.delete(b"a")
+            raise RuntimeError("abandon the batch")
+    assert list(db.iterator()) == [(b"a", b"1"), (b"b", b"2")]
+    with pytest.raises(strata.ClosedError):
+        wb.put(b"d", b"4")
+
+
+def test_write_batch_write_clear_and_reuse(db):
+    wb = db.write_batch()
+    wb.put(b"a", b"1")
+    wb.clear()
+    wb.put(b"b", b"2")
+    wb.delete_range(b"x", b"z")
+    wb.write()
+    assert len(wb) == 0
+    wb.put(b"c", b"3")
+    wb.write()
+    assert list(db) == [b"b", b"c"]
+
+
+# --- snapshots -------------------------------------------------------------------------
+
+
+def test_snapshot_isolates_gets_and_iterators(db):
+    for k in [b"a", b"b", b"c"]:
+        db.put(k, b"old")
+    with db.snapshot() as snap:
+        db.put(b"a", b"new")
+        db.delete(b"b")
+        db.put(b"d", b"new")
+        db.flush()
+        db.compact_range()
+        assert snap.get(b"a") == b"old"
+        assert snap.get(b"b") == b"old"
+        assert snap.get(b"d") is None
+        assert snap.get(b"d", b"dflt") == b"dflt"
+        assert list(snap.iterator()) == [(b"a", b"old"), (b"b", b"old"), (b"c", b"old")]
+        assert list(db.iterator(snapshot=snap, reverse=True, include_value=False)) == [b"c", b"b", b"a"]
+        assert snap.sequence == 3
+    with pytest.raises(strata.ClosedError):
+        snap.get(b"a")
+    assert list(db.iterator()) == [(b"a", b"new"), (b"c", b"old"), (b"d", b"new")]
+
+
+def test_snapshot_of_another_database_is_refused(db, tmp_path):
+    with strata.DB(str(tmp_path / "other")) as other:
+        snap = other.snapshot()
+        with pytest.raises(ValueError):
+            db.iterator(snapshot=snap)
+
+
+# --- iterators against sorted keys ------------------------------------------------------
+
+
+def expected_range(keys, start, stop, prefix, include_start, include_stop, reverse):
+    out = []
+    for k in keys:
+        if prefix is not None and not k.startswith(prefix):
+            continue
+        if start is not None and (k < start or (k == start and not include_start)):
+            continue
+        if stop is not None and (k > stop or (k == stop and not include_stop)):
+            continue
+        out.append(k)
+    return out[::-1] if reverse else out
+
+
+def random_key(rng):
+    return bytes(rng.choice(b"ab\x00\xff") for _ in range(rng.randint(0, 4)))
+
+
+def test_iterators_match_sorted_keys_for_random_bounds(path):
+    rng = random.Random(7)
+    model = {}
+    with strata.DB(path, write_buffer_size=1 << 12) as db:
+        for _ in range(400):
+            k = random_key(rng)
+            model[k] = bytes([rng.randrange(256)]) * rng.randint(0, 8)
+            db.put(k, model[k])
+            if rng.random() < 0.2:
+                victim = random_key(rng)
+                model.pop(victim, None)
+                db.delete(victim)
+        keys = sorted(model)
+        for _ in range(600):
+            reverse = rng.random() < 0.5
+            if rng.random() < 0.3:
+                prefix, start, stop = random_key(rng), None, None
+            else:
+                prefix = None
+                start = random_key(rng) if rng.random() < 0.7 else None
+                stop = random_key(rng) if rng.random() < 0.7 else None
+            inc_start, inc_stop = rng.random() < 0.5, rng.random() < 0.5
+            want = expected_range(keys, start, stop, prefix, inc_start, inc_stop, reverse)
+            got = list(db.iterator(start=start, stop=stop, prefix=prefix, reverse=reverse,
+                                   include_start=inc_start, include_stop=inc_stop))
+            assert got == [(k, model[k]) for k in want], (start, stop, prefix, reverse)
+        with pytest.raises(TypeError):
+            db.iterator(start=b"a", prefix=b"a")
+        with pytest.raises(ValueError):
+            db.iterator(include_key=False, include_value=False)
+
+
+def test_iterator_cursor_moves_as_plyvel(path):
+    """next/prev/seek/seek_to_start/seek_to_stop against a model cursor over a list: the
+    cursor sits between entries, next() gives the one after it and prev() the one before."""
+    rng = random.Random(11)
+    with strata.DB(path, write_buffer_size=1 << 12) as db:
+        keys = sorted({random_key(rng) + bytes([i % 7]) for i in range(300)})
+        for k in keys:
+            db.put(k, k[::-1])
+        db.flush()
+        for _ in range(60):
+            reverse = rng.random() < 0.5
+            start = random_key(rng) if rng.random() < 0.5 else None
+            stop = random_key(rng) if rng.random() < 0.5 else None
+            view = expected_range(keys, start, stop, None, True, False, reverse)
+            it = db.iterator(start=start, stop=stop, reverse=reverse, include_value=False)
+            pos = 0  # entries of `view` before the cursor
+            for _ in range(40):
+                op = rng.choice(["next", "next", "prev", "seek", "start", "stop"])
+                if op == "next":
+                    if pos < len(view):
+                        assert next(it) == view[pos]
+                        pos += 1
+                    else:
+                        with pytest.raises(StopIteration):
+                            next(it)
+                elif op == "prev":
+                    if pos > 0:
+                        pos -= 1
+                        assert it.prev() == view[pos]
+                    else:
+                        with pytest.raises(StopIteration):
+                            it.prev()
+                elif op == "seek":
+                    target = random_key(rng)
+                    it.seek(target)
+                    if reverse:
+                        pos = sum(1 for k in view if k > target)
+                    else:
+                        pos = sum(1 for k in view if k < target)
+                elif op == "start":
+                    it.seek_to_start()
+                    pos = 0
+                else:
+                    it.seek_to_stop()
+                    pos = len(view)
+
+
+def test_iterator_is_lazy_and_sees_its_own_moment(db):
+    for i in range(10):
+        db.put(b"%02d" % i, b"v")
+    it = db.iterator(include_value=False)
+    assert next(it) == b"00"
+    db.put(b"05x", b"later")  # written after the iterator was made: not seen
+    db.delete(b"09")
+    assert list(it) == [b"%02d" % i for i in range(1, 10)]
+    with db.iterator() as it2:
+        next(it2)
+    assert list(it2) == []
+
+
+def test_prefixed_db(db):
+    users = db.prefixed_db(b"user:")
+    users.put(b"1", b"alice")
+    users[b"2"] = b"bob"
+    db.put(b"user;", b"outside")
+    db.put(b"user", b"outside")
+    assert db.get(b"user:1") == b"alice"
+    assert users.get(b"2") == b"bob"
+    assert list(users) == [b"1", b"2"]
+    assert list(users.iterator(reverse=True)) == [(b"2", b"bob"), (b"1", b"alice")]
+    assert list(users.iterator(start=b"2")) == [(b"2", b"bob")]
+    assert list(users.iterator(stop=b"2", include_value=False)) == [b"1"]
+    assert list(users.iterator(include_key=False)) == [b"alice", b"bob"]
+    it = users.iterator(include_value=False)
+    it.seek(b"2")
+    assert next(it) == b"2"
+    assert it.prev() == b"2"
+    with users.write_batch() as wb:
+        wb.put(b"3", b"carol")
+        wb.delete(b"1")
+    assert users.get_many([b"1", b"3"]) == [None, b"carol"]
+    with users.snapshot() as snap:
+        del users[b"3"]
+        assert snap.get(b"3") == b"carol"
+        assert list(snap.iterator(include_value=False)) == [b"2", b"3"]
+    admins = users.prefixed_db(b"admin:")
+    admins.put(b"x", b"1")
+    assert db.get(b"user:admin:x") == b"1"
+    assert b"3" not in users
+    with pytest.raises(TypeError):
+        users.put("k", b"v")
+
+
+def test_prefix_of_ff_bytes(db):
+    db.put(b"\xff\xff", b"1")
+    db.put(b"\xff\xff\x00", b"2")
+    db.put(b"\xfe", b"3")
+    assert list(db.iterator(prefix=b"\xff\xff", include_value=False)) == [b"\xff\xff", b"\xff\xff\x00"]
+    assert list(db.prefixed_db(b"\xff")) == [b"\xff", b"\xff\x00"]
+
+
+# --- a model of the whole API against a dict, across reopens --------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_model_against_dict_across_reopens(tmp_path, seed):
+    rng = random.Random(seed)
+    path = str(tmp_path / "db")
+    model = {}
+    db = strata.DB(path, write_buffer_size=1 << 13)
+    try:
+        for step in range(1500):
+            op = rng.random()
+            k = b"k%03d" % rng.randrange(200)
+            if op < 0.45:
+                v = os.urandom(rng.randint(0, 40))
+                db.put(k, v)
+                model[k] = v
+            elif op < 0.6:
+                db.delete(k)
+                model.pop(k, None)
+            elif op < 0.7:
+                with db.write_batch() as wb:
+                    for _ in range(rng.randint(1, 10)):
+                        bk = b"k%03d" % rng.randrange(200)
+                        if rng.random() < 0.7:
+                            wb.put(bk, bk * 2)
+                            model[bk] = bk * 2
+                        else:
+                            wb.delete(bk)
+                            model.pop(bk, None)
+            elif op < 0.73:
+                lo, hi = sorted(b"k%03d" % rng.randrange(200) for _ in range(2))
+                db.delete_range(lo, hi)
+                for mk in [mk for mk in model if lo <= mk < hi]:
+                    del model[mk]
+            elif op < 0.9:
+                assert db.get(k) == model.get(k)
+            elif op < 0.97:
+                assert list(db.iterator()) == sorted(model.items())
+            else:
+                db.close()
+                db = strata.DB(path, write_buffer_size=1 << 13)
+                assert list(db.iterator()) == sorted(model.items())
+            if step % 500 == 499:
+                db.compact_range()
+        db.close()
+        db = strata.DB(path, create_if_missing=False)
+        assert list(db.iterator()) == sorted(model.items())
+        assert list(db.iterator(reverse=True)) == sorted(model.items(), reverse=True)
+    finally:
+        db.close()
+
+
+# --- a batch across a process kill -----------------------------------------------------
+
+CHILD = r"""
+import sys, strata
+db = strata.DB(sys.argv[1])
+n = 0
+while True:
+    n += 1
+    with db.write_batch() as wb:
+        for i in range(200):
+            wb.put(b"key%03d" % i, b"%d" % n)
+    print(n, flush=True)
+"""
+
+
+def test_a_batch_is_atomic_across_a_process_kill(path):
+    """A child writes batches of 200 keys, each with its batch number, as fast as it can and
+    reports each one written; SIGKILL lands at a random moment. Every key must then hold
+    the same number (no batch half-applied), at least the last reported one (a write with
+    sync=False survives the death of the process)."""
+    rng = random.Random(3)
+    for round in range(5):
+        child = subprocess.Popen([sys.executable, "-c", CHILD, path], stdout=subprocess.PIPE)
+        reported = 0
+        deadline = time.monotonic() + rng.uniform(0.2, 0.8)
+        while time.monotonic() < deadline:
+            line = child.stdout.readline()
+            if not line:
+                break
+            reported = int(line)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert reported > 0, "the child wrote no batch"
+        with strata.DB(path, create_if_missing=False) as db:
+            values = {v for _, v in db.iterator()}
+            keys = list(db)
+        assert len(keys) == 200
+        assert len(values) == 1, f"round {round}: a batch was half-applied: {sorted(values)}"
+        assert int(values.pop()) >= reported
+
+
+# --- bad input and closed handles ------------------------------------------------------
+
+
+def test_closed_database_refuses_every_call(path):
+    db = strata.DB(path)
+    db.put(b"a", b"1")
+    snap = db.snapshot()
+    it = db.iterator()
+    wb = db.write_batch()
+    wb.put(b"b", b"2")
+    db.close()
+    db.close()  # closing twice does nothing
+    assert db.closed
+    for call in [
+        lambda: db.get(b"a"),
+        lambda: db.put(b"a", b"1"),
+        lambda: db.delete(b"a"),
+        lambda: db[b"a"],
+        lambda: b"a" in db,
+        lambda: db.get_many([b"a"]),
+        lambda: db.iterator(),
+        lambda: list(db),
+        lambda: db.snapshot(),
+        lambda: db.flush(),
+        lambda: db.compact_range(),
+        lambda: db.stats(),
+        lambda: next(it),
+        lambda: it.seek(b"a"),
+        lambda: snap.get(b"a"),
+        lambda: wb.write(),
+    ]:
+        with pytest.raises(strata.ClosedError):
+            call()
+    with strata.DB(path) as again:
+        assert list(again.iterator()) == [(b"a", b"1")]  # the unwritten batch is not there
+
+
+def test_open_errors(tmp_path):
+    missing = str(tmp_path / "missing")
+    with pytest.raises(strata.Error):
+        strata.DB(missing, create_if_missing=False)
+    assert not os.path.exists(missing)
+    a_file = tmp_path / "file"
+    a_file.write_bytes(b"not a database")
+    with pytest.raises(strata.IOError):
+        strata.DB(str(a_file))
+    assert a_file.read_bytes() == b"not a database"
+    path = str(tmp_path / "db")
+    with strata.DB(path) as db:
+        db.put(b"k", b"v")
+        with pytest.raises(strata.IOError, match="locked"):
+            strata.DB(path)
+        assert db.get(b"k") == b"v"  # the refused open took nothing from the first
+    with pytest.raises(strata.Error, match="exists"):
+        strata.DB(path, error_if_exists=True)
+    with strata.DB(path) as db:
+        assert db.get(b"k") == b"v"
+    assert issubclass(strata.CorruptionError, strata.Error)
+    assert issubclass(strata.IOError, strata.Error)
+    assert issubclass(strata.ClosedError, strata.Error)
+
+
+def test_damaged_table_raises_corruption_error(path):
+    with strata.DB(path) as db:
+        for i in range(200):
+            db.put(b"%04d" % i, b"v" * 50)
+        db.flush()
+    sst = [f for f in os.listdir(path) if f.endswith(".sst")][0]
+    with open(os.path.join(path, sst), "r+b") as f:
+        f.seek(10)
+        f.write(b"\xde\xad\xbe\xef")
+    with strata.DB(path) as db:
+        with pytest.raises(strata.CorruptionError):
+            list(db.iterator())
+
+
+# --- threads and the GIL ---------------------------------------------------------------
+
+
+def test_engine_calls_release_the_gil(path):
+    """While one thread is inside a long engine call, a pure-Python thread must keep running.
+    With the GIL held through the call, the counter would move only in the switch interval
+    (5 ms) the call might begin with, a few percent of a call this long."""
+    with strata.DB(path) as db:
+        for i in range(50000):
+            db.put(b"%08d" % i, b"v" * 100)
+        keys = [b"%08d" % random.randrange(50000) for _ in range(400000)]
+        done = threading.Event()
+        counter = [0]
+
+        def count():
+            while not done.is_set():
+                counter[0] += 1
+
+        t = threading.Thread(target=count)
+        t.start()
+        try:
+            # The counter's rate when it has the GIL to itself (sleep releases it).
+            c0, t0 = counter[0], time.perf_counter()
+            time.sleep(0.1)
+            rate = (counter[0] - c0) / (time.perf_counter() - t0)
+            c0, t0 = counter[0], time.perf_counter()
+            values = db.get_many(keys)
+            elapsed, counted = time.perf_counter() - t0, counter[0] - c0
+        finally:
+            done.set()
+            t.join()
+        assert values == [b"v" * 100] * len(keys)
+        assert elapsed > 0.05, "the call was too short to tell"
+        assert counted > 0.15 * rate * elapsed, (counted, rate, elapsed)
+
+
+def test_threads_read_and_write_concurrently(path):
+    with strata.DB(path, write_buffer_size=1 << 16) as db:
+        errors = []
+
+        def writer(t):
+            try:
+                for i in range(3000):
+                    db.put(b"t%d-%05d" % (t, i), b"%d" % i)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        def reader():
+            try:
+                for _ in range(20):
+                    keys = list(db.iterator(include_value=False))
+                    assert keys == sorted(keys)
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(3)]
+        threads += [threading.Thread(target=reader) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        for t in range(3):
+            keys = list(db.iterator(prefix=b"t%d-" % t, include_value=False))
+            assert keys == [b"t%d-%05d" % (t, i) for i in range(3000)]
+
+
+def test_close_waits_for_calls_in_other_threads(path):
+    db = strata.DB(path)
+    for i in range(20000):
+        db.put(b"%06d" % i, b"v")
+    keys = [b"%06d" % i for i in range(20000)]
+    results = []
+
+    def read_all():
+        try:
+            while True:
+                results.append(len(db.get_many(keys)))
+        except strata.ClosedError:
+            results.append("closed")
+
+    threads = [threading.Thread(target=read_all) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    db.close()
+    for t in threads:
+        t.join(timeout=30)
+        assert not t.is_alive()
+    assert results.count("closed") == 3
+    assert all(r == 20000 for r in results if r != "closed")
+
+
+def test_help_is_useful():
+    assert "plyvel" in strata.__doc__ or "DB" in strata.__doc__
+    assert "sync" in strata.DB.__doc__
+    assert "len(db)" in strata.DB.__doc__
+    assert strata.DB.iterator.__doc__
+    assert strata.DB.write_batch.__doc__
