@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strata::{BackupEngine, Db, Options, WriteBatch, WriteOptions};
+use strata::{BackupEngine, Db, FilterPolicy, Options, WriteBatch, WriteOptions};
 
 use crate::text::{hex, parse_arg, show, unhex};
 
@@ -27,6 +27,27 @@ use crate::text::{hex, parse_arg, show, unhex};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How tables get Bloom filter bits: `uniform:BITS` (the same bits per key in every
+    /// table) or `monkey:BITS` (the same memory, spread over the levels so that each
+    /// level's false-positive rate is proportional to its size).
+    #[arg(long, global = true, default_value = "uniform:10", value_parser = parse_filter_policy)]
+    filter_policy: FilterPolicy,
+}
+
+fn parse_filter_policy(s: &str) -> Result<FilterPolicy, String> {
+    let bad = || format!("expected uniform:BITS or monkey:BITS, not {s:?}");
+    let (kind, bits) = s.split_once(':').ok_or_else(bad)?;
+    let bits: usize = bits.parse().map_err(|_| bad())?;
+    if bits > 64 {
+        return Err(format!("at most 64 bits per key, not {bits}"));
+    }
+    match kind {
+        "uniform" => Ok(FilterPolicy::Uniform { bits_per_key: bits }),
+        "monkey" => Ok(FilterPolicy::Monkey {
+            total_bits_per_key: bits,
+        }),
+        _ => Err(bad()),
+    }
 }
 
 /// How keys and values are read from the command line and written out.
@@ -255,16 +276,16 @@ enum Command {
     },
 }
 
-fn open_existing(dir: &Path) -> Result<Db, String> {
+fn open_existing(dir: &Path, base: &Options) -> Result<Db, String> {
     let opts = Options {
         create_if_missing: false,
-        ..Options::default()
+        ..base.clone()
     };
     Db::open(dir, opts).map_err(|e| e.to_string())
 }
 
-fn open_or_create(dir: &Path) -> Result<Db, String> {
-    Db::open(dir, Options::default()).map_err(|e| e.to_string())
+fn open_or_create(dir: &Path, base: &Options) -> Result<Db, String> {
+    Db::open(dir, base.clone()).map_err(|e| e.to_string())
 }
 
 fn close(db: Db) -> Result<(), String> {
@@ -275,7 +296,7 @@ fn json_str(s: String) -> serde_json::Value {
     serde_json::Value::String(s)
 }
 
-fn backup(cmd: BackupCommand, out: &mut impl Write) -> Result<(), String> {
+fn backup(cmd: BackupCommand, base: &Options, out: &mut impl Write) -> Result<(), String> {
     let io = |e: std::io::Error| format!("writing output: {e}");
     // Only `create` makes a backup directory; the others must find one.
     let creating = matches!(cmd, BackupCommand::Create { .. });
@@ -298,7 +319,7 @@ fn backup(cmd: BackupCommand, out: &mut impl Write) -> Result<(), String> {
     };
     match cmd {
         BackupCommand::Create { dir, backups } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let made = engine(&backups).and_then(|e| e.create(&db).map_err(|e| e.to_string()));
             close(db)?;
             let made = made?;
@@ -364,6 +385,10 @@ fn backup(cmd: BackupCommand, out: &mut impl Write) -> Result<(), String> {
 fn run(cli: Cli) -> Result<ExitCode, String> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let io = |e: std::io::Error| format!("writing output: {e}");
+    let base = &Options {
+        filter_policy: cli.filter_policy,
+        ..Options::default()
+    };
     match cli.command {
         Command::Serve {
             dir,
@@ -412,7 +437,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 engine: Options {
                     write_buffer_size,
                     block_cache_bytes,
-                    ..Options::default()
+                    ..base.clone()
                 },
                 requirepass,
                 aclfile,
@@ -437,7 +462,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Shell { dir } => shell::run(dir)?,
         Command::Get { dir, key, format } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let key = format.input(&key)?;
             let value = db.get(&key).map_err(|e| e.to_string())?;
             close(db)?;
@@ -473,7 +498,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             sync,
             format,
         } => {
-            let db = open_or_create(&dir)?;
+            let db = open_or_create(&dir, base)?;
             let opts = WriteOptions { sync };
             if from_stdin {
                 if key.is_some() {
@@ -517,7 +542,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             close(db)?;
         }
         Command::Del { dir, keys, format } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let mut batch = WriteBatch::new();
             for k in &keys {
                 batch.delete(&format.input(k)?);
@@ -532,7 +557,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             end,
             format,
         } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let (start, end) = (format.input(&start)?, format.input(&end)?);
             let deleted = db.delete_range(&start, &end).map_err(|e| e.to_string());
             close(db)?;
@@ -546,7 +571,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             reverse,
             format,
         } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let lo = start.map(|s| format.input(&s)).transpose()?;
             let hi = end.map(|s| format.input(&s)).transpose()?;
             let range = (
@@ -591,7 +616,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             on_error,
             batch_rows,
         } => {
-            let db = open_or_create(&dir)?;
+            let db = open_or_create(&dir, base)?;
             let args = import::ImportArgs {
                 file: &file,
                 key: &key,
@@ -624,7 +649,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
         }
         Command::Checkpoint { dir, target } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let made = db.checkpoint(&target).map_err(|e| e.to_string());
             let closed = close(db);
             made?;
@@ -637,9 +662,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             )
             .map_err(io)?;
         }
-        Command::Backup(cmd) => backup(cmd, &mut out)?,
+        Command::Backup(cmd) => backup(cmd, base, &mut out)?,
         Command::Inspect { dir, svg } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let stats = db.stats();
             close(db)?;
             write!(out, "{}", report::inspect_text(&stats)).map_err(io)?;
@@ -711,7 +736,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
         }
         Command::Stats { dir } => {
-            let db = open_existing(&dir)?;
+            let db = open_existing(&dir, base)?;
             let stats = db.stats();
             let live = db.live_data_bytes().map_err(|e| e.to_string())?;
             close(db)?;

@@ -25,7 +25,10 @@ pub fn human_bytes(n: u64) -> String {
 
 pub fn stats_text(s: &Stats) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "level  files        bytes       target");
+    let _ = writeln!(
+        out,
+        "level  files        bytes       target  filter bits/key"
+    );
     for (i, l) in s.levels.iter().enumerate() {
         if l.files == 0 && i > 0 && s.levels.iter().skip(i).all(|l| l.files == 0) {
             break;
@@ -35,12 +38,16 @@ pub fn stats_text(s: &Stats) -> String {
         } else {
             human_bytes(l.target_bytes)
         };
+        let bits = l
+            .filter_bits_per_key
+            .map_or("-".to_string(), |b| format!("{b:.2}"));
         let _ = writeln!(
             out,
-            "L{i:<5} {:>5} {:>12} {:>12}",
+            "L{i:<5} {:>5} {:>12} {:>12} {:>16}",
             l.files,
             human_bytes(l.bytes),
-            target
+            target,
+            bits
         );
     }
     let _ = writeln!(
@@ -78,6 +85,12 @@ pub fn stats_text(s: &Stats) -> String {
         human_bytes(s.wal_bytes_written),
         human_bytes(s.flush_bytes_written),
         human_bytes(s.compaction_bytes_written)
+    );
+    let _ = writeln!(
+        out,
+        "Bloom filters     {:.4} tables read in vain per lookup of a missing key \
+         (expected), {} filter false positives since open",
+        s.expected_false_positives, s.filter_false_positives
     );
     match s.write_amplification() {
         Some(w) => {

@@ -235,7 +235,10 @@ impl PyDb {
             error_if_exists,
             write_buffer_size: write_buffer_size.unwrap_or(defaults.write_buffer_size),
             block_cache_bytes: cache_size.unwrap_or(defaults.block_cache_bytes),
-            bloom_bits_per_key: bloom_bits.unwrap_or(defaults.bloom_bits_per_key),
+            filter_policy: match bloom_bits {
+                Some(bits_per_key) => strata::FilterPolicy::Uniform { bits_per_key },
+                None => defaults.filter_policy,
+            },
             compression: self::compression(compression)?,
             block_size: block_size.unwrap_or(defaults.block_size),
             ..defaults

@@ -93,7 +93,7 @@ impl Compaction {
     }
 
     /// Every input file with its level.
-    fn input_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
+    pub(crate) fn input_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
         let between = self
             .between
             .iter()
@@ -677,6 +677,7 @@ fn finish_output(
         entries: 0,
         deletions: 0,
         range_deletions: 0,
+        filter_millibits: None,
     });
     let s = b.finish()?;
     if let Some(last) = outputs.last_mut() {
@@ -686,6 +687,7 @@ fn finish_output(
         last.entries = s.entries;
         last.deletions = s.deletions;
         last.range_deletions = s.range_deletions;
+        last.filter_millibits = Some(s.filter_millibits);
     }
     Ok(s.file_size)
 }
@@ -704,6 +706,7 @@ pub(crate) fn trivial_move_edit(c: &Compaction) -> VersionEdit {
             entries: f.entries,
             deletions: f.deletions,
             range_deletions: f.range_deletions,
+            filter_millibits: f.filter_millibits,
         });
     }
     edit
@@ -727,6 +730,7 @@ mod tests {
             cache: Arc::new(BlockCache::new(1 << 20)),
             mapped: Arc::new(MappedPages::new(0)),
             pins: Arc::new(PinBudget::new(0)),
+            filter_false_positives: Default::default(),
         });
         let mut levels: [Vec<Arc<FileMeta>>; NUM_LEVELS] = Default::default();
         for (i, &(level, smallest, largest, size)) in rows.iter().enumerate() {
@@ -739,6 +743,7 @@ mod tests {
                 entries: 1,
                 deletions: 0,
                 range_deletions: 0,
+                filter_millibits: None,
             };
             levels[level].push(Arc::new(FileMeta::new(store.clone(), &f)));
         }

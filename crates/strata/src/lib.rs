@@ -43,6 +43,7 @@ mod db;
 mod error;
 #[cfg(feature = "test-util")]
 mod fault;
+mod filter_policy;
 mod fs;
 #[doc(hidden)]
 pub mod fuzz;
@@ -75,6 +76,7 @@ pub use db::{Db, DbIterator, Scan, Transaction};
 pub use error::{Error, Result};
 #[cfg(feature = "test-util")]
 pub use fault::{FaultFs, FaultOp};
+pub use filter_policy::FilterPolicy;
 pub use fs::{FileLock, FileSystem, MemFs, PendingSync, RandomAccessFile, StdFs, WritableFile};
 pub use log::RecoveryMode;
 pub use merge::MergeOperator;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::filter_policy::FilterPolicy;
 use crate::fs::{FileSystem, StdFs};
 use crate::log::RecoveryMode;
 use crate::snapshot::Snapshot;
@@ -38,8 +39,11 @@ pub struct Options {
     pub block_size: usize,
     /// Keys between restart points in data blocks (16).
     pub block_restart_interval: usize,
-    /// Bloom filter bits per key (10, about 1% false positives).
-    pub bloom_bits_per_key: usize,
+    /// How Bloom filter bits are given to tables: the same bits per key everywhere
+    /// (`Uniform { bits_per_key: 10 }`, about 1% false positives per table, the default), or
+    /// the same memory spread over the levels as Monkey spreads it, which cuts the wasted
+    /// table reads of lookups of missing keys; see [`FilterPolicy`].
+    pub filter_policy: FilterPolicy,
     /// Block compression (none).
     pub compression: Compression,
     /// How SST indexes are stored and searched (flat, binary-searched).
@@ -132,7 +136,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("write_buffer_size", &self.write_buffer_size)
             .field("block_size", &self.block_size)
-            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("filter_policy", &self.filter_policy)
             .field("compression", &self.compression)
             .field("index_kind", &self.index_kind)
             .field("filter_kind", &self.filter_kind)
@@ -154,7 +158,7 @@ impl Default for Options {
             memtable_max_age: None,
             block_size: 4096,
             block_restart_interval: 16,
-            bloom_bits_per_key: 10,
+            filter_policy: FilterPolicy::default(),
             compression: Compression::None,
             index_kind: IndexKind::Flat,
             filter_kind: FilterKind::Whole,
@@ -199,8 +203,8 @@ impl Options {
         if self.max_immutable_memtables == 0 || self.max_background_compactions == 0 {
             return bad("max_immutable_memtables and max_background_compactions must be positive");
         }
-        if self.bloom_bits_per_key > 64 {
-            return bad("bloom_bits_per_key must be at most 64");
+        if self.filter_policy.bits_per_key() > 64 {
+            return bad("filter_policy's bits per key must be at most 64");
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Statistics a user can read from a running database.
 
 /// One level of the tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LevelStats {
     /// Number of SST files.
     pub files: usize,
@@ -9,10 +9,13 @@ pub struct LevelStats {
     pub bytes: u64,
     /// The size the level aims for (0 for level 0, whose trigger is a file count).
     pub target_bytes: u64,
+    /// Bloom filter bits per key of the level's files, averaged over their entries (`None`
+    /// for an empty level).
+    pub filter_bits_per_key: Option<f64>,
 }
 
 /// One SST file of the tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FileInfo {
     /// The level holding the file.
     pub level: usize,
@@ -30,10 +33,13 @@ pub struct FileInfo {
     pub deletions: u64,
     /// Range tombstones (not among `entries`).
     pub range_deletions: u64,
+    /// Bloom filter bits per key the file was built with (`None` for files written before
+    /// the MANIFEST recorded it).
+    pub filter_bits_per_key: Option<f64>,
 }
 
 /// A snapshot of the engine's counters and shape, from [`crate::Db::stats`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
     /// Per level, from 0 down.
@@ -96,6 +102,15 @@ pub struct Stats {
     pub sst_bytes: u64,
     /// Bytes of live WAL files.
     pub wal_bytes: u64,
+    /// The expected number of tables a lookup of a missing key reads a block of in vain:
+    /// the sum over sorted runs (each level-0 file, each deeper level) of their filters'
+    /// false-positive rates, from the bits each file was built with (files older than the
+    /// record of it count with the policy's bits per key). See [`crate::FilterPolicy`].
+    pub expected_false_positives: f64,
+    /// Table lookups since open whose Bloom filter passed and whose table then held no
+    /// entry of the key: the wasted probes that `expected_false_positives` predicts, per
+    /// lookup of a missing key.
+    pub filter_false_positives: u64,
     /// The sequence number of the last visible write.
     pub last_sequence: u64,
     /// Snapshots held.

@@ -176,6 +176,8 @@ struct Harness {
     size_ratio: u64,
     index: IndexKind,
     filter: FilterKind,
+    /// Replaces the options' filter policy when set.
+    policy: Option<strata::FilterPolicy>,
 }
 
 /// Options whose filters are partitioned, with the index they go with, and partitions of
@@ -183,7 +185,9 @@ struct Harness {
 fn partitioned(mut o: strata::Options) -> strata::Options {
     o.index_kind = IndexKind::BTree;
     o.filter_kind = FilterKind::Partitioned;
-    o.bloom_bits_per_key = o.block_size * 8 / 32;
+    o.filter_policy = strata::FilterPolicy::Uniform {
+        bits_per_key: o.block_size * 8 / 32,
+    };
     o
 }
 
@@ -194,6 +198,9 @@ impl Harness {
             o = partitioned(o);
         }
         o.index_kind = self.index;
+        if let Some(p) = self.policy {
+            o.filter_policy = p;
+        }
         o.merge_operator = Some(std::sync::Arc::new(append()));
         // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
@@ -354,6 +361,16 @@ impl Harness {
 }
 
 fn run_ops(ops: &[Op], size_ratio: u64, index: IndexKind, filter: FilterKind) {
+    run_ops_with(ops, size_ratio, index, filter, None);
+}
+
+fn run_ops_with(
+    ops: &[Op],
+    size_ratio: u64,
+    index: IndexKind,
+    filter: FilterKind,
+    policy: Option<strata::FilterPolicy>,
+) {
     let fs = MemFs::new();
     let mut h = Harness {
         fs,
@@ -363,6 +380,7 @@ fn run_ops(ops: &[Op], size_ratio: u64, index: IndexKind, filter: FilterKind) {
         size_ratio,
         index,
         filter,
+        policy,
     };
     h.db = Some(Db::open(Path::new("/db"), h.options()).unwrap());
     for op in ops {
@@ -402,6 +420,16 @@ proptest! {
         ops in proptest::collection::vec(op_strategy(60), 1..120)
     ) {
         run_ops(&ops, 4, IndexKind::BTree, FilterKind::Partitioned);
+    }
+
+    /// Monkey's filters with 2 bits per key overall: the deepest level's tables get few
+    /// bits or none (filters that pass every key).
+    #[test]
+    fn engine_matches_model_monkey_filters(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
+        let monkey = strata::FilterPolicy::Monkey { total_bits_per_key: 2 };
+        run_ops_with(&ops, 3, IndexKind::Flat, FilterKind::Whole, Some(monkey));
     }
 }
 

@@ -38,7 +38,9 @@ impl StrataEngine {
         let opts = Options {
             write_buffer_size: s.write_buffer_size,
             block_cache_bytes: s.cache_size,
-            bloom_bits_per_key: s.bloom_bits,
+            filter_policy: strata::FilterPolicy::Uniform {
+                bits_per_key: s.bloom_bits,
+            },
             block_size: s.block_size,
             compression,
             table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),

@@ -883,8 +883,11 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
             for (i, l) in s.levels.iter().enumerate() {
                 let _ = write!(
                     o,
-                    "level{i}:files={},bytes={},target_bytes={}\r\n",
-                    l.files, l.bytes, l.target_bytes
+                    "level{i}:files={},bytes={},target_bytes={},filter_bits_per_key={:.3}\r\n",
+                    l.files,
+                    l.bytes,
+                    l.target_bytes,
+                    l.filter_bits_per_key.unwrap_or(0.0)
                 );
             }
             let _ = write!(
@@ -903,7 +906,9 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                  read_compactions:{}\r\n\
                  idle_merges:{}\r\n\
                  idle_merges_given_up:{}\r\n\
-                 write_stall_micros:{}\r\n",
+                 write_stall_micros:{}\r\n\
+                 expected_false_positives:{:.6}\r\n\
+                 filter_false_positives:{}\r\n",
                 s.memtable_bytes,
                 s.immutable_memtables,
                 s.sst_bytes,
@@ -918,7 +923,9 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                 s.read_compactions,
                 s.idle_merges,
                 s.idle_merges_given_up,
-                s.write_stall_micros
+                s.write_stall_micros,
+                s.expected_false_positives,
+                s.filter_false_positives
             );
             if let Some(p) = &s.poisoned {
                 let _ = write!(o, "poisoned:{p}\r\n");

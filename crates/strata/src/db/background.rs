@@ -9,6 +9,7 @@ use super::write::QueuedWrite;
 use super::{DbInner, State, parse_file_name};
 use crate::compaction::{self, Compaction, JobContext};
 use crate::error::{Error, Result};
+use crate::filter_policy::{self, FilterPolicy};
 use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal_key};
 use crate::log::{LogKind, LogWriter, header_record};
 use crate::memtable::MemTable;
@@ -44,13 +45,15 @@ pub(super) fn create_wal_in(
 pub(super) fn write_level0(
     store: &TableStore,
     opts: &TableOptions,
+    policy: FilterPolicy,
     versions: &mut VersionSet,
     mem: &Arc<MemTable>,
     fold: Option<&dyn MergeOperator>,
 ) -> Result<NewFile> {
     let number = versions.new_file_number();
+    let opts = filter_policy::flush_options(policy, opts, &versions.current(), mem.len());
     // No snapshot lives while the database opens.
-    build_table_from_memtable(store, opts, number, mem, fold.map(|op| (op, SeqNo::MAX)))
+    build_table_from_memtable(store, &opts, number, mem, fold.map(|op| (op, SeqNo::MAX)))
 }
 
 /// Writes a memtable to a new table. With `fold` (the merge operator and the oldest sequence
@@ -120,6 +123,7 @@ pub(super) fn build_table_from_memtable(
             entries: s.entries,
             deletions: s.deletions,
             range_deletions: s.range_deletions,
+            filter_millibits: Some(s.filter_millibits),
         }),
         Err(e) => {
             let _ = store.fs.remove(&path);
@@ -190,6 +194,12 @@ impl DbInner {
                 continue;
             };
             let number = st.versions.new_file_number();
+            let table_options = filter_policy::flush_options(
+                self.opts.filter_policy,
+                &self.table_options,
+                &st.versions.current(),
+                mem.len(),
+            );
             drop(st);
             // Operands every reader sees fold: any snapshot taken from now on is newer than
             // the memtable, which takes no more writes.
@@ -197,15 +207,14 @@ impl DbInner {
                 .snapshots
                 .oldest(|| SeqNo(self.visible.load(Ordering::Acquire)));
             let fold = self.opts.merge_operator.as_deref().map(|op| (op, oldest));
-            let result =
-                build_table_from_memtable(&self.store, &self.table_options, number, &mem, fold)
-                    .and_then(|f| {
-                        self.store
-                            .fs
-                            .sync_dir(&self.dir)
-                            .map_err(io_err("fsync", &self.dir))?;
-                        Ok(f)
-                    });
+            let result = build_table_from_memtable(&self.store, &table_options, number, &mem, fold)
+                .and_then(|f| {
+                    self.store
+                        .fs
+                        .sync_dir(&self.dir)
+                        .map_err(io_err("fsync", &self.dir))?;
+                    Ok(f)
+                });
             let mut st = lock(&self.state);
             // Once the edit may be in the MANIFEST, the table must stay even if logging
             // failed: a reopen may find the edit and need the file.
@@ -386,9 +395,11 @@ impl DbInner {
         // otherwise pile up in level 0 behind a job that rewrites the whole tree.
         let started_at = self.visible.load(Ordering::Acquire);
         let cancel = || c.idle_merge && self.visible.load(Ordering::Acquire) != started_at;
+        let table_options =
+            filter_policy::compaction_options(self.opts.filter_policy, &self.table_options, c);
         let ctx = JobContext {
             store: &self.store,
-            table_options: &self.table_options,
+            table_options: &table_options,
             target_file_bytes: self.opts.target_file_size,
             smallest_snapshot,
             newest_snapshot: self.snapshots.newest(),

@@ -33,6 +33,7 @@ use std::time::Instant;
 use crate::batch::WriteBatch;
 use crate::compaction::{self, LevelTargets};
 use crate::error::{Error, Result};
+use crate::filter_policy;
 use crate::fs::FileLock;
 use crate::key::{FileNumber, NUM_LEVELS, SeqNo};
 use crate::log::LogWriter;
@@ -605,6 +606,7 @@ impl DbInner {
     fn stats(&self) -> Stats {
         let st = lock(&self.state);
         let v = st.versions.current();
+        let fallback_bits = self.opts.filter_policy.bits_per_key() as f64;
         let levels = (0..NUM_LEVELS)
             .map(|l| LevelStats {
                 files: v.levels[l].len(),
@@ -614,6 +616,7 @@ impl DbInner {
                 } else {
                     self.targets.target_bytes(l)
                 },
+                filter_bits_per_key: filter_policy::level_bits(&v.levels[l], fallback_bits),
             })
             .collect();
         let files = v
@@ -627,6 +630,7 @@ impl DbInner {
                 entries: f.entries,
                 deletions: f.deletions,
                 range_deletions: f.range_deletions,
+                filter_bits_per_key: f.filter_bits(),
             })
             .collect();
         // The active WAL by what was appended (its file may be reserved ahead); the older
@@ -683,6 +687,8 @@ impl DbInner {
             wal_salvaged_bytes: r(&c.wal_salvaged_bytes),
             sst_bytes: v.files().map(|(_, f)| f.size).sum(),
             wal_bytes,
+            expected_false_positives: filter_policy::expected_false_positives(&v, fallback_bits),
+            filter_false_positives: self.store.filter_false_positives.load(Ordering::Relaxed),
             last_sequence: self.visible.load(Ordering::Acquire),
             live_snapshots: self.snapshots.count(),
             poisoned: st.bg_error.as_ref().map(|e| e.to_string()),

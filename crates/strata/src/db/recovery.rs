@@ -57,6 +57,7 @@ impl Db {
             cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
             mapped: Arc::new(MappedPages::new(options.table_map_bytes)),
             pins: Arc::new(PinBudget::new(options.table_pinned_bytes)),
+            filter_false_positives: Default::default(),
         });
         let exists = fs.exists(&dir.join("CURRENT"));
         if exists && options.error_if_exists {
@@ -79,7 +80,7 @@ impl Db {
         let table_options = TableOptions {
             block_size: options.block_size,
             restart_interval: options.block_restart_interval,
-            bloom_bits_per_key: options.bloom_bits_per_key,
+            bloom_bits_per_key: options.filter_policy.bits_per_key() as f64,
             compression: options.compression,
             index_kind: options.index_kind,
             filter_kind: options.filter_kind,
@@ -271,7 +272,15 @@ fn replay_wals(
     }
     if !replay.mem.is_empty() {
         let fold = options.merge_operator.as_deref();
-        let table = write_level0(store, table_options, replay.versions, &replay.mem, fold)?;
+        let policy = options.filter_policy;
+        let table = write_level0(
+            store,
+            table_options,
+            policy,
+            replay.versions,
+            &replay.mem,
+            fold,
+        )?;
         replay.edit.added.push(table);
     }
     Ok((replay.edit, replay.last_seq))
@@ -376,6 +385,7 @@ impl Replay<'_> {
             let table = write_level0(
                 self.store,
                 self.table_options,
+                self.options.filter_policy,
                 self.versions,
                 &self.mem,
                 fold,

@@ -37,6 +37,8 @@ pub(crate) struct TableSummary {
     pub entries: u64,
     pub deletions: u64,
     pub range_deletions: u64,
+    /// Bloom filter bits per key, in thousandths.
+    pub filter_millibits: u64,
 }
 
 pub(crate) struct TableBuilder {
@@ -196,7 +198,8 @@ impl TableBuilder {
         let raw = self.data.finish();
         let handle = self.write_block(&raw, self.opts.compression)?;
         // A partition ends with a data block once it holds a block's worth of filter bits.
-        let per_partition = self.opts.block_size * 8 / self.opts.bloom_bits_per_key.max(1);
+        let per_partition =
+            ((self.opts.block_size * 8) as f64 / self.opts.bloom_bits_per_key.max(1.0)) as usize;
         if self.opts.filter_kind == FilterKind::Partitioned
             && self.filter.keys() >= per_partition.max(1)
         {
@@ -345,6 +348,7 @@ impl TableBuilder {
             .sync()
             .map_err(|e| Error::io("fsync", &self.path, e))?;
         self.summary.file_size = self.offset;
+        self.summary.filter_millibits = (self.opts.bloom_bits_per_key * 1000.0).round() as u64;
         Ok(self.summary)
     }
 }
@@ -372,7 +376,7 @@ mod tests {
         let opts = TableOptions {
             block_size: 4096,
             restart_interval: 16,
-            bloom_bits_per_key: 10,
+            bloom_bits_per_key: 10.0,
             compression: super::super::Compression::None,
             index_kind: IndexKind::Flat,
             filter_kind: FilterKind::Whole,

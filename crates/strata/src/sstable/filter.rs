@@ -36,12 +36,14 @@ pub(crate) fn hash64(data: &[u8]) -> u64 {
 
 /// Collects key hashes and builds the filter bytes.
 pub(crate) struct FilterBuilder {
-    bits_per_key: usize,
+    bits_per_key: f64,
     hashes: Vec<u64>,
 }
 
 impl FilterBuilder {
-    pub(crate) fn new(bits_per_key: usize) -> Self {
+    /// A builder of filters with `bits_per_key` (0: a filter of 64 set bits, which passes
+    /// every key).
+    pub(crate) fn new(bits_per_key: f64) -> Self {
         FilterBuilder {
             bits_per_key,
             hashes: Vec::new(),
@@ -62,9 +64,12 @@ impl FilterBuilder {
     }
 
     pub(crate) fn finish(&mut self) -> Vec<u8> {
-        let k = ((self.bits_per_key as f64) * std::f64::consts::LN_2).round() as usize;
-        let k = k.clamp(1, 30);
-        let bits = (self.hashes.len() * self.bits_per_key).max(64);
+        let k = crate::filter_policy::probes(self.bits_per_key) as usize;
+        if self.bits_per_key <= 0.0 {
+            self.hashes.clear();
+            return vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1];
+        }
+        let bits = ((self.hashes.len() as f64 * self.bits_per_key).ceil() as usize).max(64);
         let bytes = bits.div_ceil(8);
         let bits = bytes * 8;
         let mut out = vec![0u8; bytes + 1];
@@ -173,7 +178,7 @@ mod tests {
 
     #[test]
     fn no_false_negatives() {
-        let mut b = FilterBuilder::new(10);
+        let mut b = FilterBuilder::new(10.0);
         for i in 0..10_000u32 {
             b.add_key(&i.to_be_bytes());
         }
@@ -187,7 +192,7 @@ mod tests {
     fn false_positive_rate_is_within_twice_theory() {
         for bits_per_key in [5usize, 10, 16] {
             let n = 20_000u64;
-            let mut b = FilterBuilder::new(bits_per_key);
+            let mut b = FilterBuilder::new(bits_per_key as f64);
             for i in 0..n {
                 b.add_key(format!("key{i:016}").as_bytes());
             }

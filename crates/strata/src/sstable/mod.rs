@@ -15,7 +15,8 @@ pub use format::{Compression, FilterKind, IndexKind};
 pub(crate) struct TableOptions {
     pub block_size: usize,
     pub restart_interval: usize,
-    pub bloom_bits_per_key: usize,
+    /// Bloom filter bits per key (fractional under [`crate::FilterPolicy::Monkey`]).
+    pub bloom_bits_per_key: f64,
     pub compression: Compression,
     pub index_kind: IndexKind,
     pub filter_kind: FilterKind,

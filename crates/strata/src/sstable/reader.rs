@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{self, AtomicBool};
+use std::sync::atomic::{self, AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwapOption, Guard};
@@ -49,6 +49,8 @@ pub(crate) struct Table {
     mapped: Option<(Arc<MappedPages>, Arc<MappedTable>)>,
     /// The range tombstones, read on first use (for files that have them).
     range_dels: Mutex<Option<Arc<TableRangeDels>>>,
+    /// Counts lookups whose key the filter passed and the table did not hold.
+    false_positives: Option<Arc<AtomicU64>>,
 }
 
 /// A table's range tombstones, as written and fragmented.
@@ -214,6 +216,7 @@ impl Table {
             budget: None,
             mapped: None,
             range_dels: Mutex::new(None),
+            false_positives: None,
         })
     }
 
@@ -275,6 +278,20 @@ impl Table {
         });
         *held = Some(r.clone());
         Ok(Some(r))
+    }
+
+    /// Counts in `counter` the lookups whose key the filter passed and the table did not
+    /// hold (see [`Table::false_positive`]).
+    pub(crate) fn with_false_positive_counter(mut self, counter: &Arc<AtomicU64>) -> Table {
+        self.false_positives = Some(counter.clone());
+        self
+    }
+
+    /// Counts a lookup whose key the filter passed and this table did not hold.
+    pub(crate) fn false_positive(&self) {
+        if let Some(c) = &self.false_positives {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Counts this table's pinned blocks against `budget`, which lets them go when other
@@ -620,19 +637,24 @@ impl Table {
             return Ok(None);
         }
         let Some(handle) = self.find_data_block(&pinned, lookup, fill_cache)? else {
+            self.false_positive();
             return Ok(None);
         };
         // A cached block is searched where it lies, under the cache's read lock.
         let cached = self.cache.with(&(self.number.0, handle.offset), |block| {
             self.get_in_block(block, handle, lookup, user_key)
         });
-        match cached {
-            Some(found) => found,
+        let found = match cached {
+            Some(found) => found?,
             None => {
                 let block = self.load_block(handle, fill_cache, false)?;
-                self.get_in_block(&block, handle, lookup, user_key)
+                self.get_in_block(&block, handle, lookup, user_key)?
             }
+        };
+        if found.is_none() {
+            self.false_positive();
         }
+        Ok(found)
     }
 
     /// [`Table::get`] within the data block `handle` names.
@@ -944,7 +966,7 @@ mod tests {
         TableOptions {
             block_size: 256,
             restart_interval: 4,
-            bloom_bits_per_key: 10,
+            bloom_bits_per_key: 10.0,
             compression,
             index_kind: kind,
             filter_kind: filter,

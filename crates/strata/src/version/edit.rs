@@ -18,6 +18,7 @@ mod tag {
     pub const NEW_FILE: u64 = 6;
     /// A new file with range tombstones: `NEW_FILE`'s fields, then their count.
     pub const NEW_FILE_WITH_RANGE_DELETIONS: u64 = 7;
+    pub const FILE_FILTER_BITS: u64 = 8;
 }
 
 /// A file added by an edit.
@@ -32,6 +33,9 @@ pub(crate) struct NewFile {
     pub deletions: u64,
     /// Range tombstones in the file (written under their own tag when there are any).
     pub range_deletions: u64,
+    /// Bloom filter bits per key in thousandths; written as a tag of its own after the
+    /// file's (see `docs/format.md`).
+    pub filter_millibits: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,6 +94,11 @@ impl VersionEdit {
             if f.range_deletions > 0 {
                 put_varint(&mut v, f.range_deletions);
             }
+            if let Some(bits) = f.filter_millibits {
+                put_varint(&mut v, tag::FILE_FILTER_BITS);
+                put_varint(&mut v, f.number.0);
+                put_varint(&mut v, bits);
+            }
         }
         v
     }
@@ -134,6 +143,7 @@ impl VersionEdit {
                         entries: r.varint()?,
                         deletions: r.varint()?,
                         range_deletions: 0,
+                        filter_millibits: None,
                     };
                     if t == tag::NEW_FILE_WITH_RANGE_DELETIONS {
                         f.range_deletions = r.varint()?;
@@ -142,6 +152,16 @@ impl VersionEdit {
                         return Err(DecodeError("file bounds are not internal keys"));
                     }
                     e.added.push(f);
+                }
+                tag::FILE_FILTER_BITS => {
+                    let number = FileNumber(r.varint()?);
+                    let bits = r.varint()?;
+                    let file = e.added.iter_mut().rev().find(|f| f.number == number);
+                    match file {
+                        Some(f) if bits <= 1_000_000 => f.filter_millibits = Some(bits),
+                        Some(_) => return Err(DecodeError("filter bits out of range")),
+                        None => return Err(DecodeError("filter bits for a file not added")),
+                    }
                 }
                 _ => return Err(DecodeError("unknown version edit tag")),
             }
@@ -173,6 +193,7 @@ mod tests {
                 entries: 10,
                 deletions: 1,
                 range_deletions: 2,
+                filter_millibits: Some(7_250),
             }],
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
@@ -188,5 +209,7 @@ mod tests {
         }
         .encode();
         assert!(VersionEdit::decode(&e[..e.len() - 1]).is_err());
+        // Filter bits of a file the edit does not add.
+        assert!(VersionEdit::decode(&[tag::FILE_FILTER_BITS as u8, 4, 10]).is_err());
     }
 }

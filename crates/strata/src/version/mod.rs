@@ -5,7 +5,7 @@ pub(crate) mod edit;
 pub(crate) mod set;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::BlockCache;
@@ -25,6 +25,8 @@ pub(crate) struct TableStore {
     pub cache: Arc<BlockCache>,
     pub mapped: Arc<MappedPages>,
     pub pins: Arc<PinBudget>,
+    /// Lookups whose key a table's filter passed and the table did not hold.
+    pub filter_false_positives: Arc<AtomicU64>,
 }
 
 impl TableStore {
@@ -56,6 +58,9 @@ pub(crate) struct FileMeta {
     pub deletions: u64,
     /// Range tombstones in the file.
     pub range_deletions: u64,
+    /// Bloom filter bits per key the file was built with, in thousandths (`None` for files
+    /// the MANIFEST recorded before it held them).
+    pub filter_millibits: Option<u64>,
     store: Arc<TableStore>,
     table: OnceLock<Arc<Table>>,
     obsolete: AtomicBool,
@@ -97,6 +102,7 @@ impl FileMeta {
             entries: f.entries,
             deletions: f.deletions,
             range_deletions: f.range_deletions,
+            filter_millibits: f.filter_millibits,
             store,
             table: OnceLock::new(),
             obsolete: AtomicBool::new(false),
@@ -106,6 +112,11 @@ impl FileMeta {
                     .max(MIN_ALLOWED_READS),
             ),
         }
+    }
+
+    /// Bloom filter bits per key the file was built with, when the MANIFEST says.
+    pub(crate) fn filter_bits(&self) -> Option<f64> {
+        self.filter_millibits.map(|m| m as f64 / 1000.0)
     }
 
     /// Counts a read that consulted this file and had to go on to another. True for the read
@@ -133,7 +144,8 @@ impl FileMeta {
             .map_err(|e| Error::io("open", &path, e))?;
         let table = Table::open(file, &path, self.number, self.store.cache.clone())?
             .with_mapping(&self.store.mapped)
-            .with_budget(&self.store.pins);
+            .with_budget(&self.store.pins)
+            .with_false_positive_counter(&self.store.filter_false_positives);
         // A racing opener may have won; either table is equally good.
         let _ = self.table.set(Arc::new(table));
         self.table
@@ -250,7 +262,11 @@ impl<'a> Probes<'a> {
                 .may_contain(&pinned, lookup(i), key(i), fill_cache)
                 .and_then(|maybe| {
                     if maybe {
-                        t.find_data_block(&pinned, lookup(i), fill_cache)
+                        let h = t.find_data_block(&pinned, lookup(i), fill_cache);
+                        if matches!(h, Ok(None)) {
+                            t.false_positive();
+                        }
+                        h
                     } else {
                         Ok(None)
                     }
@@ -278,7 +294,7 @@ impl<'a> Probes<'a> {
             let found = t.get_in_block(&b, h, lookup(i), key(i));
             if let Some(o) = out.get_mut(i) {
                 match found {
-                    Ok(None) => {}
+                    Ok(None) => t.false_positive(),
                     r => *o = Some(r),
                 }
             }

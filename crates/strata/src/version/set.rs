@@ -278,6 +278,7 @@ impl VersionSet {
                 entries: f.entries,
                 deletions: f.deletions,
                 range_deletions: f.range_deletions,
+                filter_millibits: f.filter_millibits,
             });
         }
         snapshot
@@ -361,6 +362,7 @@ mod tests {
                 cache: Arc::new(BlockCache::new(1 << 20)),
                 mapped: Arc::new(MappedPages::new(0)),
                 pins: Arc::new(PinBudget::new(1 << 20)),
+                filter_false_positives: Default::default(),
             })
         };
         let mut versions = VersionSet::empty(store(Arc::new(fault.clone())));

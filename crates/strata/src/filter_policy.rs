@@ -1,0 +1,314 @@
+//! How many Bloom filter bits each table gets: the same per key everywhere, or spread over
+//! the tree's sorted runs as Monkey (SIGMOD 2017) spreads them.
+//!
+//! A lookup of a missing key probes one table per sorted run (each level-0 file, then one
+//! file per deeper level), and each probe whose filter passes reads a block in vain: the
+//! expected number of such probes is the sum of the runs' false-positive rates. With the
+//! same bits per key everywhere, every run has the same rate, and the small runs near the
+//! top cost as much as the large one at the bottom while holding a tenth of its keys. For a
+//! fixed total of filter memory, the sum is smallest when each run's rate is proportional
+//! to its number of entries (setting the derivative of `sum p_i` under the budget
+//! `sum n_i ln(1/p_i) / ln(2)^2` to zero gives `p_i = c n_i`). Runs whose rate would reach 1
+//! get no filter at all, and their bits go to the others.
+//!
+//! Bits are chosen when a table is written, from the sizes of that moment. Entries move
+//! down the tree and are written again with the bits of their new level; the upper levels
+//! are at their fullest when they are written into and emptier on average, so the tree holds
+//! somewhat fewer bits than the budget (about 4 per entry for a budget of 5 in the tests'
+//! small trees), never more.
+//!
+//! Each table records the bits it was built with in its filter, so reads need nothing new;
+//! the MANIFEST records them too, for [`expected_false_positives`].
+
+use std::sync::Arc;
+
+use crate::compaction::Compaction;
+use crate::sstable::TableOptions;
+use crate::version::{FileMeta, Version};
+
+/// How Bloom filter memory is given out, from [`crate::Options::filter_policy`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FilterPolicy {
+    /// Every table gets `bits_per_key` (as LevelDB and RocksDB do). 10 bits give about 1%
+    /// false positives per table.
+    Uniform {
+        /// Bits per key of every table's filter; 0 writes filters that pass every key.
+        bits_per_key: usize,
+    },
+    /// The same memory as `Uniform { bits_per_key: total_bits_per_key }`, spread over the
+    /// sorted runs so that each run's false-positive rate is proportional to its share of
+    /// the entries: deeper, larger levels get fewer bits per key, and the last may get none.
+    /// Bits are chosen from the level sizes of the moment a table is written (by a flush or
+    /// a compaction).
+    Monkey {
+        /// The filter bits per key of the whole tree.
+        total_bits_per_key: usize,
+    },
+}
+
+impl Default for FilterPolicy {
+    fn default() -> Self {
+        FilterPolicy::Uniform { bits_per_key: 10 }
+    }
+}
+
+impl FilterPolicy {
+    /// The bits per key of the whole tree.
+    pub fn bits_per_key(&self) -> usize {
+        match *self {
+            FilterPolicy::Uniform { bits_per_key } => bits_per_key,
+            FilterPolicy::Monkey { total_bits_per_key } => total_bits_per_key,
+        }
+    }
+}
+
+/// The most bits per key a table gets, however small its run.
+const MAX_BITS_PER_KEY: f64 = 40.0;
+
+/// The number of probes a filter of `bits_per_key` makes, as the filter builder chooses it.
+pub(crate) fn probes(bits_per_key: f64) -> u32 {
+    (bits_per_key * std::f64::consts::LN_2)
+        .round()
+        .clamp(1.0, 30.0) as u32
+}
+
+/// The false-positive rate of a filter of `bits_per_key` (1 without bits: such a filter
+/// passes every key).
+pub(crate) fn false_positive_rate(bits_per_key: f64) -> f64 {
+    if bits_per_key <= 0.0 {
+        return 1.0;
+    }
+    let k = f64::from(probes(bits_per_key));
+    (1.0 - (-k / bits_per_key).exp()).powf(k)
+}
+
+/// Monkey's bits per key for runs of `entries` each, spending `total_bits_per_key` times
+/// their sum: `ln(1/p_i) / ln(2)^2` with `p_i` proportional to `entries[i]`, 0 for runs whose
+/// `p_i` would reach 1.
+pub(crate) fn monkey_bits(entries: &[u64], total_bits_per_key: f64) -> Vec<f64> {
+    let ln2sq = std::f64::consts::LN_2 * std::f64::consts::LN_2;
+    let sizes: Vec<f64> = entries.iter().map(|&n| (n.max(1)) as f64).collect();
+    let total: f64 = sizes.iter().sum();
+    let budget = total * total_bits_per_key;
+    // With p_i = n_i / e^x, run i gets max(0, x - ln n_i) / ln(2)^2 bits per key; the bits
+    // spent grow with x, which is found by bisection.
+    let bits = |x: f64| -> Vec<f64> {
+        sizes
+            .iter()
+            .map(|n| ((x - n.ln()) / ln2sq).clamp(0.0, MAX_BITS_PER_KEY))
+            .collect()
+    };
+    let spent = |x: f64| -> f64 { bits(x).iter().zip(&sizes).map(|(b, n)| b * n).sum() };
+    let (mut lo, mut hi) = (0.0f64, sizes.iter().fold(0.0f64, |m, n| m.max(n.ln())));
+    hi += MAX_BITS_PER_KEY * ln2sq;
+    if budget <= 0.0 {
+        return vec![0.0; sizes.len()];
+    }
+    if spent(hi) <= budget {
+        return bits(hi);
+    }
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if spent(mid) < budget {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    bits(lo)
+}
+
+/// The bits per key of a table written into run `target` of runs holding `entries`.
+pub(crate) fn table_bits(policy: FilterPolicy, entries: &[u64], target: usize) -> f64 {
+    match policy {
+        FilterPolicy::Uniform { bits_per_key } => bits_per_key as f64,
+        FilterPolicy::Monkey { total_bits_per_key } => {
+            monkey_bits(entries, total_bits_per_key as f64)
+                .get(target)
+                .copied()
+                .unwrap_or(total_bits_per_key as f64)
+        }
+    }
+}
+
+/// The sorted runs of `version` as a lookup sees them: each level-0 file, then each
+/// non-empty deeper level, by entries, leaving out `removed` files (a compaction's inputs).
+/// `add` entries join level-0 as a new file (a flush: `Some(None, n)`) or level `l` (a
+/// compaction's output: `Some(Some(l), n)`). Returns the runs and the index of the one `add`
+/// went to (0 when there is none).
+pub(crate) fn runs(
+    version: &Version,
+    removed: &[&Arc<FileMeta>],
+    add: Option<(Option<usize>, u64)>,
+) -> (Vec<u64>, usize) {
+    let kept = |f: &&Arc<FileMeta>| !removed.iter().any(|r| Arc::ptr_eq(r, f));
+    let mut runs = Vec::new();
+    let mut target = 0;
+    if let Some((None, n)) = add {
+        target = runs.len();
+        runs.push(n);
+    }
+    runs.extend(version.levels[0].iter().filter(kept).map(|f| f.entries));
+    for (level, files) in version.levels.iter().enumerate().skip(1) {
+        let mut n: u64 = files.iter().filter(kept).map(|f| f.entries).sum();
+        let here = add.is_some_and(|(l, _)| l == Some(level));
+        if here {
+            n += add.map_or(0, |(_, n)| n);
+            target = runs.len();
+        }
+        if n > 0 || here {
+            runs.push(n);
+        }
+    }
+    (runs, target)
+}
+
+/// `base` with the filter bits of a flush of `entries` into level 0 of `version`.
+pub(crate) fn flush_options(
+    policy: FilterPolicy,
+    base: &TableOptions,
+    version: &Version,
+    entries: u64,
+) -> TableOptions {
+    let (runs, target) = runs(version, &[], Some((None, entries)));
+    TableOptions {
+        bloom_bits_per_key: table_bits(policy, &runs, target),
+        ..base.clone()
+    }
+}
+
+/// `base` with the filter bits of the output of compaction `c`, whose level will hold what it
+/// holds now but `c`'s files from it, with all of `c`'s input entries.
+pub(crate) fn compaction_options(
+    policy: FilterPolicy,
+    base: &TableOptions,
+    c: &Compaction,
+) -> TableOptions {
+    let removed: Vec<&Arc<FileMeta>> = c.input_files().map(|(_, f)| f).collect();
+    let entries = removed.iter().map(|f| f.entries).sum();
+    let (runs, target) = runs(
+        &c.version,
+        &removed,
+        Some((Some(c.output_level()), entries)),
+    );
+    TableOptions {
+        bloom_bits_per_key: table_bits(policy, &runs, target),
+        ..base.clone()
+    }
+}
+
+/// The bits per key of `files`, averaged over their entries (`None` without entries).
+pub(crate) fn level_bits(files: &[Arc<FileMeta>], fallback_bits: f64) -> Option<f64> {
+    let entries: u64 = files.iter().map(|f| f.entries).sum();
+    let bits: f64 = files
+        .iter()
+        .map(|f| f.filter_bits().unwrap_or(fallback_bits) * f.entries as f64)
+        .sum();
+    (entries > 0).then(|| bits / entries as f64)
+}
+
+/// The expected number of tables a lookup of a missing key reads a block of in vain: the sum
+/// over sorted runs of their false-positive rates, each level's being the average of its
+/// files' weighted by entries (a key falls in one file's range). Files whose bits the
+/// MANIFEST does not record (written before it did) count with `fallback_bits`.
+pub(crate) fn expected_false_positives(version: &Version, fallback_bits: f64) -> f64 {
+    let rate = |f: &Arc<FileMeta>| false_positive_rate(f.filter_bits().unwrap_or(fallback_bits));
+    let mut sum: f64 = version.levels[0].iter().map(rate).sum();
+    for files in version.levels.iter().skip(1) {
+        let entries: u64 = files.iter().map(|f| f.entries).sum();
+        if entries > 0 {
+            let weighted: f64 = files.iter().map(|f| rate(f) * f.entries as f64).sum();
+            sum += weighted / entries as f64;
+        }
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spent(entries: &[u64], bits: &[f64]) -> f64 {
+        entries.iter().zip(bits).map(|(&n, b)| n as f64 * b).sum()
+    }
+
+    #[test]
+    fn monkey_spends_the_uniform_budget() {
+        for entries in [
+            vec![1_000u64, 10_000, 100_000],
+            vec![5_000, 5_000, 40_000, 400_000],
+        ] {
+            for total in [2.0, 5.0, 10.0] {
+                let bits = monkey_bits(&entries, total);
+                let budget = total * entries.iter().sum::<u64>() as f64;
+                assert!(
+                    (spent(&entries, &bits) - budget).abs() < budget * 1e-6,
+                    "{entries:?} at {total}: spent {} of {budget}",
+                    spent(&entries, &bits)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn monkey_rates_are_proportional_to_run_sizes() {
+        let entries = [1_000u64, 10_000, 100_000, 1_000_000];
+        let bits = monkey_bits(&entries, 10.0);
+        // In the continuous model p = e^(-b ln(2)^2): each rate over its run's entries is the
+        // same constant.
+        let ln2sq = std::f64::consts::LN_2.powi(2);
+        let ratio: Vec<f64> = entries
+            .iter()
+            .zip(&bits)
+            .map(|(&n, b)| (-b * ln2sq).exp() / n as f64)
+            .collect();
+        for r in &ratio {
+            assert!((r / ratio[0] - 1.0).abs() < 1e-6, "{ratio:?}");
+        }
+        assert!(
+            bits.windows(2).all(|w| w[0] > w[1]),
+            "deeper runs get fewer bits: {bits:?}"
+        );
+    }
+
+    #[test]
+    fn monkey_beats_uniform_at_the_same_memory() {
+        let entries = [64_000u64, 64_000, 2_560_000, 25_600_000];
+        for total in [5usize, 10] {
+            let uniform: f64 = entries
+                .iter()
+                .map(|_| false_positive_rate(total as f64))
+                .sum();
+            let bits = monkey_bits(&entries, total as f64);
+            let monkey: f64 = bits.iter().map(|&b| false_positive_rate(b)).sum();
+            assert!(
+                monkey < uniform * 0.8,
+                "at {total}: monkey {monkey} uniform {uniform}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_last_level_gets_no_bits_when_memory_is_scarce() {
+        let entries = [10_000u64, 100_000, 1_000_000, 10_000_000];
+        // Half a bit per key: less than the upper levels need at the rates that make the last
+        // level's reach 1.
+        let bits = monkey_bits(&entries, 0.5);
+        assert_eq!(bits[3], 0.0, "{bits:?}");
+        assert!(bits[0] > bits[1] && bits[1] > 0.0, "{bits:?}");
+    }
+
+    #[test]
+    fn one_run_gets_every_bit_and_uniform_ignores_sizes() {
+        assert!((monkey_bits(&[12_345], 7.0)[0] - 7.0).abs() < 1e-9);
+        let uniform = FilterPolicy::Uniform { bits_per_key: 6 };
+        assert_eq!(table_bits(uniform, &[1, 1_000_000], 1), 6.0);
+    }
+
+    #[test]
+    fn false_positive_rates() {
+        assert_eq!(false_positive_rate(0.0), 1.0);
+        assert!((false_positive_rate(10.0) - 0.0082).abs() < 0.0005);
+        assert!(false_positive_rate(5.0) > false_positive_rate(6.0));
+    }
+}
