@@ -50,12 +50,14 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     Some(end)
 }
 
-/// Where the cursor sits, in the iterator's own order (largest key first when reversed).
+/// Where the cursor sits in key space. As in plyvel, the cursor is between keys whatever the
+/// iterator's direction: `seek(t)` puts it just before `t`; a forward iterator's `next()`
+/// gives the entry after it, a reverse iterator's the entry before it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Position {
     /// Before the first entry; the engine's iterator is not positioned.
     Start,
-    /// Before the entry the engine's iterator is on.
+    /// Just before the entry the engine's iterator is on.
     Before,
     /// After the last entry.
     End,
@@ -68,91 +70,108 @@ pub(crate) struct Cursor {
     /// `None` once closed.
     it: Option<DbIterator>,
     reverse: bool,
-    upper: Option<Vec<u8>>,
     position: Position,
 }
 
 impl Cursor {
-    pub fn new(it: DbIterator, reverse: bool, upper: Option<Vec<u8>>) -> Cursor {
+    /// A cursor at the start of the range (its end, for a reverse iterator, which begins
+    /// with the largest key).
+    pub fn new(it: DbIterator, reverse: bool) -> Cursor {
         Cursor {
             it: Some(it),
             reverse,
-            upper,
-            position: Position::Start,
+            position: if reverse {
+                Position::End
+            } else {
+                Position::Start
+            },
         }
     }
 
-    /// The entry after the cursor, moving the cursor past it; `None` at the end.
-    pub fn next(&mut self) -> strata::Result<Option<Entry>> {
-        let reverse = self.reverse;
-        let Some(it) = self.it.as_mut() else {
-            return Ok(None);
-        };
+    /// The iterator's next entry, moving the cursor over it; `None` past the last.
+    pub fn next(&mut self) -> Result<Option<Entry>, Closed> {
+        if self.reverse {
+            self.backward()
+        } else {
+            self.forward()
+        }
+    }
+
+    /// The entry `next` gave last, moving the cursor back over it; `None` before the first.
+    pub fn prev(&mut self) -> Result<Option<Entry>, Closed> {
+        if self.reverse {
+            self.forward()
+        } else {
+            self.backward()
+        }
+    }
+
+    /// The entry after the cursor, moving the cursor past it.
+    fn forward(&mut self) -> Result<Option<Entry>, Closed> {
+        let it = self.it.as_mut().ok_or(Closed::Iterator)?;
         match self.position {
             Position::End => return Ok(None),
             Position::Before => {}
             Position::Start => {
-                let r = if reverse {
-                    it.seek_to_last()
-                } else {
-                    it.seek_to_first()
-                };
-                settle(&mut self.position, r, it, Position::End)?;
+                settle(&mut self.position, it.seek_to_first(), it, Position::End)?;
                 if self.position == Position::End {
                     return Ok(None);
                 }
             }
         }
         let entry = (it.key().to_vec(), it.value().to_vec());
-        let r = if reverse { it.prev() } else { it.next() };
-        settle(&mut self.position, r, it, Position::End)?;
+        settle(&mut self.position, it.next(), it, Position::End)?;
         Ok(Some(entry))
     }
 
-    /// The entry before the cursor, moving the cursor back over it; `None` at the start.
-    pub fn prev(&mut self) -> strata::Result<Option<Entry>> {
-        let reverse = self.reverse;
-        let Some(it) = self.it.as_mut() else {
-            return Ok(None);
-        };
+    /// The entry before the cursor, moving the cursor back before it.
+    fn backward(&mut self) -> Result<Option<Entry>, Closed> {
+        let it = self.it.as_mut().ok_or(Closed::Iterator)?;
         let r = match self.position {
             Position::Start => return Ok(None),
-            Position::End if reverse => it.seek_to_first(),
             Position::End => it.seek_to_last(),
-            Position::Before if reverse => it.next(),
             Position::Before => it.prev(),
         };
         settle(&mut self.position, r, it, Position::Start)?;
         Ok((self.position == Position::Before).then(|| (it.key().to_vec(), it.value().to_vec())))
     }
 
-    /// Places the cursor before the first entry at or after `target` (at or before it, for a
-    /// reverse cursor).
-    pub fn seek(&mut self, target: &[u8]) -> strata::Result<()> {
-        let Some(it) = self.it.as_mut() else {
-            return Ok(());
-        };
-        let r = if !self.reverse {
-            it.seek(target)
-        } else if self.upper.as_deref().is_some_and(|u| target >= u) {
-            it.seek_to_last()
-        } else {
-            it.seek_for_prev(target)
-        };
-        settle(&mut self.position, r, it, Position::End)?;
+    /// Places the cursor just before `target`: after every key below it.
+    pub fn seek(&mut self, target: &[u8]) -> Result<(), Closed> {
+        let it = self.it.as_mut().ok_or(Closed::Iterator)?;
+        settle(&mut self.position, it.seek(target), it, Position::End)
+    }
+
+    /// Places the cursor before the range's first key.
+    pub fn seek_to_start(&mut self) -> Result<(), Closed> {
+        self.it.as_ref().ok_or(Closed::Iterator)?;
+        self.position = Position::Start;
         Ok(())
     }
 
-    pub fn seek_to_start(&mut self) {
-        self.position = Position::Start;
-    }
-
-    pub fn seek_to_stop(&mut self) {
+    /// Places the cursor after the range's last key.
+    pub fn seek_to_stop(&mut self) -> Result<(), Closed> {
+        self.it.as_ref().ok_or(Closed::Iterator)?;
         self.position = Position::End;
+        Ok(())
     }
 
     pub fn close(&mut self) {
         self.it = None;
+    }
+}
+
+/// Why a cursor could not move.
+pub(crate) enum Closed {
+    /// The iterator was closed.
+    Iterator,
+    /// The engine failed.
+    Engine(strata::Error),
+}
+
+impl From<strata::Error> for Closed {
+    fn from(e: strata::Error) -> Closed {
+        Closed::Engine(e)
     }
 }
 
@@ -164,7 +183,7 @@ fn settle(
     moved: strata::Result<()>,
     it: &DbIterator,
     otherwise: Position,
-) -> strata::Result<()> {
+) -> Result<(), Closed> {
     let landed = moved.map(|()| {
         if it.valid() {
             Position::Before
@@ -173,5 +192,5 @@ fn settle(
         }
     });
     *position = *landed.as_ref().unwrap_or(&Position::End);
-    landed.map(|_| ())
+    landed.map(|_| ()).map_err(Closed::Engine)
 }

@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 use strata::{Compression, Db, Options, ReadOptions, WriteOptions};
 
-use cursor::{Bounds, Cursor};
+use cursor::{Bounds, Closed, Cursor, Entry};
 
 create_exception!(
     strata,
@@ -73,6 +73,7 @@ fn closed(what: &str) -> PyErr {
 enum Failure {
     Engine(strata::Error),
     Closed,
+    ClosedIterator,
 }
 
 impl From<strata::Error> for Failure {
@@ -86,6 +87,7 @@ impl From<Failure> for PyErr {
         match f {
             Failure::Engine(e) => raise(e),
             Failure::Closed => closed("database"),
+            Failure::ClosedIterator => closed("iterator"),
         }
     }
 }
@@ -124,6 +126,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+fn filter_policy(name: &str, bits: usize) -> PyResult<strata::FilterPolicy> {
+    match name {
+        "uniform" => Ok(strata::FilterPolicy::Uniform { bits_per_key: bits }),
+        "monkey" => Ok(strata::FilterPolicy::Monkey {
+            total_bits_per_key: bits,
+        }),
+        other => Err(PyValueError::new_err(format!(
+            "filter_policy must be \"uniform\" or \"monkey\", not {other:?}"
+        ))),
+    }
+}
+
 fn compression(name: Option<&str>) -> PyResult<Compression> {
     match name {
         None | Some("none") => Ok(Compression::None),
@@ -138,8 +152,12 @@ fn compression(name: Option<&str>) -> PyResult<Compression> {
 /// An open Strata database.
 ///
 /// ``DB(path, create_if_missing=True, error_if_exists=False, write_buffer_size=None,
-/// cache_size=None, bloom_bits=None, compression=None, block_size=None, sync=False)``
+/// cache_size=None, bloom_bits=None, compression=None, block_size=None, sync=False,
+/// filter_policy="uniform")``
 ///
+/// ``bloom_bits`` (10 by default) is the Bloom filter bits per key: in every table with
+/// ``filter_policy="uniform"``, spread over the levels as Monkey spreads them (fewer in the
+/// larger, deeper levels) with ``"monkey"``.
 /// Keys and values are ``bytes`` (or any buffer); a ``str`` raises ``TypeError``. ``sync``
 /// is the default of every write: ``True`` makes each write durable against power loss
 /// before it returns; ``False`` (the default) keeps it safe from a crash of the process
@@ -215,6 +233,7 @@ impl PyDb {
         compression = None,
         block_size = None,
         sync = false,
+        filter_policy = "uniform",
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -228,6 +247,7 @@ impl PyDb {
         compression: Option<&str>,
         block_size: Option<usize>,
         sync: bool,
+        filter_policy: &str,
     ) -> PyResult<Self> {
         let defaults = Options::default();
         let options = Options {
@@ -235,10 +255,10 @@ impl PyDb {
             error_if_exists,
             write_buffer_size: write_buffer_size.unwrap_or(defaults.write_buffer_size),
             block_cache_bytes: cache_size.unwrap_or(defaults.block_cache_bytes),
-            filter_policy: match bloom_bits {
-                Some(bits_per_key) => strata::FilterPolicy::Uniform { bits_per_key },
-                None => defaults.filter_policy,
-            },
+            filter_policy: self::filter_policy(
+                filter_policy,
+                bloom_bits.unwrap_or(defaults.filter_policy.bits_per_key()),
+            )?,
             compression: self::compression(compression)?,
             block_size: block_size.unwrap_or(defaults.block_size),
             ..defaults
@@ -508,6 +528,7 @@ impl PyDb {
             level.set_item("files", l.files)?;
             level.set_item("bytes", l.bytes)?;
             level.set_item("target_bytes", l.target_bytes)?;
+            level.set_item("filter_bits_per_key", l.filter_bits_per_key)?;
             levels.append(level)?;
         }
         d.set_item("levels", levels)?;
@@ -518,6 +539,9 @@ impl PyDb {
         d.set_item("block_cache_hits", s.block_cache_hits)?;
         d.set_item("block_cache_misses", s.block_cache_misses)?;
         d.set_item("block_cache_bytes", s.block_cache_bytes)?;
+        d.set_item("block_cache_capacity", s.block_cache_capacity)?;
+        d.set_item("expected_false_positives", s.expected_false_positives)?;
+        d.set_item("filter_false_positives", s.filter_false_positives)?;
         d.set_item("user_bytes_written", s.user_bytes_written)?;
         d.set_item("wal_bytes_written", s.wal_bytes_written)?;
         d.set_item("flush_bytes_written", s.flush_bytes_written)?;
@@ -639,11 +663,13 @@ impl PyWriteBatch {
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if exc_type.is_none() {
-            self.write(py)?;
-        }
+        let written = if exc_type.is_none() {
+            self.write(py)
+        } else {
+            Ok(())
+        };
         *lock(&self.state) = None;
-        Ok(false)
+        written.map(|()| false)
     }
 }
 
@@ -770,7 +796,6 @@ impl PyIterator {
                 "include_key and include_value cannot both be false",
             ));
         }
-        let upper = bounds.upper.clone();
         let options = ReadOptions {
             snapshot,
             lower_bound: bounds.lower,
@@ -780,23 +805,28 @@ impl PyIterator {
         let it = db.get().with(py, |db| Ok(db.iter(&options)?))?;
         Ok(PyIterator {
             db,
-            cursor: Mutex::new(Cursor::new(it, reverse, upper)),
+            cursor: Mutex::new(Cursor::new(it, reverse)),
             include,
         })
     }
 
-    /// Runs a movement of the cursor with the GIL released, and converts the entry it gives.
+    /// Runs a movement of the cursor with the GIL released, the database held open while it
+    /// runs, and converts the entry it gives.
     fn step(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Cursor) -> strata::Result<Option<(Vec<u8>, Vec<u8>)>> + Send,
+        f: impl FnOnce(&mut Cursor) -> Result<Option<Entry>, Closed> + Send,
     ) -> PyResult<Option<Py<PyAny>>> {
         let db = self.db.get();
         let entry = py.detach(|| {
-            if read(&db.db).is_none() {
+            let open = read(&db.db);
+            if open.is_none() {
                 return Err(Failure::Closed);
             }
-            Ok(f(&mut lock(&self.cursor))?)
+            f(&mut lock(&self.cursor)).map_err(|e| match e {
+                Closed::Iterator => Failure::ClosedIterator,
+                Closed::Engine(e) => Failure::Engine(e),
+            })
         })?;
         let Some((key, value)) = entry else {
             return Ok(None);
@@ -814,7 +844,7 @@ impl PyIterator {
     fn position(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Cursor) -> strata::Result<()> + Send,
+        f: impl FnOnce(&mut Cursor) -> Result<(), Closed> + Send,
     ) -> PyResult<()> {
         self.step(py, |c| f(c).map(|()| None)).map(|_| ())
     }
@@ -830,37 +860,34 @@ impl PyIterator {
         self.step(py, Cursor::next)
     }
 
-    /// The entry before the cursor, moving the cursor back over it (``next()`` then gives
-    /// it again). Raises ``StopIteration`` at the start.
+    /// The entry ``next()`` gave last, moving the cursor back over it (``next()`` then gives
+    /// it again). Raises ``StopIteration`` where ``next()`` has given nothing.
     fn prev(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.step(py, Cursor::prev)?
             .ok_or_else(|| pyo3::exceptions::PyStopIteration::new_err(()))
     }
 
-    /// Moves the cursor so that ``next()`` gives the first key at or after ``target`` (for a
-    /// reverse iterator, the last key at or before it), within the iterator's bounds.
+    /// Moves the cursor just before ``target``, within the iterator's bounds: ``next()`` then
+    /// gives the first key at or after it (for a reverse iterator, the last key before it),
+    /// as plyvel's does.
     fn seek(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<()> {
         let target = bytes_of(target, "target")?;
         self.position(py, |c| c.seek(&target))
     }
 
-    /// Moves the cursor before the first entry the iterator gives.
+    /// Moves the cursor before the smallest key of the range (for a reverse iterator, past
+    /// its last entry), as plyvel's does.
     fn seek_to_start(&self, py: Python<'_>) -> PyResult<()> {
-        self.position(py, |c| {
-            c.seek_to_start();
-            Ok(())
-        })
+        self.position(py, Cursor::seek_to_start)
     }
 
-    /// Moves the cursor past the last entry the iterator gives (``prev()`` then gives it).
+    /// Moves the cursor past the largest key of the range (for a reverse iterator, before
+    /// its first entry), as plyvel's does.
     fn seek_to_stop(&self, py: Python<'_>) -> PyResult<()> {
-        self.position(py, |c| {
-            c.seek_to_stop();
-            Ok(())
-        })
+        self.position(py, Cursor::seek_to_stop)
     }
 
-    /// Releases the files the iterator holds; it gives nothing more.
+    /// Releases the files the iterator holds; any later use raises ``ClosedError``.
     fn close(&self) {
         lock(&self.cursor).close();
     }

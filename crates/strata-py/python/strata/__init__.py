@@ -53,9 +53,16 @@ def _prefix_end(prefix):
 
 
 def _as_bytes(key, what="key"):
+    """The bytes of ``key``: ``bytes`` or any buffer; a ``str`` or an int is refused, as the
+    native calls refuse them (``bytes(3)`` would make three zero bytes)."""
+    if isinstance(key, bytes):
+        return key
     if isinstance(key, str):
         raise TypeError(f"{what} must be bytes (or a buffer such as bytearray or memoryview), not str: encode it first")
-    return bytes(key)
+    try:
+        return memoryview(key).tobytes()
+    except TypeError:
+        raise TypeError(f"{what} must be bytes (or a buffer such as bytearray or memoryview), not {type(key).__name__}") from None
 
 
 class _PrefixedIterator:

@@ -37,6 +37,7 @@ class DB:
         compression: Literal["none", "lz4", "zstd"] | None = None,
         block_size: int | None = None,
         sync: bool = False,
+        filter_policy: Literal["uniform", "monkey"] = "uniform",
     ) -> None: ...
     @property
     def name(self) -> str: ...
