@@ -8,6 +8,7 @@ mod import;
 mod report;
 mod shell;
 mod text;
+mod tune;
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -202,6 +203,38 @@ enum Command {
     Check { dir: PathBuf },
     /// The engine's statistics: levels, amplification, cache.
     Stats { dir: PathBuf },
+    /// Rank the designs of the LSM space (merge policy, size ratio, filter bits) for a
+    /// workload by the cost model's predicted I/O per operation.
+    Tune {
+        /// Shares of operations: writes, point (gets of existing keys), missing (gets of
+        /// missing keys), scan (short scans), long_scan.
+        #[arg(long)]
+        workload: String,
+        /// Entries in the database (100M, 1e8, ...).
+        #[arg(long, value_parser = tune::parse_count)]
+        entries: u64,
+        /// Memory for Bloom filters (1GiB, 512MiB, ...).
+        #[arg(long, value_parser = tune::parse_bytes)]
+        memory: u64,
+        /// Bytes of a key and its value.
+        #[arg(long, default_value_t = 116)]
+        entry_size: u64,
+        /// The write buffer.
+        #[arg(long, default_value = "64MiB", value_parser = tune::parse_bytes)]
+        buffer: u64,
+        /// Bytes of a data block.
+        #[arg(long, default_value_t = 4096)]
+        block_size: u64,
+        /// Entries a long scan reads.
+        #[arg(long, default_value_t = 10_000)]
+        long_scan: u64,
+        /// Size ratios to consider.
+        #[arg(long, value_delimiter = ',', default_value = "2,3,4,6,8,10,12,16")]
+        ratios: Vec<u32>,
+        /// Designs to print, best first.
+        #[arg(long, default_value_t = 12)]
+        top: usize,
+    },
     /// Serve the database over the Redis protocol (RESP) until SIGINT or SIGTERM.
     Serve {
         /// The database directory (created if missing).
@@ -705,6 +738,31 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 )
                 .map_err(io)?;
             }
+        }
+        Command::Tune {
+            workload,
+            entries,
+            memory,
+            entry_size,
+            buffer,
+            block_size,
+            long_scan,
+            ratios,
+            top,
+        } => {
+            let workload = strata::cost_model::Workload::parse(&workload)?;
+            if ratios.iter().any(|&t| t < 2) {
+                return Err("size ratios must be at least 2".into());
+            }
+            let shape = strata::cost_model::Shape {
+                entries,
+                entry_bytes: entry_size.max(1),
+                buffer_bytes: buffer.max(1),
+                filter_bytes: memory,
+                block_bytes: block_size.max(1),
+                long_scan_entries: long_scan,
+            };
+            write!(out, "{}", tune::report(&workload, &shape, &ratios, top)).map_err(io)?;
         }
         Command::Check { dir } => {
             if !dir.is_dir() {

@@ -44,6 +44,14 @@ pub(crate) struct LevelTargets {
 }
 
 impl LevelTargets {
+    pub(crate) fn of(o: &crate::Options) -> LevelTargets {
+        LevelTargets {
+            l0_trigger: o.level0_compaction_trigger,
+            level1_bytes: o.level1_max_bytes,
+            size_ratio: o.size_ratio,
+        }
+    }
+
     pub(crate) fn target_bytes(&self, level: usize) -> u64 {
         let mut t = self.level1_bytes;
         for _ in 1..level {

@@ -11,18 +11,18 @@
 //! `sum n_i ln(1/p_i) / ln(2)^2` to zero gives `p_i = c n_i`). Runs whose rate would reach 1
 //! get no filter at all, and their bits go to the others.
 //!
-//! Bits are chosen when a table is written, from the sizes of that moment. Entries move
-//! down the tree and are written again with the bits of their new level; the upper levels
-//! are at their fullest when they are written into and emptier on average, so the tree holds
-//! somewhat fewer bits than the budget (about 4 per entry for a budget of 5 in the tests'
-//! small trees), never more.
+//! Bits are chosen when a table is written, for the tree's shape as its lookups will see it
+//! over the table's life: the deepest level at its size of the moment, the levels above at
+//! their targets, and level-0 files only for level-0 tables (see [`runs`]). Entries move
+//! down the tree and are written again with the bits of their new level, so the bits the
+//! tree holds per entry approach the budget without meeting it exactly.
 //!
 //! Each table records the bits it was built with in its filter, so reads need nothing new;
 //! the MANIFEST records them too, for [`expected_false_positives`].
 
 use std::sync::Arc;
 
-use crate::compaction::Compaction;
+use crate::compaction::{Compaction, LevelTargets};
 use crate::sstable::TableOptions;
 use crate::version::{FileMeta, Version};
 
@@ -131,46 +131,87 @@ pub(crate) fn table_bits(policy: FilterPolicy, entries: &[u64], target: usize) -
     }
 }
 
-/// The sorted runs of `version` as a lookup sees them: each level-0 file, then each
-/// non-empty deeper level, by entries, leaving out `removed` files (a compaction's inputs).
-/// `add` entries join level-0 as a new file (a flush: `Some(None, n)`) or level `l` (a
-/// compaction's output: `Some(Some(l), n)`). Returns the runs and the index of the one `add`
-/// went to (0 when there is none).
+/// What the allocation knows of the tree's shape besides the version: the level targets and
+/// the write buffer.
+pub(crate) struct TreeModel<'a> {
+    pub targets: &'a LevelTargets,
+    pub buffer_bytes: u64,
+}
+
+/// The sorted runs a table's lookups will probe over its life, as Monkey's allocation sees
+/// them. `add` entries join level `l` (`Some((l, n))`, a compaction's output, whose inputs
+/// `removed` leave their levels) or a new level-0 file (`None`, a flush of a write buffer).
+/// Returns the runs and the index of the one written.
+///
+/// - Levels 1 and down: each level above the deepest at its target size, the deepest at its
+///   size. A level above the deepest is over its target only until compaction takes the
+///   excess down: a compaction from level 0 into level 1 swells it to several times its
+///   target, and allocating for that size would give its tables fewer bits than the level
+///   below.
+/// - Level 0 counts only for level-0 tables, each file a run: its files live for seconds,
+///   and a level-1 table allocated beside them would give its bits to runs that are gone
+///   by the time it is read.
+///
+/// The sizes of the moment for every level (`git show 7dab2c1`) gave 4.6 bits per entry for
+/// a budget of 5, and more false positives than uniform bits: a level is at its fullest when
+/// written into; counting level 0 always, at half its trigger, gave 3.7
+/// (docs/DESIGN-SPACE.md).
 pub(crate) fn runs(
     version: &Version,
     removed: &[&Arc<FileMeta>],
-    add: Option<(Option<usize>, u64)>,
+    add: Option<(usize, u64)>,
+    model: &TreeModel<'_>,
 ) -> (Vec<u64>, usize) {
     let kept = |f: &&Arc<FileMeta>| !removed.iter().any(|r| Arc::ptr_eq(r, f));
+    let (bytes, entries) = version
+        .files()
+        .fold((0u64, 0u64), |(b, n), (_, f)| (b + f.size, n + f.entries));
+    let entry_bytes = bytes.checked_div(entries).map_or(128, |b| b.max(1));
+    let mut level_entries: Vec<u64> = version
+        .levels
+        .iter()
+        .map(|files| files.iter().filter(kept).map(|f| f.entries).sum())
+        .collect();
+    if let Some((l, n)) = add {
+        level_entries[l] += n;
+    }
+    let deepest = (1..level_entries.len())
+        .rev()
+        .find(|&l| level_entries[l] > 0)
+        .unwrap_or(0);
     let mut runs = Vec::new();
     let mut target = 0;
-    if let Some((None, n)) = add {
-        target = runs.len();
-        runs.push(n);
+    if add.is_none() {
+        runs.push((model.buffer_bytes / entry_bytes).max(1));
+        runs.extend(
+            version.levels[0]
+                .iter()
+                .filter(kept)
+                .map(|f| f.entries.max(1)),
+        );
     }
-    runs.extend(version.levels[0].iter().filter(kept).map(|f| f.entries));
-    for (level, files) in version.levels.iter().enumerate().skip(1) {
-        let mut n: u64 = files.iter().filter(kept).map(|f| f.entries).sum();
-        let here = add.is_some_and(|(l, _)| l == Some(level));
-        if here {
-            n += add.map_or(0, |(_, n)| n);
+    for (l, &n) in level_entries.iter().enumerate().take(deepest + 1).skip(1) {
+        if add.is_some_and(|(al, _)| al == l) {
             target = runs.len();
         }
-        if n > 0 || here {
-            runs.push(n);
-        }
+        let size = if l == deepest {
+            n
+        } else {
+            model.targets.target_bytes(l) / entry_bytes
+        };
+        runs.push(size.max(1));
     }
     (runs, target)
 }
 
-/// `base` with the filter bits of a flush of `entries` into level 0 of `version`.
+/// `base` with the filter bits of a flush of a memtable into level 0 of `version`.
 pub(crate) fn flush_options(
     policy: FilterPolicy,
     base: &TableOptions,
     version: &Version,
-    entries: u64,
+    model: &TreeModel<'_>,
 ) -> TableOptions {
-    let (runs, target) = runs(version, &[], Some((None, entries)));
+    let (runs, target) = runs(version, &[], None, model);
     TableOptions {
         bloom_bits_per_key: table_bits(policy, &runs, target),
         ..base.clone()
@@ -183,13 +224,15 @@ pub(crate) fn compaction_options(
     policy: FilterPolicy,
     base: &TableOptions,
     c: &Compaction,
+    model: &TreeModel<'_>,
 ) -> TableOptions {
     let removed: Vec<&Arc<FileMeta>> = c.input_files().map(|(_, f)| f).collect();
     let entries = removed.iter().map(|f| f.entries).sum();
     let (runs, target) = runs(
         &c.version,
         &removed,
-        Some((Some(c.output_level()), entries)),
+        Some((c.output_level(), entries)),
+        model,
     );
     TableOptions {
         bloom_bits_per_key: table_bits(policy, &runs, target),

@@ -39,6 +39,7 @@ mod cache;
 mod coding;
 mod compaction;
 mod compaction_filter;
+pub mod cost_model;
 mod db;
 mod error;
 #[cfg(feature = "test-util")]

@@ -1,5 +1,5 @@
 //! Monkey's filter policy against uniform bits on the same writes: deeper levels get fewer
-//! bits, the memory spent stays that of uniform bits, the expected and the measured wasted
+//! bits, the memory spent stays near that of uniform bits, the expected and the measured wasted
 //! table reads of missing keys both fall, and tables without filter bits still answer.
 
 use std::time::{Duration, Instant};
@@ -142,12 +142,12 @@ fn monkey_spends_uniform_memory_where_it_saves_most_reads() {
         "{:?}",
         level_bits(&su)
     );
-    // Bits are chosen from the level sizes of the moment each table is written: the bits
-    // given to entries in upper levels go with them when they move down, so the tree holds
-    // somewhat less than the budget, never more.
+    // Bits are chosen for the shape the tree will have over each table's life (the levels
+    // above the deepest at their targets), so the bits held per entry come near the budget
+    // without meeting it exactly.
     let spent = bits_per_entry(&sm);
     assert!(
-        (3.5..=5.05).contains(&spent),
+        (4.0..=6.0).contains(&spent),
         "Monkey spent {spent} bits per entry, not ~5"
     );
     // For the memory it spent, Monkey's expected wasted reads are below those of the
@@ -183,6 +183,7 @@ fn monkey_spends_uniform_memory_where_it_saves_most_reads() {
 
 #[test]
 fn tables_without_filter_bits_answer_and_reopen() {
+    // With one bit per key, Monkey leaves the deepest level the fewest.
     let dir = tempfile::tempdir().unwrap();
     let db = fill(
         dir.path(),
@@ -190,17 +191,20 @@ fn tables_without_filter_bits_answer_and_reopen() {
             total_bits_per_key: 1,
         },
     );
-    let s = db.stats();
-    let without = s
-        .files
-        .iter()
-        .filter(|f| f.filter_bits_per_key == Some(0.0))
-        .count();
+    let bits = level_bits(&db.stats());
     assert!(
-        without > 0,
-        "some tables should get no bits: {:?}",
-        level_bits(&s)
+        bits.windows(2).all(|w| w[0] > w[1]) && *bits.last().unwrap() < 1.5,
+        "deeper levels should get fewer bits, the deepest little: {bits:?}"
     );
+    db.close().unwrap();
+    // Without bits, every table's filter passes every key: reads still answer right.
+    let dir = tempfile::tempdir().unwrap();
+    let db = fill(dir.path(), FilterPolicy::Uniform { bits_per_key: 0 });
+    let s = db.stats();
+    assert!(s.files.iter().all(|f| f.filter_bits_per_key == Some(0.0)));
+    // Each run's filter passes every key: a missing key costs one read per run.
+    let runs = s.levels[0].files + level_bits(&s).len();
+    assert!((s.expected_false_positives - runs as f64).abs() < 1e-9);
     for i in (0..KEYS).step_by(3) {
         assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&[b'v'; 40][..]));
         assert_eq!(db.get(&missing(i)).unwrap(), None);

@@ -5,6 +5,7 @@
 mod csv_data;
 mod flodb;
 mod growth;
+mod monkey;
 mod reach;
 mod server_mix;
 mod seven_tasks;
@@ -33,6 +34,10 @@ pub enum Experiment {
     /// Strata's merge operator, checkpoints and backups: counters by merge against
     /// read-then-write, and the time and bytes of copies of a 1 GiB database.
     Reach(reach::Args),
+    /// Monkey's Bloom filter bits per level against uniform bits at the same total: gets of
+    /// missing and existing keys, and the filter false positives per lookup against the
+    /// model's.
+    Monkey(monkey::Args),
 }
 
 pub fn run(e: &Experiment) -> Result<(), String> {
@@ -42,6 +47,7 @@ pub fn run(e: &Experiment) -> Result<(), String> {
         Experiment::SevenTasks(a) => seven_tasks::run(a),
         Experiment::Flodb(a) => flodb::run(a),
         Experiment::Reach(a) => reach::run(a),
+        Experiment::Monkey(a) => monkey::run(a),
     }
 }
 

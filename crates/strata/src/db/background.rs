@@ -7,14 +7,16 @@ use std::time::{Duration, Instant};
 
 use super::write::QueuedWrite;
 use super::{DbInner, State, parse_file_name};
+use crate::compaction::LevelTargets;
 use crate::compaction::{self, Compaction, JobContext};
 use crate::error::{Error, Result};
-use crate::filter_policy::{self, FilterPolicy};
+use crate::filter_policy::{self, TreeModel};
 use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal_key};
 use crate::log::{LogKind, LogWriter, header_record};
 use crate::memtable::MemTable;
 use crate::merge::MergeOperator;
 use crate::mutex::lock;
+use crate::options::Options;
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
@@ -45,13 +47,19 @@ pub(super) fn create_wal_in(
 pub(super) fn write_level0(
     store: &TableStore,
     opts: &TableOptions,
-    policy: FilterPolicy,
+    options: &Options,
     versions: &mut VersionSet,
     mem: &Arc<MemTable>,
     fold: Option<&dyn MergeOperator>,
 ) -> Result<NewFile> {
     let number = versions.new_file_number();
-    let opts = filter_policy::flush_options(policy, opts, &versions.current(), mem.len());
+    let targets = LevelTargets::of(options);
+    let model = TreeModel {
+        targets: &targets,
+        buffer_bytes: options.write_buffer_size as u64,
+    };
+    let opts =
+        filter_policy::flush_options(options.filter_policy, opts, &versions.current(), &model);
     // No snapshot lives while the database opens.
     build_table_from_memtable(store, &opts, number, mem, fold.map(|op| (op, SeqNo::MAX)))
 }
@@ -133,6 +141,14 @@ pub(super) fn build_table_from_memtable(
 }
 
 impl DbInner {
+    /// The tree's shape as Monkey's filter allocation sees it.
+    fn tree_model(&self) -> TreeModel<'_> {
+        TreeModel {
+            targets: &self.targets,
+            buffer_bytes: self.opts.write_buffer_size as u64,
+        }
+    }
+
     pub(super) fn flush(&self) -> Result<()> {
         self.join_write_queue(QueuedWrite::SwitchMemtable, false)?;
         let mut st = lock(&self.state);
@@ -198,7 +214,7 @@ impl DbInner {
                 self.opts.filter_policy,
                 &self.table_options,
                 &st.versions.current(),
-                mem.len(),
+                &self.tree_model(),
             );
             drop(st);
             // Operands every reader sees fold: any snapshot taken from now on is newer than
@@ -395,8 +411,12 @@ impl DbInner {
         // otherwise pile up in level 0 behind a job that rewrites the whole tree.
         let started_at = self.visible.load(Ordering::Acquire);
         let cancel = || c.idle_merge && self.visible.load(Ordering::Acquire) != started_at;
-        let table_options =
-            filter_policy::compaction_options(self.opts.filter_policy, &self.table_options, c);
+        let table_options = filter_policy::compaction_options(
+            self.opts.filter_policy,
+            &self.table_options,
+            c,
+            &self.tree_model(),
+        );
         let ctx = JobContext {
             store: &self.store,
             table_options: &table_options,

@@ -152,11 +152,7 @@ impl Db {
             idle_merges_given_up_in_a_row: 0,
         };
         let inner = Arc::new(DbInner {
-            targets: LevelTargets {
-                l0_trigger: options.level0_compaction_trigger,
-                level1_bytes: options.level1_max_bytes,
-                size_ratio: options.size_ratio,
-            },
+            targets: LevelTargets::of(&options),
             dir,
             store,
             table_options,
@@ -272,11 +268,10 @@ fn replay_wals(
     }
     if !replay.mem.is_empty() {
         let fold = options.merge_operator.as_deref();
-        let policy = options.filter_policy;
         let table = write_level0(
             store,
             table_options,
-            policy,
+            options,
             replay.versions,
             &replay.mem,
             fold,
@@ -385,7 +380,7 @@ impl Replay<'_> {
             let table = write_level0(
                 self.store,
                 self.table_options,
-                self.options.filter_policy,
+                self.options,
                 self.versions,
                 &self.mem,
                 fold,
