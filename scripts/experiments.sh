@@ -2,7 +2,7 @@
 # The seed experiments docs/EXPERIMENTS.md records, each writing NAME.csv, NAME.svg and
 # NAME.txt (what it printed) to docs/experiments/:
 #   scripts/experiments.sh [--smoke] [EXPERIMENT...]
-# Experiments: growth, server-mix, seven-tasks, flodb, reach (default: all five). --smoke runs
+# Experiments: growth, server-mix, seven-tasks, flodb, reach, monkey (default: all six). --smoke runs
 # each at its smallest scale (under a minute each) into a temporary directory, as CI does.
 # server-mix and reach need redis-server on the PATH, and run target/release/strata, as
 # seven-tasks does. reach (the merge operator, range deletes, checkpoints and backups) draws
@@ -51,7 +51,10 @@ run() {
       --range_keys 50000 --tombstones 100 --gets 20000 --strata target/release/strata \
       --copy_dir "$out/copies"
     else experiment reach --strata target/release/strata; fi ;;
-  *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb, reach)" >&2; exit 2 ;;
+  monkey)
+    if [ $smoke = 1 ]; then experiment monkey --num 200000 --lookups 20000 --rounds 1
+    else experiment monkey; fi ;;
+  *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb, reach, monkey)" >&2; exit 2 ;;
   esac
   echo "== experiment $1 took $((SECONDS - started)) s" >&2
   # Every experiment leaves its results and its figure (reach: its table).
@@ -62,5 +65,5 @@ run() {
   done
 }
 
-if [ $# -eq 0 ]; then set -- growth server-mix seven-tasks flodb reach; fi
+if [ $# -eq 0 ]; then set -- growth server-mix seven-tasks flodb reach monkey; fi
 for e in "$@"; do run "$e"; done
