@@ -493,7 +493,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             server.wait_for_signal()?;
             eprintln!("strata: shut down cleanly");
         }
-        Command::Shell { dir } => shell::run(dir)?,
+        Command::Shell { dir } => shell::run(dir, base)?,
         Command::Get { dir, key, format } => {
             let db = open_existing(&dir, base)?;
             let key = format.input(&key)?;

@@ -43,11 +43,12 @@ enum Flow {
     Exit,
 }
 
-pub fn run(dir: Option<PathBuf>) -> Result<(), String> {
+/// Runs the shell on `dir` (if given), opening databases with `options`.
+pub fn run(dir: Option<PathBuf>, options: &Options) -> Result<(), String> {
     let mut shell = Shell {
         db: None,
         dir: None,
-        options: Options::default(),
+        options: options.clone(),
     };
     if let Some(dir) = dir {
         shell.open(dir, None)?;

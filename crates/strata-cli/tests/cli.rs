@@ -510,6 +510,15 @@ fn the_filter_policy_reaches_the_tables_and_stats() {
         out.contains("tables read in vain per lookup of a missing key"),
         "{out}"
     );
+    // The shell opens with the policy too: its flush writes a table of 3 bits per key.
+    let shell_db = t.path().join("shell-db");
+    let shell_db = shell_db.to_str().unwrap();
+    let o = strata_stdin(
+        &["--filter-policy", "uniform:3", "shell", shell_db],
+        "put a b\nflush\nstats\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("3.00"), "{}", stdout(&o));
     let o = strata(&["--filter-policy", "bloom:7", "stats", db]);
     assert!(!o.status.success());
     assert!(

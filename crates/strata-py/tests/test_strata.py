@@ -143,6 +143,16 @@ def test_options_are_applied(tmp_path):
             assert sizes > 3000 * 100, (compression, sizes)
     with pytest.raises(ValueError):
         strata.DB(str(tmp_path / "bad"), compression="snappy")
+    with pytest.raises(ValueError):
+        strata.DB(str(tmp_path / "bad"), filter_policy="bloom")
+    # Monkey's bits: a tree of one run gets the whole budget.
+    with strata.DB(str(tmp_path / "monkey"), bloom_bits=6, filter_policy="monkey") as db:
+        for i in range(1000):
+            db.put(b"%06d" % i, b"v")
+        db.flush()
+        stats = db.stats()
+        assert {lv["filter_bits_per_key"] for lv in stats["levels"] if lv["files"]} == {6.0}
+        assert stats["expected_false_positives"] > 0
 
 
 def test_checkpoint_opens_as_a_database(db, tmp_path):

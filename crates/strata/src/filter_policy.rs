@@ -62,8 +62,8 @@ impl FilterPolicy {
     }
 }
 
-/// The most bits per key a table gets, however small its run.
-const MAX_BITS_PER_KEY: f64 = 40.0;
+/// The most bits per key a table gets, however small its run (the most the options allow).
+const MAX_BITS_PER_KEY: f64 = 64.0;
 
 /// The number of probes a filter of `bits_per_key` makes, as the filter builder chooses it.
 pub(crate) fn probes(bits_per_key: f64) -> u32 {
@@ -143,11 +143,12 @@ pub(crate) struct TreeModel<'a> {
 /// `removed` leave their levels) or a new level-0 file (`None`, a flush of a write buffer).
 /// Returns the runs and the index of the one written.
 ///
-/// - Levels 1 and down: each level above the deepest at its target size, the deepest at its
-///   size. A level above the deepest is over its target only until compaction takes the
+/// - Levels 1 and down: each level at its size, those above the deepest at most at their
+///   targets. A level above the deepest is over its target only until compaction takes the
 ///   excess down: a compaction from level 0 into level 1 swells it to several times its
 ///   target, and allocating for that size would give its tables fewer bits than the level
-///   below.
+///   below. An empty level counts for nothing: after an idle merge the one run left gets
+///   the whole budget.
 /// - Level 0 counts only for level-0 tables, each file a run: its files live for seconds,
 ///   and a level-1 table allocated beside them would give its bits to runs that are gone
 ///   by the time it is read.
@@ -197,7 +198,7 @@ pub(crate) fn runs(
         let size = if l == deepest {
             n
         } else {
-            model.targets.target_bytes(l) / entry_bytes
+            n.min(model.targets.target_bytes(l) / entry_bytes)
         };
         runs.push(size.max(1));
     }

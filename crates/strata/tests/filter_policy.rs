@@ -227,3 +227,35 @@ fn tables_without_filter_bits_answer_and_reopen() {
     assert_eq!(db.get(&key(9)).unwrap().as_deref(), Some(&[b'v'; 40][..]));
     db.close().unwrap();
 }
+
+#[test]
+fn after_an_idle_merge_the_one_run_gets_the_whole_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        idle_merge_after: Some(Duration::from_millis(100)),
+        ..options(FilterPolicy::Monkey {
+            total_bits_per_key: 5,
+        })
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..KEYS {
+        db.put(&key(i), &[b'v'; 40]).unwrap();
+    }
+    db.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = db.stats();
+        if s.idle_merges > 0 && !s.compaction_pending {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no idle merge");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Empty levels above count for nothing: the one run left is every lookup's only probe.
+    let bits = level_bits(&db.stats());
+    assert_eq!(bits.len(), 1, "{bits:?}");
+    assert!(
+        (bits[0] - 5.0).abs() < 0.01,
+        "the one run got {bits:?} bits, not 5"
+    );
+}

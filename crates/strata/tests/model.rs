@@ -422,6 +422,15 @@ proptest! {
         run_ops(&ops, 4, IndexKind::BTree, FilterKind::Partitioned);
     }
 
+    /// Monkey's filters in partitions, with the B-tree index.
+    #[test]
+    fn engine_matches_model_partitioned_monkey_filters(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
+        let monkey = strata::FilterPolicy::Monkey { total_bits_per_key: 8 };
+        run_ops_with(&ops, 4, IndexKind::BTree, FilterKind::Partitioned, Some(monkey));
+    }
+
     /// Monkey's filters with 2 bits per key overall: the deepest level's tables get few
     /// bits or none (filters that pass every key).
     #[test]
