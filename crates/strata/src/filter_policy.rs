@@ -13,9 +13,10 @@
 //!
 //! Bits are chosen when a table is written, for the tree's shape as its lookups will see it
 //! over the table's life: the deepest level at its size of the moment, the levels above at
-//! their targets, and level-0 files only for level-0 tables (see [`runs`]). Entries move
-//! down the tree and are written again with the bits of their new level, so the bits the
-//! tree holds per entry approach the budget without meeting it exactly.
+//! their size capped at their targets, and level-0 files only for level-0 tables (see
+//! [`runs`]). Entries move down the tree and are written again with the bits of their new
+//! level, so the bits the tree holds per entry approach the budget without meeting it
+//! exactly.
 //!
 //! Each table records the bits it was built with in its filter, so reads need nothing new;
 //! the MANIFEST records them too, for [`expected_false_positives`].
