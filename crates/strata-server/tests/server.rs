@@ -195,9 +195,17 @@ fn every_command_answers_as_redis_does() {
         "# LSM",
         "hot_cache_hit_rate",
         "write_amplification",
+        "expected_false_positives:",
+        "filter_false_positives:",
     ] {
         assert!(info.contains(section), "INFO lacks {section}");
     }
+    // SAVE flushes the memtables into a table of the default 10 bits per key; levels
+    // without files show no bits.
+    let _: String = redis::cmd("SAVE").query(&mut c).unwrap();
+    let lsm: String = redis::cmd("INFO").arg("lsm").query(&mut c).unwrap();
+    assert!(lsm.contains("filter_bits_per_key=10.000"), "{lsm}");
+    assert!(lsm.contains("level6:files=0,") && lsm.contains("filter_bits_per_key=-"), "{lsm}");
     let cfg: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("appendonly")

@@ -881,13 +881,14 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
         "lsm" => {
             let _ = write!(o, "# LSM\r\n");
             for (i, l) in s.levels.iter().enumerate() {
+                // "-" for an empty level: 0 would read as a level of filters without bits.
+                let bits = l
+                    .filter_bits_per_key
+                    .map_or_else(|| "-".to_string(), |b| format!("{b:.3}"));
                 let _ = write!(
                     o,
-                    "level{i}:files={},bytes={},target_bytes={},filter_bits_per_key={:.3}\r\n",
-                    l.files,
-                    l.bytes,
-                    l.target_bytes,
-                    l.filter_bits_per_key.unwrap_or(0.0)
+                    "level{i}:files={},bytes={},target_bytes={},filter_bits_per_key={bits}\r\n",
+                    l.files, l.bytes, l.target_bytes,
                 );
             }
             let _ = write!(
