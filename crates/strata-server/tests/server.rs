@@ -205,7 +205,10 @@ fn every_command_answers_as_redis_does() {
     let _: String = redis::cmd("SAVE").query(&mut c).unwrap();
     let lsm: String = redis::cmd("INFO").arg("lsm").query(&mut c).unwrap();
     assert!(lsm.contains("filter_bits_per_key=10.000"), "{lsm}");
-    assert!(lsm.contains("level6:files=0,") && lsm.contains("filter_bits_per_key=-"), "{lsm}");
+    assert!(
+        lsm.contains("level6:files=0,") && lsm.contains("filter_bits_per_key=-"),
+        "{lsm}"
+    );
     let cfg: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("appendonly")
