@@ -51,7 +51,27 @@ class Engine:
         return total
 
 
-class Strata(Engine):
+class PlyvelLike(Engine):
+    """Strata's binding and plyvel share an API: write batches as context managers,
+    ``iterator()``, ``compact_range()`` and ``close()``."""
+
+    def batch(self, items):
+        with self.db.write_batch() as wb:
+            put = wb.put
+            for k, v in items:
+                put(k, v)
+
+    def scan(self):
+        return self.db.iterator()
+
+    def settle(self):
+        self.db.compact_range()
+
+    def close(self):
+        self.db.close()
+
+
+class Strata(PlyvelLike):
     name = "strata"
 
     def __init__(self, path):
@@ -63,23 +83,8 @@ class Strata(Engine):
         self.put = self.db.put
         self.get = self.db.get
 
-    def batch(self, items):
-        with self.db.write_batch() as wb:
-            put = wb.put
-            for k, v in items:
-                put(k, v)
 
-    def scan(self):
-        return self.db.iterator()
-
-    def settle(self):
-        self.db.compact_range()
-
-    def close(self):
-        self.db.close()
-
-
-class Plyvel(Engine):
+class Plyvel(PlyvelLike):
     name = "plyvel"
 
     def __init__(self, path):
@@ -91,21 +96,6 @@ class Plyvel(Engine):
                             compression=None)
         self.put = self.db.put
         self.get = self.db.get
-
-    def batch(self, items):
-        with self.db.write_batch() as wb:
-            put = wb.put
-            for k, v in items:
-                put(k, v)
-
-    def scan(self):
-        return self.db.iterator()
-
-    def settle(self):
-        self.db.compact_range()
-
-    def close(self):
-        self.db.close()
 
 
 class RocksDict(Engine):
