@@ -35,19 +35,32 @@ fn missing(i: u64) -> Vec<u8> {
     k
 }
 
-/// Fills a database with the same writes whatever the policy, and waits for compactions.
+/// Keys written between flushes: fewer than a memtable holds, so that every table is made by
+/// [`fill`]'s own flushes.
+const KEYS_PER_FLUSH: u64 = 500;
+
+/// Fills a database with the same writes whatever the policy. Each flush waits for the
+/// compactions it starts, so that every table is made in the same tree whatever the
+/// machine's speed: each table's filter bits depend on the tree's shape when it is written.
 fn fill(dir: &std::path::Path, policy: FilterPolicy) -> Db {
     let db = Db::open(dir, options(policy)).unwrap();
     for i in 0..KEYS {
         db.put(&key(i), &[b'v'; 40]).unwrap();
+        if (i + 1) % KEYS_PER_FLUSH == 0 || i + 1 == KEYS {
+            db.flush().unwrap();
+            settle(&db);
+        }
     }
-    db.flush().unwrap();
+    assert_eq!(db.stats().flushes, KEYS.div_ceil(KEYS_PER_FLUSH));
+    db
+}
+
+fn settle(db: &Db) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while db.stats().compaction_pending {
         assert!(Instant::now() < deadline, "compactions did not settle");
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(2));
     }
-    db
 }
 
 /// Bloom filter bits per key of the deeper levels (1 and down) that hold files.
@@ -231,17 +244,28 @@ fn tables_without_filter_bits_answer_and_reopen() {
 #[test]
 fn after_an_idle_merge_the_one_run_gets_the_whole_budget() {
     let dir = tempfile::tempdir().unwrap();
+    // Every flush stays in level 0, so that the tree is out of shape whatever the timing:
+    // many runs above an empty level 1.
     let opts = Options {
-        idle_merge_after: Some(Duration::from_millis(100)),
+        level0_compaction_trigger: 1000,
+        level0_slowdown_trigger: 1000,
+        level0_stop_trigger: 1000,
         ..options(FilterPolicy::Monkey {
             total_bits_per_key: 5,
         })
     };
-    let db = Db::open(dir.path(), opts).unwrap();
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
     for i in 0..KEYS {
         db.put(&key(i), &[b'v'; 40]).unwrap();
     }
-    db.flush().unwrap();
+    db.close().unwrap();
+    // Reopened with idle merges on and left alone: the only compaction is the idle merge.
+    let opts = Options {
+        idle_merge_after: Some(Duration::from_millis(100)),
+        ..opts
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    assert!(db.stats().levels[0].files > 10, "{:?}", db.stats().levels);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let s = db.stats();
@@ -251,6 +275,7 @@ fn after_an_idle_merge_the_one_run_gets_the_whole_budget() {
         assert!(Instant::now() < deadline, "no idle merge");
         std::thread::sleep(Duration::from_millis(20));
     }
+    assert_eq!(db.stats().levels[0].files, 0);
     // Empty levels above count for nothing: the one run left is every lookup's only probe.
     let bits = level_bits(&db.stats());
     assert_eq!(bits.len(), 1, "{bits:?}");
