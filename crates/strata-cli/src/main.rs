@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strata::{BackupEngine, Db, FilterPolicy, Options, WriteBatch, WriteOptions};
+use strata::{BackupEngine, ColumnFamily, Db, FilterPolicy, Options, WriteBatch, WriteOptions};
 
 use crate::text::{hex, parse_arg, show, unhex};
 
@@ -49,6 +49,38 @@ fn parse_filter_policy(s: &str) -> Result<FilterPolicy, String> {
         }),
         _ => Err(bad()),
     }
+}
+
+/// Which column family a command reads or writes.
+#[derive(clap::Args, Clone)]
+struct FamilyArg {
+    /// The column family (the default one when not given); `strata family create` makes one.
+    #[arg(long)]
+    family: Option<String>,
+}
+
+impl FamilyArg {
+    fn resolve(&self, db: &Db) -> Result<ColumnFamily, String> {
+        match &self.family {
+            None => Ok(db.default_family()),
+            Some(name) => db.family(name).ok_or_else(|| {
+                format!(
+                    "no column family {name:?} in {} (create it with `strata family create`)",
+                    db.path().display()
+                )
+            }),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum FamilyCommand {
+    /// List the column families, the default one first.
+    List { dir: PathBuf },
+    /// Create a column family.
+    Create { dir: PathBuf, name: String },
+    /// Drop a column family and every key it holds.
+    Drop { dir: PathBuf, name: String },
 }
 
 /// How keys and values are read from the command line and written out.
@@ -113,6 +145,8 @@ enum Command {
         dir: PathBuf,
         key: String,
         #[command(flatten)]
+        family: FamilyArg,
+        #[command(flatten)]
         format: Format,
     },
     /// Set keys: one KEY VALUE pair, or tab-separated pairs from stdin with --from-stdin.
@@ -127,6 +161,8 @@ enum Command {
         #[arg(long)]
         sync: bool,
         #[command(flatten)]
+        family: FamilyArg,
+        #[command(flatten)]
         format: Format,
     },
     /// Delete keys.
@@ -135,6 +171,8 @@ enum Command {
         #[arg(required = true)]
         keys: Vec<String>,
         #[command(flatten)]
+        family: FamilyArg,
+        #[command(flatten)]
         format: Format,
     },
     /// Delete every key in [START, END) with one range tombstone.
@@ -142,6 +180,8 @@ enum Command {
         dir: PathBuf,
         start: String,
         end: String,
+        #[command(flatten)]
+        family: FamilyArg,
         #[command(flatten)]
         format: Format,
     },
@@ -156,6 +196,8 @@ enum Command {
         /// Newest key first.
         #[arg(long)]
         reverse: bool,
+        #[command(flatten)]
+        family: FamilyArg,
         #[command(flatten)]
         format: Format,
     },
@@ -179,6 +221,10 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         batch_rows: usize,
     },
+    /// Column families: independent trees in one database, with one WAL and atomic batches
+    /// across them.
+    #[command(subcommand)]
+    Family(FamilyCommand),
     /// Write a consistent copy of the database into a new directory, which opens as a
     /// database of its own (tables hard-linked where the file system allows).
     Checkpoint { dir: PathBuf, target: PathBuf },
@@ -327,6 +373,44 @@ fn close(db: Db) -> Result<(), String> {
 
 fn json_str(s: String) -> serde_json::Value {
     serde_json::Value::String(s)
+}
+
+fn family_command(cmd: FamilyCommand, base: &Options, out: &mut impl Write) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    let (dir, done) = match &cmd {
+        FamilyCommand::List { dir } => (dir, None),
+        FamilyCommand::Create { dir, name } => (dir, Some(format!("created column family {name}"))),
+        FamilyCommand::Drop { dir, name } => (dir, Some(format!("dropped column family {name}"))),
+    };
+    let db = open_existing(dir, base)?;
+    let result = match &cmd {
+        FamilyCommand::List { .. } => {
+            let stats = db.stats();
+            stats.families.iter().try_for_each(|f| {
+                let files: usize = f.levels.iter().map(|l| l.files).sum();
+                let bytes: u64 = f.levels.iter().map(|l| l.bytes).sum();
+                writeln!(
+                    out,
+                    "{}\t{} files\t{}",
+                    f.name,
+                    files,
+                    report::human_bytes(bytes)
+                )
+                .map_err(io)
+            })
+        }
+        FamilyCommand::Create { name, .. } => db
+            .create_family(name, base.clone())
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        FamilyCommand::Drop { name, .. } => db.drop_family(name).map_err(|e| e.to_string()),
+    };
+    close(db)?;
+    result?;
+    if let Some(done) = done {
+        writeln!(out, "{done}").map_err(io)?;
+    }
+    Ok(())
 }
 
 fn backup(cmd: BackupCommand, base: &Options, out: &mut impl Write) -> Result<(), String> {
@@ -494,10 +578,16 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             eprintln!("strata: shut down cleanly");
         }
         Command::Shell { dir } => shell::run(dir, base)?,
-        Command::Get { dir, key, format } => {
+        Command::Get {
+            dir,
+            key,
+            family,
+            format,
+        } => {
             let db = open_existing(&dir, base)?;
+            let cf = family.resolve(&db)?;
             let key = format.input(&key)?;
-            let value = db.get(&key).map_err(|e| e.to_string())?;
+            let value = db.get_cf(&cf, &key).map_err(|e| e.to_string())?;
             close(db)?;
             match value {
                 Some(v) if format.json => {
@@ -529,9 +619,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             value,
             from_stdin,
             sync,
+            family,
             format,
         } => {
             let db = open_or_create(&dir, base)?;
+            let cf = family.resolve(&db)?;
             let opts = WriteOptions { sync };
             if from_stdin {
                 if key.is_some() {
@@ -555,7 +647,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                             .input(v)
                             .map_err(|e| format!("stdin line {}: {e}", i + 1))?,
                     );
-                    batch.put(&k, &v);
+                    batch.put_cf(&cf, &k, &v);
                     n += 1;
                     if batch.len() >= 1000 {
                         db.write(std::mem::take(&mut batch), opts)
@@ -569,16 +661,22 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     return Err("put needs KEY and VALUE (or --from-stdin)".into());
                 };
                 let mut batch = WriteBatch::new();
-                batch.put(&format.input(&k)?, &format.input(&v)?);
+                batch.put_cf(&cf, &format.input(&k)?, &format.input(&v)?);
                 db.write(batch, opts).map_err(|e| e.to_string())?;
             }
             close(db)?;
         }
-        Command::Del { dir, keys, format } => {
+        Command::Del {
+            dir,
+            keys,
+            family,
+            format,
+        } => {
             let db = open_existing(&dir, base)?;
+            let cf = family.resolve(&db)?;
             let mut batch = WriteBatch::new();
             for k in &keys {
-                batch.delete(&format.input(k)?);
+                batch.delete_cf(&cf, &format.input(k)?);
             }
             db.write(batch, WriteOptions::default())
                 .map_err(|e| e.to_string())?;
@@ -588,11 +686,17 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             dir,
             start,
             end,
+            family,
             format,
         } => {
             let db = open_existing(&dir, base)?;
+            let cf = family.resolve(&db)?;
             let (start, end) = (format.input(&start)?, format.input(&end)?);
-            let deleted = db.delete_range(&start, &end).map_err(|e| e.to_string());
+            let mut batch = WriteBatch::new();
+            batch.delete_range_cf(&cf, &start, &end);
+            let deleted = db
+                .write(batch, WriteOptions::default())
+                .map_err(|e| e.to_string());
             close(db)?;
             deleted?;
         }
@@ -602,9 +706,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             end,
             limit,
             reverse,
+            family,
             format,
         } => {
             let db = open_existing(&dir, base)?;
+            let cf = family.resolve(&db)?;
             let lo = start.map(|s| format.input(&s)).transpose()?;
             let hi = end.map(|s| format.input(&s)).transpose()?;
             let range = (
@@ -616,6 +722,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     range,
                     strata::ReadOptions {
                         skip_cache: true,
+                        family: Some(cf),
                         ..Default::default()
                     },
                     reverse,
@@ -696,6 +803,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             .map_err(io)?;
         }
         Command::Backup(cmd) => backup(cmd, base, &mut out)?,
+        Command::Family(cmd) => family_command(cmd, base, &mut out)?,
         Command::Inspect { dir, svg } => {
             let db = open_existing(&dir, base)?;
             let stats = db.stats();
@@ -729,9 +837,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     (_, _, true) => "DELRANGE",
                     _ => "PUT",
                 };
+                let family = match e.family {
+                    0 => String::new(),
+                    f => format!(" family {f}"),
+                };
                 writeln!(
                     out,
-                    "  {kind} seq {} {}\t{}",
+                    "  {kind}{family} seq {} {}\t{}",
                     e.sequence,
                     show(&e.key),
                     show(&e.value)

@@ -50,6 +50,24 @@ pub fn stats_text(s: &Stats) -> String {
             bits
         );
     }
+    if s.families.len() > 1 {
+        let _ = writeln!(
+            out,
+            "column family     files        bytes     memtable  (the levels above are default's)"
+        );
+        for f in &s.families {
+            let files: usize = f.levels.iter().map(|l| l.files).sum();
+            let bytes: u64 = f.levels.iter().map(|l| l.bytes).sum();
+            let _ = writeln!(
+                out,
+                "{:<16} {:>6} {:>12} {:>12}",
+                clip(f.name.clone(), 16),
+                files,
+                human_bytes(bytes),
+                human_bytes(f.memtable_bytes)
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "memtable          {} ({} immutable, {})",
@@ -133,11 +151,43 @@ fn clip(s: String, n: usize) -> String {
     }
 }
 
+/// The level structure: per level the files, key ranges, sizes and entry counts; per
+/// column family when the database has more than the default one.
 pub fn inspect_text(s: &Stats) -> String {
     let mut out = String::new();
-    let mut total = (0usize, 0u64, 0u64, 0u64);
-    for level in 0..s.levels.len() {
-        let files: Vec<&FileInfo> = s.files.iter().filter(|f| f.level == level).collect();
+    let mut total = Totals::default();
+    if s.families.len() > 1 {
+        for f in &s.families {
+            let _ = writeln!(out, "column family {} (id {}):", f.name, f.id);
+            inspect_levels(&mut out, &f.files, s.levels.len(), &mut total);
+        }
+    } else {
+        inspect_levels(&mut out, &s.files, s.levels.len(), &mut total);
+    }
+    let memtables: u64 = s.families.iter().map(|f| f.memtable_bytes).sum();
+    let _ = writeln!(
+        out,
+        "total: {} files, {}, {} entries, {} tombstones; memtable {}",
+        total.files,
+        human_bytes(total.bytes),
+        total.entries,
+        total.deletions,
+        human_bytes(memtables)
+    );
+    out
+}
+
+#[derive(Default)]
+struct Totals {
+    files: usize,
+    bytes: u64,
+    entries: u64,
+    deletions: u64,
+}
+
+fn inspect_levels(out: &mut String, all: &[FileInfo], levels: usize, total: &mut Totals) {
+    for level in 0..levels {
+        let files: Vec<&FileInfo> = all.iter().filter(|f| f.level == level).collect();
         if files.is_empty() {
             continue;
         }
@@ -155,7 +205,7 @@ pub fn inspect_text(s: &Stats) -> String {
             "  {:>8}  {:>10}  {:>9}  {:>9}  key range",
             "file", "size", "entries", "deletes"
         );
-        for f in files {
+        for f in &files {
             let _ = writeln!(
                 out,
                 "  {:>8}  {:>10}  {:>9}  {:>9}  {} .. {}",
@@ -167,21 +217,11 @@ pub fn inspect_text(s: &Stats) -> String {
                 clip(show(&f.largest_key), 24)
             );
         }
-        total.0 += s.files.iter().filter(|f| f.level == level).count();
-        total.1 += bytes;
-        total.2 += entries;
-        total.3 += dels;
+        total.files += files.len();
+        total.bytes += bytes;
+        total.entries += entries;
+        total.deletions += dels;
     }
-    let _ = writeln!(
-        out,
-        "total: {} files, {}, {} entries, {} tombstones; memtable {}",
-        total.0,
-        human_bytes(total.1),
-        total.2,
-        total.3,
-        human_bytes(s.memtable_bytes)
-    );
-    out
 }
 
 fn xml_escape(s: &str) -> String {

@@ -5,7 +5,9 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
-use strata::{Db, FilterKind, IndexKind, Options, ReadOptions};
+use strata::{
+    ColumnFamily, Db, FilterKind, IndexKind, Options, ReadOptions, WriteBatch, WriteOptions,
+};
 
 use crate::text::{show, split_words};
 
@@ -21,8 +23,12 @@ commands:
   rscan <start> <end> [limit]   the same in reverse order
   index <flat|btree>            the index new SST files get (compact to rewrite old ones)
   filter <whole|partitioned>    the Bloom filter new SST files get (likewise)
+  families                      the column families, with their files and bytes
+  family create <name>          create a column family
+  family drop <name>            drop a column family and its keys
+  use <name>                    read and write that column family (`use default` to go back)
   flush                         write the memtable to an SST
-  compact                       compact the whole database
+  compact                       compact the whole column family
   stats                         levels, amplification, cache
   help                          this text
   exit | quit                   close the database and leave
@@ -35,6 +41,8 @@ struct Shell {
     db: Option<Db>,
     dir: Option<PathBuf>,
     options: Options,
+    /// The column family the commands read and write (`None`: the default one).
+    family: Option<ColumnFamily>,
 }
 
 /// What a command asks of the loop.
@@ -49,6 +57,7 @@ pub fn run(dir: Option<PathBuf>, options: &Options) -> Result<(), String> {
         db: None,
         dir: None,
         options: options.clone(),
+        family: None,
     };
     if let Some(dir) = dir {
         shell.open(dir, None)?;
@@ -78,9 +87,10 @@ fn run_interactive(shell: &mut Shell) -> Result<(), String> {
     }
     println!("strata shell: type `help` for the commands, Ctrl-D to leave");
     loop {
-        let prompt = match &shell.dir {
-            Some(d) => format!("strata {}> ", d.display()),
-            None => "strata> ".to_string(),
+        let prompt = match (&shell.dir, &shell.family) {
+            (Some(d), Some(f)) => format!("strata {}[{}]> ", d.display(), f.name()),
+            (Some(d), None) => format!("strata {}> ", d.display()),
+            (None, _) => "strata> ".to_string(),
         };
         match editor.readline(&prompt) {
             Ok(line) => {
@@ -119,6 +129,25 @@ impl Shell {
         Ok(())
     }
 
+    /// Reopens the database with the shell's options, in the same column family.
+    fn reopen(&mut self) -> Result<(), String> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        let family = self.family.as_ref().map(|f| f.name().to_string());
+        self.open(dir, None)?;
+        if let Some(name) = family {
+            self.family = self.db()?.family(&name);
+        }
+        Ok(())
+    }
+
+    /// The column family the commands use.
+    fn cf(&self) -> Result<ColumnFamily, String> {
+        let db = self.db()?;
+        Ok(self.family.clone().unwrap_or_else(|| db.default_family()))
+    }
+
     fn close_quietly(&mut self) {
         if let Some(db) = self.db.take()
             && let Err(e) = db.close()
@@ -126,6 +155,7 @@ impl Shell {
             eprintln!("error: closing: {e}");
         }
         self.dir = None;
+        self.family = None;
     }
 
     fn db(&self) -> Result<&Db, String> {
@@ -192,26 +222,31 @@ impl Shell {
             "put" => {
                 want(2..=2, "put <key> <value>")?;
                 self.db()?
-                    .put(&args[0], &args[1])
+                    .put_cf(&self.cf()?, &args[0], &args[1])
                     .map_err(|e| e.to_string())?;
                 println!("ok");
             }
             "get" => {
                 want(1..=1, "get <key>")?;
-                match self.db()?.get(&args[0]).map_err(|e| e.to_string())? {
+                let value = self.db()?.get_cf(&self.cf()?, &args[0]);
+                match value.map_err(|e| e.to_string())? {
                     Some(v) => println!("{}", show(&v)),
                     None => println!("(not found)"),
                 }
             }
             "del" | "delete" => {
                 want(1..=1, "del <key>")?;
-                self.db()?.delete(&args[0]).map_err(|e| e.to_string())?;
+                self.db()?
+                    .delete_cf(&self.cf()?, &args[0])
+                    .map_err(|e| e.to_string())?;
                 println!("ok");
             }
             "delrange" => {
                 want(2..=2, "delrange <start> <end>")?;
+                let mut batch = WriteBatch::new();
+                batch.delete_range_cf(&self.cf()?, &args[0], &args[1]);
                 self.db()?
-                    .delete_range(&args[0], &args[1])
+                    .write(batch, WriteOptions::default())
                     .map_err(|e| e.to_string())?;
                 println!("ok");
             }
@@ -233,9 +268,7 @@ impl Shell {
                     other => return Err(format!("unknown index {other:?} (flat or btree)")),
                 };
                 self.options.index_kind = kind;
-                if let Some(dir) = self.dir.clone() {
-                    self.open(dir, None)?;
-                }
+                self.reopen()?;
                 println!("new SST files get a {kind:?} index; `compact` rewrites the old ones");
             }
             "filter" => {
@@ -248,9 +281,7 @@ impl Shell {
                     }
                 };
                 self.options.filter_kind = kind;
-                if let Some(dir) = self.dir.clone() {
-                    self.open(dir, None)?;
-                }
+                self.reopen()?;
                 println!("new SST files get a {kind:?} filter; `compact` rewrites the old ones");
             }
             "flush" => {
@@ -261,13 +292,56 @@ impl Shell {
             "compact" => {
                 want(0..=0, "compact")?;
                 self.db()?
-                    .compact_range(None, None)
+                    .compact_range_cf(&self.cf()?, None, None)
                     .map_err(|e| e.to_string())?;
                 println!("ok");
             }
             "stats" => {
                 want(0..=0, "stats")?;
                 print!("{}", crate::report::stats_text(&self.db()?.stats()));
+            }
+            "families" => {
+                want(0..=0, "families")?;
+                for f in self.db()?.stats().families {
+                    let files: usize = f.levels.iter().map(|l| l.files).sum();
+                    let bytes: u64 = f.levels.iter().map(|l| l.bytes).sum();
+                    println!(
+                        "{:<16} {files:>6} files {:>12}",
+                        f.name,
+                        crate::report::human_bytes(bytes)
+                    );
+                }
+            }
+            "family" | "cf" => {
+                want(2..=2, "family <create|drop> <name>")?;
+                let name = text(&args[1]);
+                match text(&args[0]).as_str() {
+                    "create" => {
+                        let options = self.options.clone();
+                        self.db()?
+                            .create_family(&name, options)
+                            .map_err(|e| e.to_string())?;
+                        println!("created column family {name}");
+                    }
+                    "drop" => {
+                        self.db()?.drop_family(&name).map_err(|e| e.to_string())?;
+                        if self.family.as_ref().is_some_and(|f| f.name() == name) {
+                            self.family = None;
+                        }
+                        println!("dropped column family {name}");
+                    }
+                    other => return Err(format!("unknown family command {other:?}")),
+                }
+            }
+            "use" => {
+                want(1..=1, "use <family>")?;
+                let name = text(&args[0]);
+                let family = self
+                    .db()?
+                    .family(&name)
+                    .ok_or_else(|| format!("no column family {name:?} (`families` lists them)"))?;
+                self.family = (family.id() != 0).then_some(family);
+                println!("using column family {name}");
             }
             other => return Err(format!("unknown command {other:?} (type `help`)")),
         }
@@ -279,7 +353,10 @@ impl Shell {
         let it = db
             .scan_with(
                 start.to_vec()..end.to_vec(),
-                ReadOptions::default(),
+                ReadOptions {
+                    family: Some(self.cf()?),
+                    ..ReadOptions::default()
+                },
                 reverse,
             )
             .map_err(|e| e.to_string())?;

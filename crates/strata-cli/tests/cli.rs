@@ -527,3 +527,98 @@ fn the_filter_policy_reaches_the_tables_and_stats() {
         stderr(&o)
     );
 }
+
+#[test]
+fn column_families_from_the_command_line_the_shell_and_inspect() {
+    let (_t, db) = db_dir();
+    assert!(strata(&["put", &db, "k", "in-default"]).status.success());
+    // A family must exist before it is written.
+    let o = strata(&["put", &db, "--family", "users", "k", "v"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no column family \"users\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = strata(&["family", "create", &db, "users"]);
+    assert_eq!(
+        stdout(&o),
+        "created column family users\n",
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        strata(&["put", &db, "--family", "users", "k", "in-users"])
+            .status
+            .success()
+    );
+    assert!(
+        strata(&["put", &db, "--family", "users", "k2", "v2"])
+            .status
+            .success()
+    );
+    assert_eq!(stdout(&strata(&["get", &db, "k"])), "in-default\n");
+    assert_eq!(
+        stdout(&strata(&["get", &db, "--family", "users", "k"])),
+        "in-users\n"
+    );
+    assert_eq!(
+        stdout(&strata(&["scan", &db, "--family", "users"])),
+        "k\tin-users\nk2\tv2\n"
+    );
+    assert!(
+        strata(&["del", &db, "--family", "users", "k2"])
+            .status
+            .success()
+    );
+    assert_eq!(stdout(&strata(&["scan", &db])), "k\tin-default\n");
+    let list = stdout(&strata(&["family", "list", &db]));
+    let names: Vec<&str> = list
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(names, ["default", "users"], "{list}");
+    // The shell switches families with `use`; its `families` lists them.
+    let o = strata_stdin(
+        &["shell", &db],
+        "families\nuse users\nget k\nput s1 from-shell\nflush\nuse default\nget s1\n\
+         family create events\nuse events\nput e 1\nget e\n",
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains("using column family users\nin-users\nok\nok\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("using column family default\n(not found)\n"),
+        "{out}"
+    );
+    assert!(out.contains("created column family events\n"), "{out}");
+    assert!(out.contains("using column family events\nok\n1\n"), "{out}");
+    // inspect shows each family's tables; stats lists the families.
+    let o = strata(&["inspect", &db]);
+    let out = stdout(&o);
+    assert!(out.contains("column family default (id 0):"), "{out}");
+    assert!(out.contains("column family users (id 1):"), "{out}");
+    assert!(out.contains("column family events (id 2):"), "{out}");
+    let o = strata(&["stats", &db]);
+    assert!(stdout(&o).contains("column family"), "{}", stdout(&o));
+    let o = strata(&["family", "drop", &db, "users"]);
+    assert_eq!(
+        stdout(&o),
+        "dropped column family users\n",
+        "{}",
+        stderr(&o)
+    );
+    let o = strata(&["get", &db, "--family", "users", "k"]);
+    assert!(!o.status.success());
+    let list = stdout(&strata(&["family", "list", &db]));
+    let names: Vec<&str> = list
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(names, ["default", "events"], "{list}");
+    let o = strata(&["family", "drop", &db, "default"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot be dropped"), "{}", stderr(&o));
+}

@@ -801,6 +801,7 @@ impl PyIterator {
             lower_bound: bounds.lower,
             upper_bound: bounds.upper,
             skip_cache: !fill_cache,
+            family: None,
         };
         let it = db.get().with(py, |db| Ok(db.iter(&options)?))?;
         Ok(PyIterator {

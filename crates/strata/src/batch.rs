@@ -1,14 +1,19 @@
 //! Atomic write batches and their encoding, which is also the WAL record payload:
 //! `first_seq: u64 LE | count: u32 LE | op*`, where each op is
-//! `kind: u8 | key: varint length + bytes | (value: varint length + bytes, for puts)`.
+//! `kind: u8 | (family: varint, when the kind's high bit is set) | key: varint length + bytes
+//! | (value: varint length + bytes, for puts)`. An op without the high bit is the default
+//! column family's, as every batch was before column families.
 
 #![deny(clippy::indexing_slicing)]
 
-use crate::coding::{Reader, put_len_prefixed, varint_len};
+use crate::coding::{Reader, put_len_prefixed, put_varint, varint_len};
+use crate::db::ColumnFamily;
 use crate::error::{DecodeError, Error, Result};
 use crate::key::{SeqNo, ValueKind};
 
 const HEADER_BYTES: usize = 12;
+/// Set in an op's kind byte when a column family id follows it.
+const FAMILY_FLAG: u8 = 0x80;
 
 /// The largest key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 64 * 1024;
@@ -30,6 +35,8 @@ pub struct WriteBatch {
     invalid: Option<String>,
     /// Whether `merge` added an operand.
     merges: bool,
+    /// Whether an op names a column family other than the default one.
+    families: bool,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -57,27 +64,72 @@ impl WriteBatch {
             count: 0,
             invalid: None,
             merges: false,
+            families: false,
         }
     }
 
     /// Adds a put. A key over [`MAX_KEY_BYTES`] or value over [`MAX_VALUE_BYTES`] makes the
     /// whole batch fail with [`Error::InvalidArgument`] when written.
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
-        self.put_kind(ValueKind::Value, key, value);
+        self.put_kind(0, ValueKind::Value, key, value);
     }
 
-    fn put_kind(&mut self, kind: ValueKind, key: &[u8], value: &[u8]) {
+    /// [`WriteBatch::put`] into column family `cf`.
+    pub fn put_cf(&mut self, cf: &ColumnFamily, key: &[u8], value: &[u8]) {
+        self.put_kind(cf.id(), ValueKind::Value, key, value);
+    }
+
+    /// [`WriteBatch::delete`] in column family `cf`.
+    pub fn delete_cf(&mut self, cf: &ColumnFamily, key: &[u8]) {
+        self.check(key, None);
+        self.push_kind(cf.id(), ValueKind::Delete);
+        put_len_prefixed(&mut self.rep, key);
+        self.count += 1;
+    }
+
+    /// [`WriteBatch::merge`] in column family `cf`, folded by that family's merge operator.
+    pub fn merge_cf(&mut self, cf: &ColumnFamily, key: &[u8], operand: &[u8]) {
+        self.merges = true;
+        self.put_kind(cf.id(), ValueKind::Merge, key, operand);
+    }
+
+    /// [`WriteBatch::delete_range`] in column family `cf`.
+    pub fn delete_range_cf(&mut self, cf: &ColumnFamily, begin: &[u8], end: &[u8]) {
+        if begin > end && self.invalid.is_none() {
+            self.invalid = Some("delete_range: begin is after end".into());
+        }
+        self.check(end, None);
+        self.put_kind(cf.id(), ValueKind::RangeDelete, begin, end);
+    }
+
+    fn put_kind(&mut self, family: u32, kind: ValueKind, key: &[u8], value: &[u8]) {
         self.check(key, Some(value));
         self.rep.reserve(
-            1 + varint_len(key.len() as u64)
+            6 + varint_len(key.len() as u64)
                 + key.len()
                 + varint_len(value.len() as u64)
                 + value.len(),
         );
-        self.rep.push(kind as u8);
+        self.push_kind(family, kind);
         put_len_prefixed(&mut self.rep, key);
         put_len_prefixed(&mut self.rep, value);
         self.count += 1;
+    }
+
+    /// An op's kind byte, and its column family when not the default one.
+    fn push_kind(&mut self, family: u32, kind: ValueKind) {
+        if family == 0 {
+            self.rep.push(kind as u8);
+        } else {
+            self.families = true;
+            self.rep.push(kind as u8 | FAMILY_FLAG);
+            put_varint(&mut self.rep, u64::from(family));
+        }
+    }
+
+    /// Whether an op names a column family other than the default one.
+    pub(crate) fn has_families(&self) -> bool {
+        self.families
     }
 
     /// Adds a merge operand for `key`, folded by the database's
@@ -85,7 +137,7 @@ impl WriteBatch {
     /// it to a database without one fails with [`Error::InvalidArgument`].
     pub fn merge(&mut self, key: &[u8], operand: &[u8]) {
         self.merges = true;
-        self.put_kind(ValueKind::Merge, key, operand);
+        self.put_kind(0, ValueKind::Merge, key, operand);
     }
 
     /// Adds a deletion of every key in `[begin, end)`: one entry, whatever the number of
@@ -97,7 +149,7 @@ impl WriteBatch {
             self.invalid = Some("delete_range: begin is after end".into());
         }
         self.check(end, None);
-        self.put_kind(ValueKind::RangeDelete, begin, end);
+        self.put_kind(0, ValueKind::RangeDelete, begin, end);
     }
 
     /// Whether the batch holds a merge operand (added by [`WriteBatch::merge`]).
@@ -170,6 +222,7 @@ impl WriteBatch {
             .extend_from_slice(self.rep.get(HEADER_BYTES..).unwrap_or_default());
         group.count += self.count;
         group.merges |= self.merges;
+        group.families |= self.families;
     }
 
     /// The record header for this batch at `first`: `first_seq | count`.
@@ -199,6 +252,8 @@ pub(crate) struct BatchOp<'a> {
     pub kind: ValueKind,
     pub key: &'a [u8],
     pub value: &'a [u8],
+    /// The column family (0: the default one).
+    pub family: u32,
 }
 
 pub(crate) struct BatchIter<'a> {
@@ -228,7 +283,15 @@ impl<'a> Iterator for BatchIter<'a> {
 
 impl<'a> BatchIter<'a> {
     fn decode_op(&mut self) -> Result<BatchOp<'a>, DecodeError> {
-        let kind = ValueKind::from_u8(self.r.u8()?).ok_or(DecodeError("unknown batch op"))?;
+        let byte = self.r.u8()?;
+        let family = if byte & FAMILY_FLAG != 0 {
+            u32::try_from(self.r.varint()?)
+                .map_err(|_| DecodeError("column family id out of range"))?
+        } else {
+            0
+        };
+        let kind =
+            ValueKind::from_u8(byte & !FAMILY_FLAG).ok_or(DecodeError("unknown batch op"))?;
         let key = self.r.len_prefixed()?;
         let value = match kind {
             ValueKind::Value | ValueKind::Merge | ValueKind::RangeDelete => {
@@ -243,7 +306,12 @@ impl<'a> BatchIter<'a> {
         if value.len() > MAX_VALUE_BYTES {
             return Err(DecodeError("value over the size limit"));
         }
-        Ok(BatchOp { kind, key, value })
+        Ok(BatchOp {
+            kind,
+            key,
+            value,
+            family,
+        })
     }
 }
 
@@ -253,15 +321,21 @@ pub(crate) fn decode_record(record: &[u8]) -> Result<(SeqNo, WriteBatch), Decode
     let mut r = Reader::new(record);
     let seq = SeqNo(r.u64()?);
     let count = r.u32()?;
-    let batch = WriteBatch {
+    let mut batch = WriteBatch {
         rep: record.to_vec(),
         count,
         invalid: None,
         merges: false,
+        families: false,
     };
+    let (mut merges, mut families) = (false, false);
     for op in batch.iter() {
-        op?;
+        let op = op?;
+        merges |= op.kind == ValueKind::Merge;
+        families |= op.family != 0;
     }
+    batch.merges = merges;
+    batch.families = families;
     if seq
         .0
         .checked_add(u64::from(count))

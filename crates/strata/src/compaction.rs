@@ -686,6 +686,7 @@ fn finish_output(
         deletions: 0,
         range_deletions: 0,
         filter_millibits: None,
+        family: 0,
     });
     let s = b.finish()?;
     if let Some(last) = outputs.last_mut() {
@@ -715,6 +716,7 @@ pub(crate) fn trivial_move_edit(c: &Compaction) -> VersionEdit {
             deletions: f.deletions,
             range_deletions: f.range_deletions,
             filter_millibits: f.filter_millibits,
+            family: 0,
         });
     }
     edit
@@ -752,6 +754,7 @@ mod tests {
                 deletions: 0,
                 range_deletions: 0,
                 filter_millibits: None,
+                family: 0,
             };
             levels[level].push(Arc::new(FileMeta::new(store.clone(), &f)));
         }

@@ -164,6 +164,9 @@ pub struct DumpEntry {
     pub range_deletion: bool,
     /// The value (empty for a tombstone).
     pub value: Vec<u8>,
+    /// The column family of a WAL entry (0: the default one; SST entries say 0, a table
+    /// holding one family's keys).
+    pub family: u32,
 }
 
 /// A decoded file.
@@ -231,6 +234,7 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                         merge: p.kind == ValueKind::Merge,
                         range_deletion: false,
                         value: it.value().to_vec(),
+                        family: 0,
                     });
                     it.next()?;
                 }
@@ -242,6 +246,7 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                         merge: false,
                         range_deletion: true,
                         value: t.end.clone(),
+                        family: 0,
                     });
                 }
             }
@@ -274,6 +279,7 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                                 merge: op.kind == ValueKind::Merge,
                                 range_deletion: op.kind == ValueKind::RangeDelete,
                                 value: op.value.to_vec(),
+                                family: op.family,
                             });
                         }
                     }
@@ -306,14 +312,32 @@ fn describe_edit(e: &VersionEdit) -> String {
     if let Some(s) = e.last_sequence {
         parts.push(format!("last seq {}", s.0));
     }
+    if let Some(n) = e.next_family {
+        parts.push(format!("next family {n}"));
+    }
+    for (id, name) in &e.added_families {
+        parts.push(format!("+family {id} {name:?}"));
+    }
+    // Files of the default family (0) name none.
+    let family = |id: u32| match id {
+        0 => String::new(),
+        id => format!(" family {id}"),
+    };
     for (l, n) in &e.deleted {
-        parts.push(format!("-L{} #{}", l.0, n.0));
+        parts.push(format!("-L{} #{}{}", l.0, n.0, family(e.family)));
     }
     for f in &e.added {
         parts.push(format!(
-            "+L{} #{} ({} bytes, {} entries)",
-            f.level.0, f.number.0, f.size, f.entries
+            "+L{} #{} ({} bytes, {} entries){}",
+            f.level.0,
+            f.number.0,
+            f.size,
+            f.entries,
+            family(f.family)
         ));
+    }
+    for id in &e.dropped_families {
+        parts.push(format!("-family {id}"));
     }
     parts.join(", ")
 }

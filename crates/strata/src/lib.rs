@@ -73,7 +73,7 @@ mod version;
 pub use backup::{BackupEngine, BackupInfo, NewBackup};
 pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
-pub use db::{Db, DbIterator, Scan, Transaction};
+pub use db::{ColumnFamily, Db, DbIterator, Scan, Transaction};
 pub use error::{Error, Result};
 #[cfg(feature = "test-util")]
 pub use fault::{FaultFs, FaultOp};
@@ -84,4 +84,4 @@ pub use merge::MergeOperator;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 pub use sstable::{Compression, FilterKind, IndexKind};
-pub use stats::{FileInfo, LevelStats, Stats};
+pub use stats::{FamilyStats, FileInfo, LevelStats, Stats};

@@ -237,4 +237,6 @@ pub struct ReadOptions {
     pub upper_bound: Option<Vec<u8>>,
     /// Keep blocks read for this operation out of the block cache (for large scans).
     pub skip_cache: bool,
+    /// The column family to read (`None`: the default one).
+    pub family: Option<crate::ColumnFamily>,
 }

@@ -38,12 +38,31 @@ pub struct FileInfo {
     pub filter_bits_per_key: Option<f64>,
 }
 
-/// A snapshot of the engine's counters and shape, from [`crate::Db::stats`].
+/// One column family's tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilyStats {
+    /// The family's name.
+    pub name: String,
+    /// Its id, as WAL records and MANIFEST edits name it (0: the default family).
+    pub id: u32,
+    /// Per level, from 0 down.
+    pub levels: Vec<LevelStats>,
+    /// Its SST files, by level.
+    pub files: Vec<FileInfo>,
+    /// Bytes charged to its active memtable.
+    pub memtable_bytes: u64,
+}
+
+/// A snapshot of the engine's counters and shape, from [`crate::Db::stats`]. The levels,
+/// files and memtable figures are the default column family's; `families` has every
+/// family's tree, and the byte and event counters are the whole database's.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
     /// Per level, from 0 down.
     pub levels: Vec<LevelStats>,
+    /// Every column family, the default one first.
+    pub families: Vec<FamilyStats>,
     /// Every SST file, by level.
     pub files: Vec<FileInfo>,
     /// Bytes charged to the active memtable.
@@ -98,7 +117,7 @@ pub struct Stats {
     pub wal_tail_dropped_bytes: u64,
     /// Bytes of damaged WAL dropped at open in salvage mode.
     pub wal_salvaged_bytes: u64,
-    /// Bytes of live SST files.
+    /// Bytes of live SST files, of every column family.
     pub sst_bytes: u64,
     /// Bytes of live WAL files.
     pub wal_bytes: u64,

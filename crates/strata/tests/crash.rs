@@ -8,6 +8,9 @@
 //!   not the machine, and an unsynced write is the operating system's once acknowledged;
 //! - and that the child ended by the SIGKILL, not by itself (its stderr is shown if not).
 //!
+//! Each batch spans three column families (a key's number picks its family; the marker is
+//! the default family's), so the all-or-nothing check covers batches across families.
+//!
 //! Flushes and compactions run during the kills (tiny memtables and files).
 //! `STRATA_CRASH_CYCLES` sets the number of cycles (default 150).
 
@@ -68,6 +71,45 @@ fn is_synced(seed: u64, i: u64) -> bool {
     common::Rng(seed.wrapping_add(i)).chance(10)
 }
 
+/// The column families besides the default one.
+const FAMILIES: [&str; 2] = ["a", "b"];
+
+/// The family a key is written in: `None` for the default one.
+fn family_of(key: &[u8]) -> Option<&'static str> {
+    let n: u64 = std::str::from_utf8(key.strip_prefix(b"key")?)
+        .ok()?
+        .parse()
+        .ok()?;
+    match n % 3 {
+        0 => None,
+        i => Some(FAMILIES[i as usize - 1]),
+    }
+}
+
+fn open(path: &std::path::Path) -> strata::Result<Db> {
+    let families = FAMILIES.map(|f| (f.to_string(), options())).to_vec();
+    Db::open_with_families(path, options(), families)
+}
+
+/// Every family's state, in one map (a key lives in one family only).
+fn dump_all(db: &Db) -> Model {
+    let mut state = common::dump(db);
+    for f in FAMILIES {
+        let cf = db.family(f).expect("the family exists");
+        let ro = strata::ReadOptions {
+            family: Some(cf),
+            ..Default::default()
+        };
+        let it = db.scan_with(.., ro, false).unwrap();
+        for e in it {
+            let (k, v) = e.unwrap();
+            assert_eq!(family_of(&k), Some(f), "a key in the wrong family");
+            state.insert(k, v);
+        }
+    }
+    state
+}
+
 fn apply(model: &mut Model, ops: &[(Vec<u8>, Write)]) {
     for (k, w) in ops {
         match w {
@@ -77,7 +119,10 @@ fn apply(model: &mut Model, ops: &[(Vec<u8>, Write)]) {
             Write::Delete => {
                 model.remove(k);
             }
-            Write::DeleteRange(end) => model.retain(|m, _| m < k || m >= end),
+            // A range delete removes its family's keys only.
+            Write::DeleteRange(end) => {
+                model.retain(|m, _| m < k || m >= end || family_of(m) != family_of(k));
+            }
             Write::Merge(operand) => {
                 let v = match model.get(k) {
                     Some(old) => [old.as_slice(), b",", operand].concat(),
@@ -115,16 +160,21 @@ fn crash_child() {
         return;
     };
     let (seed, start): (u64, u64) = (seed.parse().unwrap(), start.parse().unwrap());
-    let db = Db::open(&dir, options()).unwrap();
+    let db = open(std::path::Path::new(&dir)).unwrap();
+    let families = FAMILIES.map(|f| db.family(f).unwrap());
     println!("ready");
     for i in start.. {
         let mut b = WriteBatch::new();
         for (k, w) in batch_ops(seed, i) {
+            let cf = match family_of(&k) {
+                Some(f) => families.iter().find(|c| c.name() == f).unwrap().clone(),
+                None => db.default_family(),
+            };
             match w {
-                Write::Put(v) => b.put(&k, &v),
-                Write::Delete => b.delete(&k),
-                Write::Merge(operand) => b.merge(&k, &operand),
-                Write::DeleteRange(end) => b.delete_range(&k, &end),
+                Write::Put(v) => b.put_cf(&cf, &k, &v),
+                Write::Delete => b.delete_cf(&cf, &k),
+                Write::Merge(operand) => b.merge_cf(&cf, &k, &operand),
+                Write::DeleteRange(end) => b.delete_range_cf(&cf, &k, &end),
             }
         }
         db.write(
@@ -217,9 +267,9 @@ fn crash_cycles() {
                 }
             }
         }
-        let db = Db::open(&path, options())
+        let db = open(&path)
             .unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e} (seed {seed})"));
-        let state = common::dump(&db);
+        let state = dump_all(&db);
         // The marker says which prefix survived; the rest of the state must match it exactly.
         let prefix_end = match state.get(MARKER) {
             Some(v) => String::from_utf8_lossy(v).parse::<u64>().unwrap() + 1,

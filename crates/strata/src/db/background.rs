@@ -5,18 +5,17 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::family::Family;
 use super::write::QueuedWrite;
 use super::{DbInner, State, parse_file_name};
-use crate::compaction::LevelTargets;
 use crate::compaction::{self, Compaction, JobContext};
 use crate::error::{Error, Result};
-use crate::filter_policy::{self, TreeModel};
+use crate::filter_policy;
 use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal_key};
 use crate::log::{LogKind, LogWriter, header_record};
 use crate::memtable::MemTable;
 use crate::merge::MergeOperator;
 use crate::mutex::lock;
-use crate::options::Options;
 use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
@@ -43,25 +42,27 @@ pub(super) fn create_wal_in(
     Ok(w)
 }
 
-/// Writes a memtable to a new level-0 SST (synced) and describes it for an edit.
+/// Writes a memtable of column family `family` to a new level-0 SST while the database
+/// opens, and describes it for an edit.
 pub(super) fn write_level0(
     store: &TableStore,
-    opts: &TableOptions,
-    options: &Options,
+    family: &Family,
     versions: &mut VersionSet,
     mem: &Arc<MemTable>,
-    fold: Option<&dyn MergeOperator>,
 ) -> Result<NewFile> {
     let number = versions.new_file_number();
-    let targets = LevelTargets::of(options);
-    let model = TreeModel {
-        targets: &targets,
-        buffer_bytes: options.write_buffer_size as u64,
-    };
-    let opts =
-        filter_policy::flush_options(options.filter_policy, opts, &versions.current(), &model);
+    let opts = filter_policy::flush_options(
+        family.opts.filter_policy,
+        &family.table_options,
+        &versions.current(family.id),
+        &family.tree_model(),
+    );
     // No snapshot lives while the database opens.
-    build_table_from_memtable(store, &opts, number, mem, fold.map(|op| (op, SeqNo::MAX)))
+    let fold = family.opts.merge_operator.as_deref();
+    let mut file =
+        build_table_from_memtable(store, &opts, number, mem, fold.map(|op| (op, SeqNo::MAX)))?;
+    file.family = family.id;
+    Ok(file)
 }
 
 /// Writes a memtable to a new table. With `fold` (the merge operator and the oldest sequence
@@ -132,6 +133,7 @@ pub(super) fn build_table_from_memtable(
             deletions: s.deletions,
             range_deletions: s.range_deletions,
             filter_millibits: Some(s.filter_millibits),
+            family: 0,
         }),
         Err(e) => {
             let _ = store.fs.remove(&path);
@@ -140,29 +142,36 @@ pub(super) fn build_table_from_memtable(
     }
 }
 
-impl DbInner {
-    /// The tree's shape as Monkey's filter allocation sees it.
-    fn tree_model(&self) -> TreeModel<'_> {
-        TreeModel {
-            targets: &self.targets,
-            buffer_bytes: self.opts.write_buffer_size as u64,
-        }
-    }
+/// One table of a generation's flush: the family, its memtable, the table's number and
+/// how it is built.
+struct FlushJob {
+    family: Arc<Family>,
+    mem: Arc<MemTable>,
+    number: FileNumber,
+    table_options: TableOptions,
+}
 
+impl DbInner {
     pub(super) fn flush(&self) -> Result<()> {
         self.join_write_queue(QueuedWrite::SwitchMemtable, false)?;
         let mut st = lock(&self.state);
         // Memtables are flushed oldest first, so the flush is done when the newest memtable
         // now waiting (the one switched out above, or a later one) has gone: under writes
         // faster than flushes, waiting for none to be left could wait for the writes to stop.
-        let Some(newest) = st.imm.back().cloned() else {
+        // Every family's list lines up with the default one's.
+        let Some(newest) = st.default_family().imm.back().cloned() else {
             return Ok(());
         };
         loop {
             if let Some(e) = &st.bg_error {
                 return Err(Error::Poisoned(e.to_string()));
             }
-            if !st.imm.iter().any(|m| Arc::ptr_eq(m, &newest)) {
+            if !st
+                .default_family()
+                .imm
+                .iter()
+                .any(|m| Arc::ptr_eq(m, &newest))
+            {
                 return Ok(());
             }
             if st.closed {
@@ -180,7 +189,7 @@ impl DbInner {
                 if self.shutting_down.load(Ordering::SeqCst) {
                     return;
                 }
-                if !st.imm.is_empty() && st.bg_error.is_none() {
+                if st.pending_flushes() > 0 && st.bg_error.is_none() {
                     break;
                 }
                 let idle_poll = self
@@ -189,8 +198,10 @@ impl DbInner {
                     .map_or(Duration::from_secs(1), |d| {
                         (d / 2).clamp(Duration::from_millis(10), Duration::from_secs(1))
                     });
+                // Every family's memtable was made at the same switch.
+                let created = st.default_family().mem.created();
                 let timeout = self.opts.memtable_max_age.map_or(idle_poll, |a| {
-                    a.saturating_sub(st.mem.created().elapsed())
+                    a.saturating_sub(created.elapsed())
                         .clamp(Duration::from_millis(10), idle_poll)
                 });
                 st = self
@@ -199,83 +210,135 @@ impl DbInner {
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
                 if let Some(age) = self.opts.memtable_max_age
-                    && !st.mem.is_empty()
-                    && st.mem.created().elapsed() >= age
+                    && st.families().any(|f| !f.mem.is_empty())
+                    && st.default_family().mem.created().elapsed() >= age
                 {
                     st = self.switch_memtable_from_flush_thread(st).0;
                 }
                 st = self.check_idle(st);
             }
-            let Some(mem) = st.imm.front().cloned() else {
-                continue;
-            };
-            let number = st.versions.new_file_number();
-            let table_options = filter_policy::flush_options(
-                self.opts.filter_policy,
-                &self.table_options,
-                &st.versions.current(),
-                &self.tree_model(),
-            );
-            drop(st);
-            // Operands every reader sees fold: any snapshot taken from now on is newer than
-            // the memtable, which takes no more writes.
-            let oldest = self
-                .snapshots
-                .oldest(|| SeqNo(self.visible.load(Ordering::Acquire)));
-            let fold = self.opts.merge_operator.as_deref().map(|op| (op, oldest));
-            let result = build_table_from_memtable(&self.store, &table_options, number, &mem, fold)
-                .and_then(|f| {
-                    self.store
-                        .fs
-                        .sync_dir(&self.dir)
-                        .map_err(io_err("fsync", &self.dir))?;
-                    Ok(f)
-                });
-            let mut st = lock(&self.state);
-            // Once the edit may be in the MANIFEST, the table must stay even if logging
-            // failed: a reopen may find the edit and need the file.
-            let mut logged = false;
-            let result = result.and_then(|file| {
-                let size = file.size;
-                // WALs before the next memtable's are no longer needed once this is logged.
-                let next_wal = st
-                    .imm
-                    .get(1)
-                    .map_or(st.mem.wal_number(), |m| m.wal_number());
-                let edit = VersionEdit {
-                    log_number: Some(next_wal),
-                    added: vec![file],
-                    ..Default::default()
-                };
-                logged = true;
-                // Published below, with the memtable gone from the list.
-                self.log_and_apply_unpublished(&mut st, edit)?;
-                self.counters.flush_bytes.fetch_add(size, Ordering::Relaxed);
-                self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-                Ok(mem.wal_number())
-            });
-            match result {
-                Ok(old_wal) => {
-                    st.imm.pop_front();
-                    if fold.is_some() {
-                        st.horizon = st.horizon.max(oldest);
-                    }
-                    self.install_super_version(&st);
-                    let _ = self.store.fs.remove(&self.dir.join(wal_file_name(old_wal)));
-                }
-                Err(e) => {
-                    if !logged {
-                        let _ = self
-                            .store
-                            .fs
-                            .remove(&self.dir.join(table_file_name(number)));
-                    }
-                    self.poison(&mut st, &e);
-                }
-            }
+            self.flush_generation(st);
             self.writer_cv.notify_all();
             self.bg_cv.notify_all();
         }
+    }
+
+    /// Flushes the oldest generation of immutable memtables: a table for each family whose
+    /// memtable holds writes, all added by one edit, which also moves the oldest live WAL
+    /// past the generation's. Errors poison the database.
+    fn flush_generation(&self, mut st: MutexGuard<'_, State>) {
+        let mut jobs = Vec::new();
+        let waiting: Vec<(Arc<Family>, Arc<MemTable>)> = st
+            .families()
+            .filter_map(|f| {
+                let m = f.imm.front().filter(|m| !m.is_empty())?;
+                Some((f.family.clone(), m.clone()))
+            })
+            .collect();
+        for (family, mem) in waiting {
+            let number = st.versions.new_file_number();
+            let table_options = filter_policy::flush_options(
+                family.opts.filter_policy,
+                &family.table_options,
+                &st.versions.current(family.id),
+                &family.tree_model(),
+            );
+            jobs.push(FlushJob {
+                family,
+                mem,
+                number,
+                table_options,
+            });
+        }
+        let Some(old_wal) = st.default_family().imm.front().map(|m| m.wal_number()) else {
+            return;
+        };
+        drop(st);
+        // Operands every reader sees fold: any snapshot taken from now on is newer than
+        // the memtables, which take no more writes.
+        let oldest = self
+            .snapshots
+            .oldest(|| SeqNo(self.visible.load(Ordering::Acquire)));
+        let mut files = Vec::new();
+        let mut result = Ok(());
+        for job in &jobs {
+            let fold = job
+                .family
+                .opts
+                .merge_operator
+                .as_deref()
+                .map(|op| (op, oldest));
+            match build_table_from_memtable(
+                &self.store,
+                &job.table_options,
+                job.number,
+                &job.mem,
+                fold,
+            ) {
+                Ok(mut f) => {
+                    f.family = job.family.id;
+                    files.push(f);
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() && !files.is_empty() {
+            result = self
+                .store
+                .fs
+                .sync_dir(&self.dir)
+                .map_err(io_err("fsync", &self.dir));
+        }
+        let remove_tables = |files: &[NewFile]| {
+            for f in files {
+                let _ = self
+                    .store
+                    .fs
+                    .remove(&self.dir.join(table_file_name(f.number)));
+            }
+        };
+        let mut st = lock(&self.state);
+        if let Err(e) = result {
+            remove_tables(&files);
+            self.poison(&mut st, &e);
+            return;
+        }
+        // A family dropped meanwhile takes no table.
+        let (files, orphans): (Vec<NewFile>, Vec<NewFile>) = files
+            .into_iter()
+            .partition(|f| st.family(f.family).is_some());
+        remove_tables(&orphans);
+        let size: u64 = files.iter().map(|f| f.size).sum();
+        let tables = files.len() as u64;
+        // WALs before the next generation's are no longer needed once this is logged.
+        let next_wal = {
+            let d = st.default_family();
+            d.imm.get(1).map_or(d.mem.wal_number(), |m| m.wal_number())
+        };
+        let edit = VersionEdit {
+            log_number: Some(next_wal),
+            added: files,
+            ..Default::default()
+        };
+        // Once the edit may be in the MANIFEST, the tables must stay even if logging failed:
+        // a reopen may find the edit and need them. Published below, with the memtables
+        // gone from the lists.
+        if self.log_and_apply_unpublished(&mut st, edit).is_err() {
+            return;
+        }
+        self.counters.flush_bytes.fetch_add(size, Ordering::Relaxed);
+        self.counters.flushes.fetch_add(tables, Ordering::Relaxed);
+        for f in st.families_mut() {
+            f.imm.pop_front();
+        }
+        if jobs.iter().any(|j| j.family.opts.merge_operator.is_some()) {
+            st.horizon = st.horizon.max(oldest);
+        }
+        self.install_super_version(&st);
+        let _ = self.store.fs.remove(&self.dir.join(wal_file_name(old_wal)));
     }
 
     /// Turns the active memtable immutable, for the flush thread to flush; true when it did.
@@ -286,8 +349,7 @@ impl DbInner {
         &'a self,
         st: MutexGuard<'a, State>,
     ) -> (MutexGuard<'a, State>, bool) {
-        let waits = !st.imm.is_empty()
-            || st.versions.current().levels[0].len() >= self.opts.level0_stop_trigger;
+        let waits = st.pending_flushes() > 0 || st.level0_files() >= self.opts.level0_stop_trigger;
         if !st.queue.is_empty() || waits || st.bg_error.is_some() {
             return (st, false);
         }
@@ -307,85 +369,121 @@ impl DbInner {
             return st;
         }
         let quiet = after.saturating_mul(1 << st.idle_merges_given_up_in_a_row.min(6));
-        if st.idle_merge_requested
+        if st.families().any(|f| f.idle_merge_requested)
             || st.bg_error.is_some()
-            || !st.imm.is_empty()
+            || st.pending_flushes() > 0
             || st.idle_mark.1.elapsed() < quiet
         {
             return st;
         }
-        let mem_bytes = st.mem.approximate_size() as u64;
-        if compaction::idle_merge_output_level(&st.versions.current(), &self.targets, mem_bytes)
-            .is_none()
-        {
+        let out_of_shape: Vec<u32> = st
+            .families()
+            .filter(|f| {
+                let v = st.versions.current(f.family.id);
+                let mem_bytes = f.mem.approximate_size() as u64;
+                compaction::idle_merge_output_level(&v, &f.family.targets, mem_bytes).is_some()
+            })
+            .map(|f| f.family.id)
+            .collect();
+        if out_of_shape.is_empty() {
             return st;
         }
-        if !st.mem.is_empty() {
+        if st.families().any(|f| !f.mem.is_empty()) {
             let (st2, switched) = self.switch_memtable_from_flush_thread(st);
             st = st2;
             if !switched {
                 return st;
             }
         }
-        st.idle_merge_requested = true;
+        for f in st.families_mut() {
+            f.idle_merge_requested = out_of_shape.contains(&f.family.id);
+        }
         self.bg_cv.notify_all();
         st
+    }
+
+    /// The most urgent compaction of any family, starting from the family after the last
+    /// one served, so that a busy family does not starve the others. Marks its levels busy.
+    fn pick_compaction(&self, st: &mut State) -> Option<(Arc<Family>, Compaction)> {
+        let n = st.families().count();
+        let pending_flushes = st.pending_flushes();
+        let turn = st.compaction_turn;
+        for i in (0..n).map(|i| (i + turn) % n) {
+            let State {
+                versions,
+                default,
+                others,
+                ..
+            } = &mut *st;
+            let Some(f) = std::iter::once(default).chain(others.iter_mut()).nth(i) else {
+                continue;
+            };
+            if f.family.dropped.load(Ordering::SeqCst) {
+                continue;
+            }
+            let v = versions.current(f.family.id);
+            let mut picked = None;
+            if f.idle_merge_requested && pending_flushes == 0 && !f.busy_levels.iter().any(|&b| b) {
+                f.idle_merge_requested = false;
+                picked = compaction::idle_merge(&v, &f.family.targets);
+            }
+            if picked.is_none() {
+                let read = f.read_compaction.as_ref();
+                picked = compaction::pick(
+                    &v,
+                    &f.family.targets,
+                    &f.busy_levels,
+                    versions.compact_pointers(f.family.id),
+                    read,
+                );
+                // Done with the file once this compaction takes it or another took it
+                // already; until then it stays listed.
+                if let Some(rc) = read
+                    && (picked.as_ref().is_some_and(|c| c.for_reads)
+                        || !v.holds(rc.level, &rc.file))
+                {
+                    f.read_compaction = None;
+                }
+            }
+            if let Some(c) = picked {
+                for busy in &mut f.busy_levels[c.level..=c.output_level()] {
+                    *busy = true;
+                }
+                let family = f.family.clone();
+                st.compaction_turn = (i + 1) % n;
+                return Some((family, c));
+            }
+        }
+        None
     }
 
     pub(super) fn compaction_loop(self: &Arc<Self>) {
         loop {
             let mut st = lock(&self.state);
-            let picked = loop {
+            let (family, picked) = loop {
                 if self.shutting_down.load(Ordering::SeqCst) {
                     return;
                 }
-                if st.bg_error.is_none() && !st.manual_compaction {
-                    let v = st.versions.current();
-                    if st.idle_merge_requested
-                        && st.imm.is_empty()
-                        && !st.busy_levels.iter().any(|&b| b)
-                    {
-                        st.idle_merge_requested = false;
-                        if let Some(c) = compaction::idle_merge(&v, &self.targets) {
-                            break c;
-                        }
-                    }
-                    let read = st.read_compaction.as_ref();
-                    let picked = compaction::pick(
-                        &v,
-                        &self.targets,
-                        &st.busy_levels,
-                        &st.versions.compact_pointers,
-                        read,
-                    );
-                    // Done with the file once this compaction takes it or another took it
-                    // already; until then it stays listed.
-                    if let Some(rc) = read
-                        && (picked.as_ref().is_some_and(|c| c.for_reads)
-                            || !v.holds(rc.level, &rc.file))
-                    {
-                        st.read_compaction = None;
-                    }
-                    if let Some(c) = picked {
-                        break c;
-                    }
+                if st.bg_error.is_none()
+                    && !st.manual_compaction
+                    && let Some(p) = self.pick_compaction(&mut st)
+                {
+                    break p;
                 }
                 st = self.bg_cv.wait(st).unwrap_or_else(|e| e.into_inner());
             };
-            let levels = picked.level..=picked.output_level();
-            for busy in &mut st.busy_levels[levels.clone()] {
-                *busy = true;
-            }
             drop(st);
             if picked.for_reads {
                 self.counters
                     .read_compactions
                     .fetch_add(1, Ordering::Relaxed);
             }
-            let _ = self.run_compaction(&picked, true);
+            let _ = self.run_compaction(&family, &picked, true);
             let mut st = lock(&self.state);
-            for busy in &mut st.busy_levels[levels] {
-                *busy = false;
+            if let Some(f) = st.family_mut(family.id) {
+                for busy in &mut f.busy_levels[picked.level..=picked.output_level()] {
+                    *busy = false;
+                }
             }
             drop(st);
             self.writer_cv.notify_all();
@@ -395,10 +493,20 @@ impl DbInner {
 
     /// Runs a compaction whose levels the caller marked busy, and installs its result. With
     /// `allow_move`, a lone input with nothing beneath changes level without a rewrite.
-    pub(super) fn run_compaction(&self, c: &Compaction, allow_move: bool) -> Result<()> {
+    pub(super) fn run_compaction(
+        &self,
+        family: &Family,
+        c: &Compaction,
+        allow_move: bool,
+    ) -> Result<()> {
         if allow_move && c.is_trivial_move() {
             let mut st = lock(&self.state);
-            let edit = compaction::trivial_move_edit(c);
+            if st.family(family.id).is_none() {
+                return Ok(());
+            }
+            let mut edit = compaction::trivial_move_edit(c);
+            edit.family = family.id;
+            edit.added.iter_mut().for_each(|f| f.family = family.id);
             self.log_and_apply(&mut st, edit)?;
             self.counters.trivial_moves.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -412,22 +520,22 @@ impl DbInner {
         let started_at = self.visible.load(Ordering::Acquire);
         let cancel = || c.idle_merge && self.visible.load(Ordering::Acquire) != started_at;
         let table_options = filter_policy::compaction_options(
-            self.opts.filter_policy,
-            &self.table_options,
+            family.opts.filter_policy,
+            &family.table_options,
             c,
-            &self.tree_model(),
+            &family.tree_model(),
         );
         let ctx = JobContext {
             store: &self.store,
             table_options: &table_options,
-            target_file_bytes: self.opts.target_file_size,
+            target_file_bytes: family.opts.target_file_size,
             smallest_snapshot,
             newest_snapshot: self.snapshots.newest(),
             new_file_number: &alloc,
             shutting_down: &self.shutting_down,
             cancel: &cancel,
-            filter: self.opts.compaction_filter.as_deref(),
-            merge: self.opts.merge_operator.as_deref(),
+            filter: family.opts.compaction_filter.as_deref(),
+            merge: family.opts.merge_operator.as_deref(),
         };
         let job = compaction::run(c, &ctx).and_then(|job| {
             if job.as_ref().is_some_and(|j| !j.edit.added.is_empty()) {
@@ -439,7 +547,7 @@ impl DbInner {
             Ok(job)
         });
         let mut st = lock(&self.state);
-        let job = match job {
+        let mut job = match job {
             Ok(Some(j)) => j,
             Ok(None) => {
                 st.idle_merges_given_up_in_a_row += 1;
@@ -454,6 +562,18 @@ impl DbInner {
                 return Err(e);
             }
         };
+        if st.family(family.id).is_none() {
+            // Dropped meanwhile (by a drop that came during a manual compaction).
+            for f in &job.edit.added {
+                let _ = self
+                    .store
+                    .fs
+                    .remove(&self.dir.join(table_file_name(f.number)));
+            }
+            return Ok(());
+        }
+        job.edit.family = family.id;
+        job.edit.added.iter_mut().for_each(|f| f.family = family.id);
         // If logging fails the outputs stay: the MANIFEST may hold the edit, and the next
         // open removes whatever no version references.
         st.horizon = st.horizon.max(smallest_snapshot);
@@ -474,7 +594,12 @@ impl DbInner {
     /// Runs a manual compaction exclusively: background compactions finish what they
     /// started and pick nothing new until it is done, so that no data slips below the levels
     /// being merged.
-    pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    pub(super) fn compact_range(
+        &self,
+        family: &Family,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         {
             let mut st = lock(&self.state);
             loop {
@@ -484,14 +609,15 @@ impl DbInner {
                 if st.closed {
                     return Err(Error::Closed);
                 }
-                if !st.manual_compaction && !st.busy_levels.iter().any(|b| *b) {
+                let busy = st.families().any(|f| f.busy_levels.iter().any(|b| *b));
+                if !st.manual_compaction && !busy {
                     break;
                 }
                 st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             st.manual_compaction = true;
         }
-        let result = self.manual_compaction_levels(begin, end);
+        let result = self.manual_compaction_levels(family, begin, end);
         lock(&self.state).manual_compaction = false;
         self.writer_cv.notify_all();
         self.bg_cv.notify_all();
@@ -503,12 +629,13 @@ impl DbInner {
     /// without overwritten versions or tombstones that no snapshot needs.
     pub(super) fn manual_compaction_levels(
         &self,
+        family: &Family,
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Result<()> {
+        let current = || lock(&self.state).versions.current(family.id);
         let deepest = {
-            let st = lock(&self.state);
-            let v = st.versions.current();
+            let v = current();
             (0..NUM_LEVELS)
                 .rev()
                 .find(|&l| !v.overlapping(l, begin, end).is_empty())
@@ -518,7 +645,7 @@ impl DbInner {
         };
         let mut merged_into_deepest = false;
         for level in 0..deepest {
-            let v = lock(&self.state).versions.current();
+            let v = current();
             let inputs = v.overlapping(level, begin, end);
             if inputs.is_empty() {
                 continue;
@@ -541,10 +668,10 @@ impl DbInner {
                 merged_into_deepest = true;
             }
             // A manual compaction rewrites even a lone file.
-            self.run_compaction(&c, false)?;
+            self.run_compaction(family, &c, false)?;
         }
         if !merged_into_deepest {
-            let v = lock(&self.state).versions.current();
+            let v = current();
             let inputs = v.overlapping(deepest, begin, end);
             let c = if deepest + 1 < NUM_LEVELS {
                 compaction::with_next_level(&v, deepest, inputs)
@@ -560,7 +687,7 @@ impl DbInner {
                     idle_merge: false,
                 }
             };
-            self.run_compaction(&c, false)?;
+            self.run_compaction(family, &c, false)?;
         }
         Ok(())
     }
@@ -569,12 +696,8 @@ impl DbInner {
     /// temporary files. Failures only leave garbage for the next open.
     pub(super) fn delete_obsolete_files(&self, names: &[String]) {
         let st = lock(&self.state);
-        let live: std::collections::HashSet<FileNumber> = st
-            .versions
-            .current()
-            .files()
-            .map(|(_, f)| f.number)
-            .collect();
+        let live: std::collections::HashSet<FileNumber> =
+            st.versions.files().map(|(_, _, f)| f.number).collect();
         let manifest = crate::version::manifest_file_name(st.versions.manifest_number());
         for name in names {
             let remove = if let Some(rest) = name.strip_prefix("MANIFEST-") {

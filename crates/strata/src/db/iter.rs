@@ -15,6 +15,7 @@ use crate::version::Version;
 
 impl DbInner {
     pub(super) fn iter(self: &Arc<Self>, options: &ReadOptions) -> Result<DbIterator> {
+        let family = self.family_of(options);
         let (seq, sv) = self.read_view(options);
         let merged = internal_iter(&sv, !options.skip_cache);
         let tombstones = self.all_tombstones(&sv)?;
@@ -24,10 +25,10 @@ impl DbInner {
                 seq,
                 options.lower_bound.clone(),
                 options.upper_bound.clone(),
-                self.opts.merge_operator.clone(),
+                family.opts.merge_operator.clone(),
                 tombstones,
             ),
-            sampler: ReadSampler::new(Arc::downgrade(self)),
+            sampler: ReadSampler::new(Arc::downgrade(self), family.id),
             sv,
             _snapshot: options.snapshot.clone(),
         })
@@ -142,12 +143,14 @@ const READ_SAMPLE_BYTES: u64 = 1 << 20;
 /// would never be asked to change.
 struct ReadSampler {
     db: Weak<DbInner>,
+    /// The column family the iterator reads.
+    family: u32,
     until: u64,
     rng: u64,
 }
 
 impl ReadSampler {
-    fn new(db: Weak<DbInner>) -> Self {
+    fn new(db: Weak<DbInner>, family: u32) -> Self {
         // Distinct iterators start at distinct points of the sequence (never 0, where
         // xorshift stays).
         static SEEDS: AtomicU64 = AtomicU64::new(0);
@@ -155,7 +158,12 @@ impl ReadSampler {
             .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
             .wrapping_mul(0xbf58_476d_1ce4_e5b9)
             | 1;
-        let mut s = ReadSampler { db, until: 0, rng };
+        let mut s = ReadSampler {
+            db,
+            family,
+            until: 0,
+            rng,
+        };
         s.until = s.period();
         s
     }
@@ -180,7 +188,7 @@ impl ReadSampler {
         if let Some(rc) = version.charge_sample(key)
             && let Some(db) = self.db.upgrade()
         {
-            db.ask_read_compaction(rc);
+            db.ask_read_compaction(self.family, rc);
         }
     }
 }
@@ -219,7 +227,7 @@ impl DbIterator {
         self.sample(r)
     }
     /// Moves to the next key. Requires: `valid()`. (A cursor, not an `Iterator`: moving can
-    /// fail; [`Db::scan`] gives an `Iterator`.)
+    /// fail; [`Db::scan`](crate::Db::scan) gives an `Iterator`.)
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
         let r = self.inner.next();
@@ -247,7 +255,7 @@ impl DbIterator {
     }
 }
 
-/// A Rust iterator over a key range, from [`Db::scan`] or [`Db::scan_rev`].
+/// A Rust iterator over a key range, from [`Db::scan`](crate::Db::scan) or [`Db::scan_rev`](crate::Db::scan_rev).
 pub struct Scan {
     pub(super) it: DbIterator,
     pub(super) reverse: bool,

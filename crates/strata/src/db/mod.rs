@@ -14,24 +14,26 @@
 //! lock held.
 
 mod background;
+mod family;
 mod iter;
 mod read;
 mod recovery;
 mod transaction;
 mod write;
 
+pub use family::ColumnFamily;
 pub use iter::{DbIterator, Scan};
 pub use transaction::Transaction;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::batch::WriteBatch;
-use crate::compaction::{self, LevelTargets};
+use crate::compaction;
 use crate::error::{Error, Result};
 use crate::filter_policy;
 use crate::fs::FileLock;
@@ -41,11 +43,11 @@ use crate::memtable::MemTable;
 use crate::mutex::lock;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
-use crate::sstable::TableOptions;
-use crate::stats::{FileInfo, LevelStats, Stats};
+use crate::stats::{FamilyStats, FileInfo, LevelStats, Stats};
 use crate::version::edit::VersionEdit;
 use crate::version::set::VersionSet;
-use crate::version::{ReadCompaction, TableStore, Version, wal_file_name};
+use crate::version::{TableStore, Version, wal_file_name};
+use family::{Family, FamilyState};
 use write::{QueuedWrite, Writer};
 
 /// What readers see: the memtables and the level structure, installed together.
@@ -61,21 +63,20 @@ pub(crate) struct SuperVersion {
 
 struct State {
     versions: VersionSet,
-    mem: Arc<MemTable>,
-    /// Immutable memtables, oldest first.
-    imm: VecDeque<Arc<MemTable>>,
+    /// The default column family, which is never dropped.
+    default: FamilyState,
+    /// The other column families, by id.
+    others: Vec<FamilyState>,
     queue: VecDeque<Arc<Writer>>,
     /// The first failure that may have lost data; writes are refused from then on.
     bg_error: Option<Error>,
     closed: bool,
     /// What [`SuperVersion::horizon`] the next super-version gets.
     horizon: SeqNo,
-    busy_levels: [bool; NUM_LEVELS],
     /// A manual compaction runs: background compactions pick nothing new meanwhile.
     manual_compaction: bool,
-    /// A file reads consulted in vain until its allowance ran out, to compact when no level
-    /// needs it more.
-    read_compaction: Option<ReadCompaction>,
+    /// The family the compaction thread looks at first next time (round-robin).
+    compaction_turn: usize,
     /// Sequence numbers handed out to write groups (visible or not yet).
     last_allocated: SeqNo,
     wal_number: FileNumber,
@@ -85,9 +86,6 @@ struct State {
     /// The last sequence number the flush thread saw handed out, and since when: writes
     /// have stopped when it stays the same (see `DbInner::check_idle`).
     idle_mark: (SeqNo, Instant),
-    /// Writes stopped with the tree out of shape: the next compaction merges every level
-    /// into the deepest (see [`compaction::idle_merge`]).
-    idle_merge_requested: bool,
     /// Idle merges that writes gave up since the last that finished. Each doubles the quiet
     /// time the next one waits for, so that a trickle of writes a few seconds apart does not
     /// start and abandon a merge of the whole tree again and again.
@@ -112,18 +110,56 @@ struct Counters {
     wal_salvaged_bytes: AtomicU64,
 }
 
+impl State {
+    /// The default column family, which is never dropped.
+    fn default_family(&self) -> &FamilyState {
+        &self.default
+    }
+
+    /// Every column family, the default one first.
+    fn families(&self) -> impl Iterator<Item = &FamilyState> {
+        std::iter::once(&self.default).chain(&self.others)
+    }
+
+    fn families_mut(&mut self) -> impl Iterator<Item = &mut FamilyState> {
+        std::iter::once(&mut self.default).chain(&mut self.others)
+    }
+
+    fn family(&self, id: u32) -> Option<&FamilyState> {
+        self.families().find(|f| f.family.id == id)
+    }
+
+    fn family_mut(&mut self, id: u32) -> Option<&mut FamilyState> {
+        self.families_mut().find(|f| f.family.id == id)
+    }
+
+    /// Generations of immutable memtables waiting to be flushed (the same in every family).
+    fn pending_flushes(&self) -> usize {
+        self.default_family().imm.len()
+    }
+
+    /// The most level-0 files any family holds: what slows and stops writers.
+    fn level0_files(&self) -> usize {
+        self.families()
+            .map(|f| self.versions.current(f.family.id).levels[0].len())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 pub(crate) struct DbInner {
+    /// The options the database was opened with: the database-wide ones, and the default
+    /// column family's.
     opts: Options,
     dir: PathBuf,
     store: Arc<TableStore>,
-    table_options: TableOptions,
-    targets: LevelTargets,
+    /// The default column family, which the calls without a family use.
+    default: Arc<Family>,
     state: Mutex<State>,
     /// Writers wait here for their turn, for room, and for flushes to finish.
     writer_cv: Condvar,
     /// Background threads wait here for work.
     bg_cv: Condvar,
-    super_version: RwLock<Arc<SuperVersion>>,
     /// The last sequence number whose write is complete; reads see up to here.
     visible: AtomicU64,
     /// The active WAL; held only by the write leader and by memtable switches, which run as
@@ -213,10 +249,8 @@ impl Db {
     /// loss when this returns; see [`WriteOptions`] for the whole contract.
     pub fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         batch.validate()?;
-        if batch.has_merges() && self.inner.opts.merge_operator.is_none() {
-            return Err(Error::InvalidArgument(
-                "a merge needs Options::merge_operator".into(),
-            ));
+        if batch.has_merges() || batch.has_families() {
+            self.inner.check_families(&batch)?;
         }
         if batch.is_empty() {
             return self.inner.check_writable();
@@ -233,6 +267,83 @@ impl Db {
     /// The value of `key` as `options` say (a snapshot, or the latest state).
     pub fn get_with(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
         self.inner.get(key, options)
+    }
+
+    /// Sets `key` to `value` in column family `cf`.
+    pub fn put_cf(&self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_cf(cf, key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Removes `key` from column family `cf`.
+    pub fn delete_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_cf(cf, key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// The value of `key` in column family `cf`, in the latest state.
+    pub fn get_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(
+            key,
+            &ReadOptions {
+                family: Some(cf.clone()),
+                ..ReadOptions::default()
+            },
+        )
+    }
+
+    /// Creates the column family `name`, with `options` for its tree (see
+    /// [`ColumnFamily`]); logged in the MANIFEST before it returns. A name in use is
+    /// [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// # fn main() -> strata::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = strata::Db::open(dir.path(), strata::Options::default())?;
+    /// let users = db.create_family("users", strata::Options::default())?;
+    /// let mut batch = strata::WriteBatch::new();
+    /// batch.put(b"count", b"1");
+    /// batch.put_cf(&users, b"ada", b"lovelace");
+    /// db.write(batch, strata::WriteOptions::default())?;
+    /// assert_eq!(db.get_cf(&users, b"ada")?, Some(b"lovelace".to_vec()));
+    /// assert_eq!(db.get(b"ada")?, None);
+    /// assert_eq!(db.families(), ["default", "users"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn create_family(&self, name: &str, options: Options) -> Result<ColumnFamily> {
+        self.inner.create_family(name, options)
+    }
+
+    /// Drops the column family `name` and, once no reader holds them, removes its files.
+    /// The default family cannot be dropped.
+    pub fn drop_family(&self, name: &str) -> Result<()> {
+        self.inner.drop_family(name)
+    }
+
+    /// The column family `name`, if it exists.
+    pub fn family(&self, name: &str) -> Option<ColumnFamily> {
+        let st = lock(&self.inner.state);
+        st.families()
+            .find(|f| f.family.name == name)
+            .map(|f| ColumnFamily {
+                family: f.family.clone(),
+            })
+    }
+
+    /// The default column family, which the calls without a family use.
+    pub fn default_family(&self) -> ColumnFamily {
+        ColumnFamily {
+            family: self.inner.default.clone(),
+        }
+    }
+
+    /// The names of the column families, the default one first, then by id (the order of
+    /// their creation).
+    pub fn families(&self) -> Vec<String> {
+        let st = lock(&self.inner.state);
+        st.families().map(|f| f.family.name.clone()).collect()
     }
 
     /// The values of several keys, each as [`Db::get_with`] would give it, read together:
@@ -403,13 +514,14 @@ impl Db {
         self.inner.flush()?;
         // The version holds its tables alive (a compaction's inputs are deleted only when no
         // version needs them) while they are linked.
-        let (version, mut edit) = {
+        let (files, mut edit) = {
             let st = lock(&self.inner.state);
-            (st.versions.current(), st.versions.snapshot_edit())
+            let files: Vec<_> = st.versions.files().map(|(_, _, f)| f.clone()).collect();
+            (files, st.versions.snapshot_edit())
         };
         fs.create_dir_all(dir)
             .map_err(crate::version::io_err("create", dir))?;
-        let made = self.fill_checkpoint(dir, &version, &mut edit);
+        let made = self.fill_checkpoint(dir, &files, &mut edit);
         if made.is_err() {
             // A half-made copy would open as a database that lacks tables: remove it.
             for name in fs.list(dir).unwrap_or_default() {
@@ -420,12 +532,12 @@ impl Db {
         made
     }
 
-    /// Links `version`'s tables into the new directory `dir` and writes the MANIFEST of
-    /// `edit` (the version's files) over an empty WAL.
+    /// Links `files` into the new directory `dir` and writes the MANIFEST of `edit` (the
+    /// state that holds them) over an empty WAL.
     fn fill_checkpoint(
         &self,
         dir: &Path,
-        version: &crate::version::Version,
+        files: &[Arc<crate::version::FileMeta>],
         edit: &mut crate::version::edit::VersionEdit,
     ) -> Result<()> {
         let store = &self.inner.store;
@@ -435,7 +547,7 @@ impl Db {
             fs.sync_dir(parent)
                 .map_err(crate::version::io_err("fsync", parent))?;
         }
-        for (_, f) in version.files() {
+        for f in files {
             let name = crate::version::table_file_name(f.number);
             fs.link_or_copy(&store.dir.join(&name), &dir.join(&name))
                 .map_err(crate::version::io_err("link", &dir.join(&name)))?;
@@ -462,7 +574,18 @@ impl Db {
     /// without overwritten versions or deleted keys that no snapshot needs.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.flush()?;
-        self.inner.compact_range(begin, end)
+        self.inner.compact_range(&self.inner.default, begin, end)
+    }
+
+    /// [`Db::compact_range`] in column family `cf`.
+    pub fn compact_range_cf(
+        &self,
+        cf: &ColumnFamily,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        self.inner.flush()?;
+        self.inner.compact_range(&cf.family, begin, end)
     }
 
     /// The engine's statistics: levels, memtables, cache, bytes written.
@@ -547,25 +670,166 @@ impl DbInner {
         }
     }
 
-    fn super_version(&self) -> Arc<SuperVersion> {
-        self.super_version
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    /// The column family a read names.
+    fn family_of<'a>(&'a self, options: &'a ReadOptions) -> &'a Arc<Family> {
+        options
+            .family
+            .as_ref()
+            .map_or(&self.default, |cf| &cf.family)
     }
 
-    /// Publishes the state's memtables and version to readers. Requires: `state` is locked.
+    /// Publishes every family's memtables and version to readers. Requires: `state` is
+    /// locked.
     fn install_super_version(&self, st: &State) {
-        let sv = Arc::new(SuperVersion {
-            mem: st.mem.clone(),
-            imm: st.imm.iter().rev().cloned().collect(),
-            version: st.versions.current(),
-            horizon: st.horizon,
-        });
-        *self
+        for f in st.families() {
+            let sv = Arc::new(SuperVersion {
+                mem: f.mem.clone(),
+                imm: f.imm.iter().rev().cloned().collect(),
+                version: st.versions.current(f.family.id),
+                horizon: st.horizon,
+            });
+            *f.family
+                .super_version
+                .write()
+                .unwrap_or_else(|e| e.into_inner()) = sv;
+        }
+    }
+
+    /// Checks a batch that names column families or merges: every family it names exists,
+    /// and has a merge operator where the batch merges.
+    fn check_families(&self, batch: &WriteBatch) -> Result<()> {
+        let st = lock(&self.state);
+        let mut last = None;
+        for op in batch.iter() {
+            let op = op.map_err(|e| Error::InvalidArgument(e.0.to_string()))?;
+            let merge = op.kind == crate::key::ValueKind::Merge;
+            if last == Some((op.family, merge)) {
+                continue;
+            }
+            last = Some((op.family, merge));
+            let Some(f) = st.family(op.family) else {
+                return Err(Error::InvalidArgument(format!(
+                    "column family {} does not exist (dropped?)",
+                    op.family
+                )));
+            };
+            if merge && f.family.opts.merge_operator.is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "a merge needs Options::merge_operator (column family {})",
+                    f.family.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A new family's state: an empty memtable on the active WAL, and an empty one for each
+    /// generation waiting to be flushed, so that its list lines up with the others'.
+    fn new_family_state(&self, st: &State, family: Arc<Family>) -> FamilyState {
+        let size = family.opts.write_buffer_size;
+        let imm = st
+            .default_family()
+            .imm
+            .iter()
+            .map(|m| Arc::new(MemTable::new(m.wal_number(), size)))
+            .collect();
+        FamilyState {
+            mem: Arc::new(MemTable::new(st.wal_number, size)),
+            imm,
+            busy_levels: [false; NUM_LEVELS],
+            read_compaction: None,
+            idle_merge_requested: false,
+            family,
+        }
+    }
+
+    fn create_family(&self, name: &str, options: Options) -> Result<ColumnFamily> {
+        options.validate()?;
+        if name.is_empty() || name.len() > 255 {
+            return Err(Error::InvalidArgument(
+                "a column family name takes 1 to 255 bytes".into(),
+            ));
+        }
+        let mut st = lock(&self.state);
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        if st.versions.families().values().any(|f| f.name == name) {
+            return Err(Error::InvalidArgument(format!(
+                "column family {name} exists already"
+            )));
+        }
+        let id = st.versions.new_family_id();
+        let edit = VersionEdit {
+            added_families: vec![(id, name.to_string())],
+            next_family: Some(id + 1),
+            ..Default::default()
+        };
+        self.log_and_apply_unpublished(&mut st, edit)?;
+        let family = Arc::new(Family::new(
+            id,
+            name,
+            options,
+            SuperVersion {
+                mem: Arc::new(MemTable::new(st.wal_number, 1024)),
+                imm: Vec::new(),
+                version: st.versions.current(id),
+                horizon: st.horizon,
+            },
+        ));
+        let fs = self.new_family_state(&st, family.clone());
+        st.others.push(fs);
+        self.install_super_version(&st);
+        Ok(ColumnFamily { family })
+    }
+
+    fn drop_family(&self, name: &str) -> Result<()> {
+        let mut st = lock(&self.state);
+        let Some(family) = st
+            .families()
+            .find(|f| f.family.name == name)
+            .map(|f| f.family.clone())
+        else {
+            return Err(Error::InvalidArgument(format!("no column family {name}")));
+        };
+        if family.id == 0 {
+            return Err(Error::InvalidArgument(
+                "the default column family cannot be dropped".into(),
+            ));
+        }
+        // No new compaction picks the family from here on; wait out the running ones.
+        family.dropped.store(true, Ordering::SeqCst);
+        while st
+            .family(family.id)
+            .is_some_and(|f| f.busy_levels.iter().any(|&b| b))
+        {
+            if st.closed {
+                return Err(Error::Closed);
+            }
+            st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        let edit = VersionEdit {
+            dropped_families: vec![family.id],
+            ..Default::default()
+        };
+        if let Err(e) = self.log_and_apply_unpublished(&mut st, edit) {
+            family.dropped.store(false, Ordering::SeqCst);
+            return Err(e);
+        }
+        st.others.retain(|f| f.family.id != family.id);
+        // Handles of the family now read an empty tree, and hold none of its files: they go
+        // once the last iterator over them does.
+        *family
             .super_version
             .write()
-            .unwrap_or_else(|e| e.into_inner()) = sv;
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(SuperVersion {
+            mem: Arc::new(MemTable::new(st.wal_number, 1024)),
+            imm: Vec::new(),
+            version: Arc::new(Version::default()),
+            horizon: st.horizon,
+        });
+        self.install_super_version(&st);
+        Ok(())
     }
 
     /// Logs an edit with the latest sequence number, installs the version it makes and
@@ -603,24 +867,41 @@ impl DbInner {
         lock(&self.state).versions.new_file_number()
     }
 
-    fn stats(&self) -> Stats {
-        let st = lock(&self.state);
-        let v = st.versions.current();
-        let fallback_bits = self.opts.filter_policy.bits_per_key() as f64;
-        let levels = (0..NUM_LEVELS)
+    /// Whether family `f` has background work running or due.
+    fn work_pending(&self, st: &State, f: &FamilyState) -> bool {
+        let v = st.versions.current(f.family.id);
+        !f.imm.is_empty()
+            || f.busy_levels.iter().any(|&b| b)
+            || f.read_compaction.is_some()
+            || f.family.targets.scores(&v).iter().any(|&s| s >= 1.0)
+            || f.idle_merge_requested
+            || (self.opts.idle_merge_after.is_some()
+                && compaction::idle_merge_output_level(
+                    &v,
+                    &f.family.targets,
+                    f.mem.approximate_size() as u64,
+                )
+                .is_some())
+    }
+
+    fn level_stats(v: &Version, family: &Family) -> Vec<LevelStats> {
+        let fallback_bits = family.opts.filter_policy.bits_per_key() as f64;
+        (0..NUM_LEVELS)
             .map(|l| LevelStats {
                 files: v.levels[l].len(),
                 bytes: v.level_bytes(l),
                 target_bytes: if l == 0 {
                     0
                 } else {
-                    self.targets.target_bytes(l)
+                    family.targets.target_bytes(l)
                 },
                 filter_bits_per_key: filter_policy::level_bits(&v.levels[l], fallback_bits),
             })
-            .collect();
-        let files = v
-            .files()
+            .collect()
+    }
+
+    fn file_stats(v: &Version) -> Vec<FileInfo> {
+        v.files()
             .map(|(level, f)| FileInfo {
                 level: level.0,
                 number: f.number.0,
@@ -632,12 +913,31 @@ impl DbInner {
                 range_deletions: f.range_deletions,
                 filter_bits_per_key: f.filter_bits(),
             })
+            .collect()
+    }
+
+    fn stats(&self) -> Stats {
+        let st = lock(&self.state);
+        let v = st.versions.current(0);
+        let fallback_bits = self.opts.filter_policy.bits_per_key() as f64;
+        let levels = Self::level_stats(&v, &self.default);
+        let families = st
+            .families()
+            .map(|f| FamilyStats {
+                name: f.family.name.clone(),
+                id: f.family.id,
+                levels: Self::level_stats(&st.versions.current(f.family.id), &f.family),
+                files: Self::file_stats(&st.versions.current(f.family.id)),
+                memtable_bytes: f.mem.approximate_size() as u64,
+            })
             .collect();
+        let files = Self::file_stats(&v);
         // The active WAL by what was appended (its file may be reserved ahead); the older
         // ones are closed and cut to their length.
         let active_wal = lock(&self.wal).as_ref().map_or(0, LogWriter::bytes_written);
         let wal_bytes = active_wal
-            + st.imm
+            + st.default_family()
+                .imm
                 .iter()
                 .filter_map(|m| {
                     self.store
@@ -648,12 +948,18 @@ impl DbInner {
                 .sum::<u64>();
         let c = &self.counters;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let default = st.default_family();
         Stats {
             levels,
+            families,
             files,
-            memtable_bytes: st.mem.approximate_size() as u64,
-            immutable_memtables: st.imm.len(),
-            immutable_memtable_bytes: st.imm.iter().map(|m| m.approximate_size() as u64).sum(),
+            memtable_bytes: default.mem.approximate_size() as u64,
+            immutable_memtables: default.imm.len(),
+            immutable_memtable_bytes: default
+                .imm
+                .iter()
+                .map(|m| m.approximate_size() as u64)
+                .sum(),
             block_cache_hits: self.store.cache.hits(),
             block_cache_misses: self.store.cache.misses(),
             block_cache_bytes: self.store.cache.usage() as u64,
@@ -670,22 +976,11 @@ impl DbInner {
             trivial_moves: r(&c.trivial_moves),
             idle_merges: r(&c.idle_merges),
             idle_merges_given_up: r(&c.idle_merges_given_up),
-            compaction_pending: !st.imm.is_empty()
-                || st.busy_levels.iter().any(|&b| b)
-                || st.read_compaction.is_some()
-                || self.targets.scores(&v).iter().any(|&s| s >= 1.0)
-                || st.idle_merge_requested
-                || (self.opts.idle_merge_after.is_some()
-                    && compaction::idle_merge_output_level(
-                        &v,
-                        &self.targets,
-                        st.mem.approximate_size() as u64,
-                    )
-                    .is_some()),
+            compaction_pending: st.families().any(|f| self.work_pending(&st, f)),
             write_stall_micros: r(&c.stall_micros),
             wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),
             wal_salvaged_bytes: r(&c.wal_salvaged_bytes),
-            sst_bytes: v.files().map(|(_, f)| f.size).sum(),
+            sst_bytes: st.versions.files().map(|(_, _, f)| f.size).sum(),
             wal_bytes,
             expected_false_positives: filter_policy::expected_false_positives(&v, fallback_bits),
             filter_false_positives: self.store.filter_false_positives.load(Ordering::Relaxed),

@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use std::sync::Arc;
 
+use super::family::Family;
 use super::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator as _;
@@ -26,7 +27,7 @@ impl DbInner {
     /// happens only to entries older than every snapshot). Exact: it reads the memtables and
     /// then the tables, as a lookup of the newest version does.
     pub(super) fn newest_seq(&self, key: &[u8]) -> Result<Option<SeqNo>> {
-        let sv = self.super_version();
+        let sv = self.default.super_version();
         // A range tombstone changes the key only where it hides a value: the first one after
         // the key's newest value deletes it, and later ones, over a key already absent,
         // change nothing (as Redis's FLUSHDB touches only the keys that exist).
@@ -140,6 +141,7 @@ impl DbInner {
     }
 
     pub(super) fn get(&self, key: &[u8], options: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        let family = self.family_of(options);
         let (seq, sv) = self.read_view(options);
         // The newest version found is hidden by a newer range tombstone.
         let cover = self.covering_tombstone(&sv, key, seq)?;
@@ -147,7 +149,7 @@ impl DbInner {
             match m.get(key, seq) {
                 Lookup::Found(v, s) => return Ok((s > cover).then_some(v)),
                 Lookup::Deleted(_) => return Ok(None),
-                Lookup::Merge(s) if s > cover => return self.get_merged(&sv, key, seq),
+                Lookup::Merge(s) if s > cover => return self.get_merged(family, &sv, key, seq),
                 Lookup::Merge(_) => return Ok(None),
                 Lookup::Absent => {}
             }
@@ -158,12 +160,12 @@ impl DbInner {
             .version
             .get(&lookup, key, !options.skip_cache, &mut exhausted);
         if let Some(rc) = exhausted {
-            self.ask_read_compaction(rc);
+            self.ask_read_compaction(family.id, rc);
         }
         match found? {
             Some(e) if e.seq < cover => Ok(None),
             Some(e) if e.kind == ValueKind::Value => Ok(Some(e.value)),
-            Some(e) if e.kind == ValueKind::Merge => self.get_merged(&sv, key, seq),
+            Some(e) if e.kind == ValueKind::Merge => self.get_merged(family, &sv, key, seq),
             _ => Ok(None),
         }
     }
@@ -171,7 +173,13 @@ impl DbInner {
     /// The value of `key` at `seq` when its newest visible version is a merge operand: the
     /// operands, newest first, down to a value, a deletion or the key's oldest version,
     /// gathered through a cursor over the whole tree and folded.
-    fn get_merged(&self, sv: &SuperVersion, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
+    fn get_merged(
+        &self,
+        family: &Family,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Vec<u8>>> {
         // Versions older than a range tombstone that covers the key end the operands, as a
         // deletion does.
         let cover = self.covering_tombstone(sv, key, seq)?;
@@ -200,7 +208,7 @@ impl DbInner {
             return Ok(base);
         }
         crate::merge::fold(
-            self.opts.merge_operator.as_deref(),
+            family.opts.merge_operator.as_deref(),
             key,
             base.as_deref(),
             operands.iter().map(Vec::as_slice),
@@ -214,6 +222,7 @@ impl DbInner {
         options: &ReadOptions,
         mut each: impl FnMut(Result<Option<Vec<u8>>>),
     ) {
+        let family = self.family_of(options);
         let (seq, sv) = self.read_view(options);
         let tombstones = sv.mem.range_tombstones().is_some()
             || sv.imm.iter().any(|m| m.range_tombstones().is_some())
@@ -296,14 +305,16 @@ impl DbInner {
                 }
                 each(match o.take() {
                     Some(Ok(Some(e))) if e.kind == ValueKind::Value => Ok(Some(e.value)),
-                    Some(Ok(Some(e))) if e.kind == ValueKind::Merge => self.get_merged(&sv, k, seq),
+                    Some(Ok(Some(e))) if e.kind == ValueKind::Merge => {
+                        self.get_merged(family, &sv, k, seq)
+                    }
                     Some(Err(e)) => Err(e),
                     _ => Ok(None),
                 });
             }
         }
         if let Some(rc) = exhausted {
-            self.ask_read_compaction(rc);
+            self.ask_read_compaction(family.id, rc);
         }
     }
 
@@ -317,7 +328,7 @@ impl DbInner {
     pub(super) fn read_view(&self, options: &ReadOptions) -> (SeqNo, Arc<SuperVersion>) {
         loop {
             let seq = self.read_seq(options);
-            let sv = self.super_version();
+            let sv = self.family_of(options).super_version();
             if seq >= sv.horizon || options.snapshot.is_some() {
                 return (seq, sv);
             }
@@ -333,13 +344,15 @@ impl DbInner {
     }
 
     /// Hands a file that reads used up to the compaction thread, unless it has one already.
-    pub(super) fn ask_read_compaction(&self, rc: ReadCompaction) {
+    pub(super) fn ask_read_compaction(&self, family: u32, rc: ReadCompaction) {
         if !self.opts.read_triggered_compaction {
             return;
         }
         let mut st = lock(&self.state);
-        if st.read_compaction.is_none() {
-            st.read_compaction = Some(rc);
+        if let Some(f) = st.family_mut(family)
+            && f.read_compaction.is_none()
+        {
+            f.read_compaction = Some(rc);
             self.bg_cv.notify_all();
         }
     }

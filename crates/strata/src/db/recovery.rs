@@ -4,21 +4,21 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use super::background::{create_wal, write_level0};
+use super::family::{Family, FamilyState};
 use super::{Counters, Db, DbInner, State, SuperVersion, parse_file_name};
 use crate::batch::{WriteBatch, decode_record};
 use crate::cache::BlockCache;
-use crate::compaction::LevelTargets;
 use crate::error::{Error, Result};
 use crate::key::{FileNumber, NUM_LEVELS, SeqNo};
 use crate::log::{LogKind, RecoveryMode, read_log, strip_header};
 use crate::memtable::MemTable;
+use crate::mutex::lock;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
-use crate::sstable::TableOptions;
 use crate::sstable::mapped::MappedPages;
 use crate::sstable::pinned::PinBudget;
 use crate::version::edit::VersionEdit;
@@ -33,8 +33,33 @@ impl Db {
     /// [`RecoveryMode::Salvage`]. A second opener of the same directory gets
     /// [`Error::Locked`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        Db::open_with_families(path, options, Vec::new())
+    }
+
+    /// [`Db::open`] with options for column families by name. A family the database holds
+    /// and `families` does not name opens with `options`; one `families` names that the
+    /// database lacks is created. (A family's options are not stored: give the same ones at
+    /// every open.)
+    pub fn open_with_families(
+        path: impl AsRef<Path>,
+        options: Options,
+        families: Vec<(String, Options)>,
+    ) -> Result<Db> {
         options.validate()?;
-        let dir = path.as_ref().to_path_buf();
+        for (_, o) in &families {
+            o.validate()?;
+        }
+        let db = Db::open_inner(path.as_ref(), options, &families)?;
+        for (name, o) in families {
+            if db.family(&name).is_none() {
+                db.create_family(&name, o)?;
+            }
+        }
+        Ok(db)
+    }
+
+    fn open_inner(path: &Path, options: Options, given: &[(String, Options)]) -> Result<Db> {
+        let dir = path.to_path_buf();
         let fs = options.fs.clone();
         if !fs.exists(&dir) {
             if !options.create_if_missing {
@@ -77,15 +102,19 @@ impl Db {
         } else {
             VersionSet::empty(store.clone())
         };
-        let table_options = TableOptions {
-            block_size: options.block_size,
-            restart_interval: options.block_restart_interval,
-            bloom_bits_per_key: options.filter_policy.bits_per_key() as f64,
-            compression: options.compression,
-            index_kind: options.index_kind,
-            filter_kind: options.filter_kind,
-        };
         let counters = Counters::default();
+        // The families the MANIFEST holds, each with its options.
+        let families: Vec<Arc<Family>> = versions
+            .families()
+            .iter()
+            .map(|(id, f)| {
+                let opts = match given.iter().find(|(name, _)| *name == f.name) {
+                    Some((_, o)) if *id != 0 => o.clone(),
+                    _ => options.clone(),
+                };
+                Arc::new(Family::new(*id, &f.name, opts, placeholder()))
+            })
+            .collect();
 
         // Replay the WALs that hold writes not yet in an SST.
         let names = fs.list(&dir).map_err(io_err("list", &dir))?;
@@ -102,14 +131,8 @@ impl Db {
             }
         }
         wals.sort();
-        let (mut edit, last_seq) = replay_wals(
-            &store,
-            &options,
-            &table_options,
-            &mut versions,
-            &counters,
-            &wals,
-        )?;
+        let (mut edit, last_seq) =
+            replay_wals(&store, &options, &families, &mut versions, &counters, &wals)?;
         if !edit.added.is_empty() {
             fs.sync_dir(&dir).map_err(io_err("fsync", &dir))?;
         }
@@ -125,41 +148,45 @@ impl Db {
         edit.last_sequence = Some(last_seq);
         versions.log_and_apply(edit)?;
 
-        let mem = Arc::new(MemTable::new(wal_number, options.write_buffer_size));
-        let version = versions.current();
-        let sv = Arc::new(SuperVersion {
-            mem: mem.clone(),
-            imm: Vec::new(),
-            version,
-            horizon: SeqNo(0),
-        });
+        let mut family_states: VecDeque<FamilyState> = families
+            .iter()
+            .map(|f| FamilyState {
+                family: f.clone(),
+                mem: Arc::new(MemTable::new(wal_number, f.opts.write_buffer_size)),
+                imm: VecDeque::new(),
+                busy_levels: [false; NUM_LEVELS],
+                read_compaction: None,
+                idle_merge_requested: false,
+            })
+            .collect();
+        let default = family_states
+            .pop_front()
+            .filter(|f| f.family.id == 0)
+            .ok_or_else(|| Error::corruption(&dir, 0, "the default column family is missing"))?;
+        let default_family = default.family.clone();
         let state = State {
             versions,
-            mem,
-            imm: VecDeque::new(),
+            default,
+            others: family_states.into(),
             queue: VecDeque::new(),
             bg_error: None,
             closed: false,
             horizon: SeqNo(0),
-            busy_levels: [false; NUM_LEVELS],
             manual_compaction: false,
-            read_compaction: None,
+            compaction_turn: 0,
             last_allocated: last_seq,
             wal_number,
             last_sync_group: 0,
             idle_mark: (SeqNo(0), Instant::now()),
-            idle_merge_requested: false,
             idle_merges_given_up_in_a_row: 0,
         };
         let inner = Arc::new(DbInner {
-            targets: LevelTargets::of(&options),
             dir,
             store,
-            table_options,
+            default: default_family,
             state: Mutex::new(state),
             writer_cv: Condvar::new(),
             bg_cv: Condvar::new(),
-            super_version: RwLock::new(sv),
             visible: AtomicU64::new(last_seq.0),
             wal: Mutex::new(Some(wal)),
             snapshots: Arc::new(SnapshotList::default()),
@@ -168,6 +195,7 @@ impl Db {
             _lock: file_lock,
             opts: options,
         });
+        inner.install_super_version(&lock(&inner.state));
         inner.delete_obsolete_files(&names);
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
@@ -205,7 +233,7 @@ pub(super) fn check_manifest_against_directory(
     let manifest = dir.join(crate::version::manifest_file_name(
         versions.manifest_number(),
     ));
-    for (_, f) in versions.current().files() {
+    for (_, _, f) in versions.files() {
         let name = table_file_name(f.number);
         if !present.contains(name.as_str()) {
             return Err(Error::corruption(
@@ -238,13 +266,13 @@ pub(super) fn check_manifest_against_directory(
     Ok(())
 }
 
-/// Replays `wals` (oldest first) into memtables, writing each memtable that fills up, and the
-/// last one, as a level-0 table. Returns the edit that adds those tables, with the last
-/// sequence number replayed.
+/// Replays `wals` (oldest first) into one memtable per column family, writing each that fills
+/// up, and the last ones, as level-0 tables. Returns the edit that adds those tables, with the
+/// last sequence number replayed.
 fn replay_wals(
     store: &TableStore,
     options: &Options,
-    table_options: &TableOptions,
+    families: &[Arc<Family>],
     versions: &mut VersionSet,
     counters: &Counters,
     wals: &[FileNumber],
@@ -252,12 +280,14 @@ fn replay_wals(
     let mut replay = Replay {
         store,
         options,
-        table_options,
         counters,
         last_seq: versions.last_sequence,
         versions,
         edit: VersionEdit::default(),
-        mem: Arc::new(MemTable::new(FileNumber(0), options.write_buffer_size)),
+        mems: families
+            .iter()
+            .map(|f| (f.clone(), empty_memtable(f)))
+            .collect(),
         next_seq: None,
     };
     for (i, number) in wals.iter().enumerate() {
@@ -266,31 +296,39 @@ fn replay_wals(
             break;
         }
     }
-    if !replay.mem.is_empty() {
-        let fold = options.merge_operator.as_deref();
-        let table = write_level0(
-            store,
-            table_options,
-            options,
-            replay.versions,
-            &replay.mem,
-            fold,
-        )?;
-        replay.edit.added.push(table);
+    for (family, mem) in &replay.mems {
+        if !mem.is_empty() {
+            let table = write_level0(store, family, replay.versions, mem)?;
+            replay.edit.added.push(table);
+        }
     }
     Ok((replay.edit, replay.last_seq))
+}
+
+fn empty_memtable(f: &Family) -> Arc<MemTable> {
+    Arc::new(MemTable::new(FileNumber(0), f.opts.write_buffer_size))
+}
+
+/// What a family's readers see before the database is open: nothing.
+fn placeholder() -> SuperVersion {
+    SuperVersion {
+        mem: Arc::new(MemTable::new(FileNumber(0), 1024)),
+        imm: Vec::new(),
+        version: Arc::new(crate::version::Version::default()),
+        horizon: SeqNo(0),
+    }
 }
 
 /// A replay of WALs in progress.
 struct Replay<'a> {
     store: &'a TableStore,
     options: &'a Options,
-    table_options: &'a TableOptions,
     counters: &'a Counters,
     versions: &'a mut VersionSet,
     /// The tables written so far.
     edit: VersionEdit,
-    mem: Arc<MemTable>,
+    /// Each column family with the memtable its writes replay into.
+    mems: Vec<(Arc<Family>, Arc<MemTable>)>,
     last_seq: SeqNo,
     /// The sequence number the next record must start with.
     next_seq: Option<u64>,
@@ -369,24 +407,21 @@ impl Replay<'_> {
         let mut s = seq.0;
         for op in batch.iter() {
             let op = op.map_err(|e| e.at(path, offset))?;
-            self.mem.add(SeqNo(s), op.kind, op.key, op.value);
+            // The writes of a dropped family are not replayed.
+            if let Some((_, mem)) = self.mems.iter().find(|(f, _)| f.id == op.family) {
+                mem.add(SeqNo(s), op.kind, op.key, op.value);
+            }
             s += 1;
         }
         if batch.count() > 0 {
             self.last_seq = self.last_seq.max(SeqNo(s - 1));
         }
-        if self.mem.approximate_size() >= self.options.write_buffer_size {
-            let fold = self.options.merge_operator.as_deref();
-            let table = write_level0(
-                self.store,
-                self.table_options,
-                self.options,
-                self.versions,
-                &self.mem,
-                fold,
-            )?;
-            self.edit.added.push(table);
-            self.mem = Arc::new(MemTable::new(FileNumber(0), self.options.write_buffer_size));
+        for (family, mem) in &mut self.mems {
+            if mem.approximate_size() >= family.opts.write_buffer_size {
+                let table = write_level0(self.store, family, self.versions, mem)?;
+                self.edit.added.push(table);
+                *mem = empty_memtable(family);
+            }
         }
         Ok(())
     }

@@ -179,10 +179,13 @@ impl DbInner {
         let first_seq = SeqNo(st.last_allocated.0 + 1);
         st.last_allocated = SeqNo(st.last_allocated.0 + count);
         let last_seq = st.last_allocated;
-        let mem = st.mem.clone();
+        let mems: Vec<(u32, Arc<MemTable>)> = st
+            .families()
+            .map(|f| (f.family.id, f.mem.clone()))
+            .collect();
         drop(st);
 
-        let result = self.write_group(&group, first_seq, sync_group, &mem, bytes);
+        let result = self.write_group(&group, first_seq, sync_group, &mems, bytes);
 
         let mut st = lock(&self.state);
         match &result {
@@ -249,13 +252,14 @@ impl DbInner {
         Ok(())
     }
 
-    /// Logs a group and inserts it into the memtable. Runs as the leader, without `state`.
+    /// Logs a group and inserts it into the families' memtables (`mems`, by family id, the
+    /// default family's first). Runs as the leader, without `state`.
     pub(super) fn write_group(
         &self,
         group: &[Arc<Writer>],
         first_seq: SeqNo,
         sync: bool,
-        mem: &MemTable,
+        mems: &[(u32, Arc<MemTable>)],
         bytes: usize,
     ) -> Result<()> {
         let merged;
@@ -289,9 +293,17 @@ impl DbInner {
             .wal_bytes
             .fetch_add(bytes as u64 + 8, Ordering::Relaxed);
         let mut user = 0u64;
+        let default = mems.first().map(|(_, m)| m);
         for (seq, op) in (first_seq.0..).zip(batch.iter()) {
             let op = op.map_err(|e| e.at(&self.dir, 0))?;
-            mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            let mem = match op.family {
+                0 => default,
+                id => mems.iter().find(|(f, _)| *f == id).map(|(_, m)| m),
+            };
+            // A family dropped since the batch was checked takes nothing, as at recovery.
+            if let Some(mem) = mem {
+                mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            }
             user += (op.key.len() + op.value.len()) as u64;
         }
         self.counters.user_bytes.fetch_add(user, Ordering::Relaxed);
@@ -314,7 +326,7 @@ impl DbInner {
             if let Some(msg) = st.bg_error.as_ref().map(|e| e.to_string()) {
                 return (st, Err(Error::Poisoned(msg)));
             }
-            let l0 = st.versions.current().levels[0].len();
+            let l0 = st.level0_files();
             if allow_delay && l0 >= self.opts.level0_slowdown_trigger {
                 // Spread the compaction debt over many writes instead of one long stop.
                 drop(st);
@@ -327,13 +339,16 @@ impl DbInner {
                 st = lock(&self.state);
                 continue;
             }
-            if !force && st.mem.approximate_size() < self.opts.write_buffer_size {
+            let full = st
+                .families()
+                .any(|f| f.mem.approximate_size() >= f.family.opts.write_buffer_size);
+            if !force && !full {
                 return (st, Ok(()));
             }
-            if force && st.mem.is_empty() {
+            if force && st.families().all(|f| f.mem.is_empty()) {
                 return (st, Ok(()));
             }
-            if st.imm.len() >= self.opts.max_immutable_memtables
+            if st.pending_flushes() >= self.opts.max_immutable_memtables
                 || l0 >= self.opts.level0_stop_trigger
             {
                 let start = Instant::now();
@@ -369,11 +384,12 @@ impl DbInner {
                 }
                 *cur = Some(wal);
             }
-            let old = std::mem::replace(
-                &mut st.mem,
-                Arc::new(MemTable::new(number, self.opts.write_buffer_size)),
-            );
-            st.imm.push_back(old);
+            // Every family's memtable switches: the generation is flushed as a whole.
+            for f in st.families_mut() {
+                let fresh = Arc::new(MemTable::new(number, f.family.opts.write_buffer_size));
+                let old = std::mem::replace(&mut f.mem, fresh);
+                f.imm.push_back(old);
+            }
             st.wal_number = number;
             self.install_super_version(&st);
             self.bg_cv.notify_all();

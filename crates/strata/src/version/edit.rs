@@ -19,6 +19,16 @@ mod tag {
     /// A new file with range tombstones: `NEW_FILE`'s fields, then their count.
     pub const NEW_FILE_WITH_RANGE_DELETIONS: u64 = 7;
     pub const FILE_FILTER_BITS: u64 = 8;
+    /// The column family of the edit's deleted files and compact pointers (absent: 0).
+    pub const EDIT_FAMILY: u64 = 9;
+    /// The column family of an added file: its number, then the family (absent: 0).
+    pub const FILE_FAMILY: u64 = 10;
+    /// A column family created: its id, then its name.
+    pub const ADD_FAMILY: u64 = 11;
+    /// A column family dropped: its id.
+    pub const DROP_FAMILY: u64 = 12;
+    /// The id the next column family created gets.
+    pub const NEXT_FAMILY: u64 = 13;
 }
 
 /// A file added by an edit.
@@ -36,6 +46,8 @@ pub(crate) struct NewFile {
     /// Bloom filter bits per key in thousandths; written as a tag of its own after the
     /// file's (see `docs/format.md`).
     pub filter_millibits: Option<u64>,
+    /// The column family whose tree the file joins (0: the default one).
+    pub family: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,8 +57,15 @@ pub(crate) struct VersionEdit {
     pub next_file_number: Option<u64>,
     pub last_sequence: Option<SeqNo>,
     pub compact_pointers: Vec<(Level, Vec<u8>)>,
+    /// The column family of `deleted` and `compact_pointers`.
+    pub family: u32,
     pub deleted: Vec<(Level, FileNumber)>,
     pub added: Vec<NewFile>,
+    /// Column families created, with their names; applied before the files.
+    pub added_families: Vec<(u32, String)>,
+    /// Column families dropped, with every file they held; applied after the files.
+    pub dropped_families: Vec<u32>,
+    pub next_family: Option<u32>,
 }
 
 impl VersionEdit {
@@ -63,6 +82,19 @@ impl VersionEdit {
         if let Some(s) = self.last_sequence {
             put_varint(&mut v, tag::LAST_SEQUENCE);
             put_varint(&mut v, s.0);
+        }
+        if self.family != 0 {
+            put_varint(&mut v, tag::EDIT_FAMILY);
+            put_varint(&mut v, u64::from(self.family));
+        }
+        if let Some(n) = self.next_family {
+            put_varint(&mut v, tag::NEXT_FAMILY);
+            put_varint(&mut v, u64::from(n));
+        }
+        for (id, name) in &self.added_families {
+            put_varint(&mut v, tag::ADD_FAMILY);
+            put_varint(&mut v, u64::from(*id));
+            put_len_prefixed(&mut v, name.as_bytes());
         }
         for (level, key) in &self.compact_pointers {
             put_varint(&mut v, tag::COMPACT_POINTER);
@@ -99,6 +131,15 @@ impl VersionEdit {
                 put_varint(&mut v, f.number.0);
                 put_varint(&mut v, bits);
             }
+            if f.family != 0 {
+                put_varint(&mut v, tag::FILE_FAMILY);
+                put_varint(&mut v, f.number.0);
+                put_varint(&mut v, u64::from(f.family));
+            }
+        }
+        for id in &self.dropped_families {
+            put_varint(&mut v, tag::DROP_FAMILY);
+            put_varint(&mut v, u64::from(*id));
         }
         v
     }
@@ -112,6 +153,9 @@ impl VersionEdit {
                 return Err(DecodeError("level out of range"));
             }
             Ok(Level(l))
+        };
+        let family = |r: &mut Reader<'_>| -> Result<u32, DecodeError> {
+            u32::try_from(r.varint()?).map_err(|_| DecodeError("column family id out of range"))
         };
         while !r.is_empty() {
             match r.varint()? {
@@ -144,6 +188,7 @@ impl VersionEdit {
                         deletions: r.varint()?,
                         range_deletions: 0,
                         filter_millibits: None,
+                        family: 0,
                     };
                     if t == tag::NEW_FILE_WITH_RANGE_DELETIONS {
                         f.range_deletions = r.varint()?;
@@ -163,6 +208,23 @@ impl VersionEdit {
                         None => return Err(DecodeError("filter bits for a file not added")),
                     }
                 }
+                tag::EDIT_FAMILY => e.family = family(&mut r)?,
+                tag::FILE_FAMILY => {
+                    let number = FileNumber(r.varint()?);
+                    let id = family(&mut r)?;
+                    match e.added.iter_mut().rev().find(|f| f.number == number) {
+                        Some(f) => f.family = id,
+                        None => return Err(DecodeError("a family for a file not added")),
+                    }
+                }
+                tag::ADD_FAMILY => {
+                    let id = family(&mut r)?;
+                    let name = std::str::from_utf8(r.len_prefixed()?)
+                        .map_err(|_| DecodeError("a column family name is not UTF-8"))?;
+                    e.added_families.push((id, name.to_string()));
+                }
+                tag::DROP_FAMILY => e.dropped_families.push(family(&mut r)?),
+                tag::NEXT_FAMILY => e.next_family = Some(family(&mut r)?),
                 _ => return Err(DecodeError("unknown version edit tag")),
             }
         }
@@ -194,7 +256,12 @@ mod tests {
                 deletions: 1,
                 range_deletions: 2,
                 filter_millibits: Some(7_250),
+                family: 3,
             }],
+            family: 3,
+            added_families: vec![(3, "users".into())],
+            dropped_families: vec![2],
+            next_family: Some(4),
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
     }

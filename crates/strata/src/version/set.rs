@@ -6,6 +6,7 @@
 //! the edit. CURRENT names the MANIFEST and is replaced atomically (write a temporary file,
 //! sync it, rename it over CURRENT, sync the directory).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,9 +20,37 @@ use crate::log::{LogKind, LogWriter, RecoveryMode, header_record, read_log, stri
 /// Roll over to a fresh MANIFEST past this size.
 const MANIFEST_ROLLOVER_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The name of the column family every database has, which the calls without a family use.
+pub const DEFAULT_FAMILY: &str = "default";
+
+/// One column family's tree.
+#[derive(Clone)]
+pub(crate) struct FamilyVersion {
+    pub name: String,
+    pub current: Arc<Version>,
+    /// Per level, where the next compaction of that level starts (round-robin over keys).
+    pub compact_pointers: [Vec<u8>; NUM_LEVELS],
+}
+
+impl FamilyVersion {
+    fn empty(name: &str) -> Self {
+        FamilyVersion {
+            name: name.to_string(),
+            current: Arc::new(Version::default()),
+            compact_pointers: Default::default(),
+        }
+    }
+}
+
+/// The column families by id; 0 is the default one, which is never dropped.
+pub(crate) type Families = BTreeMap<u32, FamilyVersion>;
+
 pub(crate) struct VersionSet {
     store: Arc<TableStore>,
-    current: Arc<Version>,
+    families: Families,
+    /// The id the next column family created gets: ids are never reused, so that a WAL
+    /// record of a dropped family never lands in a new one.
+    next_family: u32,
     manifest: Option<LogWriter>,
     manifest_number: FileNumber,
     next_file: u64,
@@ -29,8 +58,6 @@ pub(crate) struct VersionSet {
     pub log_number: FileNumber,
     /// The last sequence number recorded in the MANIFEST.
     pub last_sequence: SeqNo,
-    /// Per level, where the next compaction of that level starts (round-robin over keys).
-    pub compact_pointers: [Vec<u8>; NUM_LEVELS],
 }
 
 impl VersionSet {
@@ -38,13 +65,13 @@ impl VersionSet {
     pub(crate) fn empty(store: Arc<TableStore>) -> Self {
         VersionSet {
             store,
-            current: Arc::new(Version::default()),
+            families: BTreeMap::from([(0, FamilyVersion::empty(DEFAULT_FAMILY))]),
+            next_family: 1,
             manifest: None,
             manifest_number: FileNumber(0),
             next_file: 1,
             log_number: FileNumber(0),
             last_sequence: SeqNo(0),
-            compact_pointers: Default::default(),
         }
     }
 
@@ -85,13 +112,15 @@ impl VersionSet {
         )?;
         let mut set = VersionSet::empty(store);
         set.manifest_number = FileNumber(manifest_number);
-        let mut version = Version::default();
         let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
         for (offset, record) in records {
             let edit = VersionEdit::decode(&record).map_err(|e| e.at(&path, offset))?;
-            version = set
-                .apply(&version, &edit)
+            set.families = set
+                .apply(&set.families, &edit)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
+            if let Some(n) = edit.next_family {
+                set.next_family = set.next_family.max(n);
+            }
             if let Some(n) = edit.log_number {
                 set.log_number = n;
                 have_log = true;
@@ -104,11 +133,7 @@ impl VersionSet {
                 set.last_sequence = s;
                 have_seq = true;
             }
-            for (level, key) in edit.compact_pointers {
-                if let Some(p) = set.compact_pointers.get_mut(level.0) {
-                    *p = key;
-                }
-            }
+            set.set_compact_pointers(&edit);
         }
         if !(have_log && have_next && have_seq) {
             return Err(Error::corruption(
@@ -117,14 +142,54 @@ impl VersionSet {
                 "MANIFEST lacks the log number, next file number or last sequence",
             ));
         }
-        let max_file = version.files().map(|(_, f)| f.number.0).max().unwrap_or(0);
+        let max_file = set.files().map(|(_, _, f)| f.number.0).max().unwrap_or(0);
+        let max_family = set.families.keys().max().copied().unwrap_or(0);
         set.next_file = set.next_file.max(max_file + 1).max(manifest_number + 1);
-        set.current = Arc::new(version);
+        set.next_family = set.next_family.max(max_family + 1);
         Ok(set)
     }
 
-    pub(crate) fn current(&self) -> Arc<Version> {
-        self.current.clone()
+    /// The tree of column family `id` (an empty one for a family that is not there).
+    pub(crate) fn current(&self, id: u32) -> Arc<Version> {
+        self.families
+            .get(&id)
+            .map_or_else(|| Arc::new(Version::default()), |f| f.current.clone())
+    }
+
+    pub(crate) fn families(&self) -> &Families {
+        &self.families
+    }
+
+    /// Where the next compaction of each level of family `id` starts.
+    pub(crate) fn compact_pointers(&self, id: u32) -> &[Vec<u8>; NUM_LEVELS] {
+        static NONE: [Vec<u8>; NUM_LEVELS] = [const { Vec::new() }; NUM_LEVELS];
+        self.families
+            .get(&id)
+            .map_or(&NONE, |f| &f.compact_pointers)
+    }
+
+    /// Every file of every family, with its family and level.
+    pub(crate) fn files(&self) -> impl Iterator<Item = (u32, Level, &Arc<FileMeta>)> {
+        self.families
+            .iter()
+            .flat_map(|(id, f)| f.current.files().map(move |(level, m)| (*id, level, m)))
+    }
+
+    /// The id a new column family gets; the caller logs it in an edit's `next_family`.
+    pub(crate) fn new_family_id(&mut self) -> u32 {
+        let id = self.next_family;
+        self.next_family += 1;
+        id
+    }
+
+    fn set_compact_pointers(&mut self, edit: &VersionEdit) {
+        if let Some(f) = self.families.get_mut(&edit.family) {
+            for (level, key) in &edit.compact_pointers {
+                if let Some(p) = f.compact_pointers.get_mut(level.0) {
+                    p.clone_from(key);
+                }
+            }
+        }
     }
 
     pub(crate) fn new_file_number(&mut self) -> FileNumber {
@@ -142,13 +207,55 @@ impl VersionSet {
         self.manifest_number
     }
 
-    /// Applies an edit to `base`; an impossible edit (deleting a file that is not there,
-    /// overlapping files in a sorted level) is reported as a reason string.
-    fn apply(&self, base: &Version, edit: &VersionEdit) -> Result<Version, String> {
+    /// Applies an edit to the families of `base`: first the families it creates, then its
+    /// files, then the families it drops. An impossible edit (deleting a file that is not
+    /// there, overlapping files in a sorted level, a family created twice or dropped when
+    /// absent) is reported as a reason string.
+    fn apply(&self, base: &Families, edit: &VersionEdit) -> Result<Families, String> {
+        let mut families = base.clone();
+        for (id, name) in &edit.added_families {
+            if families.contains_key(id) || families.values().any(|f| f.name == *name) {
+                return Err(format!("column family {id} ({name}) is created twice"));
+            }
+            families.insert(*id, FamilyVersion::empty(name));
+        }
+        let mut touched: Vec<u32> = edit.added.iter().map(|f| f.family).collect();
+        if !edit.deleted.is_empty() {
+            touched.push(edit.family);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for id in touched {
+            let family = families
+                .get_mut(&id)
+                .ok_or_else(|| format!("edit changes column family {id}, which is absent"))?;
+            let deleted: &[(Level, FileNumber)] = if id == edit.family {
+                &edit.deleted
+            } else {
+                &[]
+            };
+            let added = edit.added.iter().filter(|f| f.family == id);
+            family.current = Arc::new(self.apply_files(&family.current, deleted, added)?);
+        }
+        for id in &edit.dropped_families {
+            if *id == 0 || families.remove(id).is_none() {
+                return Err(format!("column family {id} cannot be dropped"));
+            }
+        }
+        Ok(families)
+    }
+
+    /// Applies deleted and added files to one family's tree.
+    fn apply_files<'e>(
+        &self,
+        base: &Version,
+        deleted: &[(Level, FileNumber)],
+        added: impl Iterator<Item = &'e super::edit::NewFile>,
+    ) -> Result<Version, String> {
         let mut v = base.clone();
         // Files that move between levels keep their `FileMeta` (and open table).
         let mut removed = std::collections::HashMap::new();
-        for (level, number) in &edit.deleted {
+        for (level, number) in deleted {
             let files = v.levels.get_mut(level.0).ok_or("level out of range")?;
             let Some(pos) = files.iter().position(|f| f.number == *number) else {
                 return Err(format!(
@@ -158,7 +265,7 @@ impl VersionSet {
             };
             removed.insert(*number, files.remove(pos));
         }
-        for f in &edit.added {
+        for f in added {
             let files = v.levels.get_mut(f.level.0).ok_or("level out of range")?;
             let meta = removed
                 .remove(&f.number)
@@ -204,7 +311,7 @@ impl VersionSet {
         if edit.last_sequence.is_none() {
             edit.last_sequence = Some(self.last_sequence);
         }
-        let version = self.apply(&self.current, &edit).map_err(|reason| {
+        let families = self.apply(&self.families, &edit).map_err(|reason| {
             Error::corruption(
                 self.store
                     .dir
@@ -223,23 +330,31 @@ impl VersionSet {
             self.manifest = None;
             return Err(e);
         }
-        self.install(edit, version);
+        self.install(edit, families);
         Ok(())
     }
 
-    fn install(&mut self, edit: VersionEdit, version: Version) {
+    fn install(&mut self, edit: VersionEdit, families: Families) {
+        let old = self.families.get(&edit.family).map(|f| &f.current);
         for (level, number) in &edit.deleted {
             if edit.added.iter().any(|a| a.number == *number) {
                 continue; // moved, not removed
             }
-            if let Some(f) = self
-                .current
-                .levels
-                .get(level.0)
+            if let Some(f) = old
+                .and_then(|v| v.levels.get(level.0))
                 .and_then(|fs| fs.iter().find(|f| f.number == *number))
             {
                 f.mark_obsolete();
             }
+        }
+        // A dropped family's files go once no reader holds them.
+        for id in &edit.dropped_families {
+            if let Some(f) = self.families.get(id) {
+                f.current.files().for_each(|(_, m)| m.mark_obsolete());
+            }
+        }
+        if let Some(n) = edit.next_family {
+            self.next_family = self.next_family.max(n);
         }
         if let Some(n) = edit.log_number {
             self.log_number = n;
@@ -247,12 +362,8 @@ impl VersionSet {
         if let Some(s) = edit.last_sequence {
             self.last_sequence = s;
         }
-        for (level, key) in edit.compact_pointers {
-            if let Some(p) = self.compact_pointers.get_mut(level.0) {
-                *p = key;
-            }
-        }
-        self.current = Arc::new(version);
+        self.families = families;
+        self.set_compact_pointers(&edit);
     }
 
     /// The whole current state as one edit: what a new MANIFEST starts with.
@@ -261,14 +372,19 @@ impl VersionSet {
             log_number: Some(self.log_number),
             next_file_number: Some(self.next_file),
             last_sequence: Some(self.last_sequence),
+            next_family: (self.next_family > 1).then_some(self.next_family),
             ..Default::default()
         };
-        for (level, key) in self.compact_pointers.iter().enumerate() {
+        // The default family's compact pointers; the other families' start over, as hints.
+        for (level, key) in self.compact_pointers(0).iter().enumerate() {
             if !key.is_empty() {
                 snapshot.compact_pointers.push((Level(level), key.clone()));
             }
         }
-        for (level, f) in self.current.files() {
+        for (id, f) in self.families.iter().filter(|(id, _)| **id != 0) {
+            snapshot.added_families.push((*id, f.name.clone()));
+        }
+        for (family, level, f) in self.files() {
             snapshot.added.push(super::edit::NewFile {
                 level,
                 number: f.number,
@@ -279,6 +395,7 @@ impl VersionSet {
                 deletions: f.deletions,
                 range_deletions: f.range_deletions,
                 filter_millibits: f.filter_millibits,
+                family,
             });
         }
         snapshot

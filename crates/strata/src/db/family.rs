@@ -1,0 +1,128 @@
+//! Column families: several trees in one database. Each has its own options and levels;
+//! they share the WAL, the sequence numbers (so one snapshot covers them all), the MANIFEST
+//! and the block cache. A write batch spans them atomically, since it is one WAL record.
+//!
+//! Memtables switch together: when one family's memtable is full, every family's is made
+//! immutable, and the flush of that generation writes one table per family that holds
+//! writes, all in one MANIFEST edit (as RocksDB's atomic flush). So a WAL file is deleted
+//! exactly when every family's writes in it are in tables, and the MANIFEST keeps one
+//! oldest live WAL for the whole database.
+
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
+
+use super::SuperVersion;
+use crate::compaction::LevelTargets;
+use crate::filter_policy::TreeModel;
+use crate::key::NUM_LEVELS;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::sstable::TableOptions;
+use crate::version::ReadCompaction;
+
+/// A column family's fixed part: what it is and how its tree is built.
+pub(crate) struct Family {
+    pub id: u32,
+    pub name: String,
+    /// Of these, the family uses those that shape a tree: the write buffer, the filter
+    /// policy, compression, block size and the rest of the table options, the level targets,
+    /// the merge operator and the compaction filter. The database-wide ones (the file
+    /// system, caches, recovery mode, background threads) come from the options the
+    /// database was opened with.
+    pub opts: Options,
+    pub table_options: TableOptions,
+    pub targets: LevelTargets,
+    /// What readers of this family see.
+    pub super_version: RwLock<Arc<SuperVersion>>,
+    /// Set once the family is dropped: writes to it fail, and its handles read it empty.
+    pub dropped: AtomicBool,
+}
+
+impl Family {
+    pub(crate) fn new(id: u32, name: &str, opts: Options, sv: SuperVersion) -> Family {
+        Family {
+            id,
+            name: name.to_string(),
+            table_options: table_options(&opts),
+            targets: LevelTargets::of(&opts),
+            opts,
+            super_version: RwLock::new(Arc::new(sv)),
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
+        self.super_version
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The tree's shape as Monkey's filter allocation sees it.
+    pub(crate) fn tree_model(&self) -> TreeModel<'_> {
+        TreeModel {
+            targets: &self.targets,
+            buffer_bytes: self.opts.write_buffer_size as u64,
+        }
+    }
+}
+
+/// How tables are built under `opts`.
+pub(crate) fn table_options(opts: &Options) -> TableOptions {
+    TableOptions {
+        block_size: opts.block_size,
+        restart_interval: opts.block_restart_interval,
+        bloom_bits_per_key: opts.filter_policy.bits_per_key() as f64,
+        compression: opts.compression,
+        index_kind: opts.index_kind,
+        filter_kind: opts.filter_kind,
+    }
+}
+
+/// A column family's changing part, under the database's state lock.
+pub(crate) struct FamilyState {
+    pub family: Arc<Family>,
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables, oldest first. Every family has one per generation waiting to
+    /// be flushed (empty when it took no writes), so the lists line up across families.
+    pub imm: VecDeque<Arc<MemTable>>,
+    pub busy_levels: [bool; NUM_LEVELS],
+    /// A file reads consulted in vain until its allowance ran out, to compact when no level
+    /// needs it more.
+    pub read_compaction: Option<ReadCompaction>,
+    /// Writes stopped with the tree out of shape: the next compaction of this family merges
+    /// every level into the deepest (see [`crate::compaction::idle_merge`]).
+    pub idle_merge_requested: bool,
+}
+
+/// A handle on a column family, from [`Db::create_family`](crate::Db::create_family) or
+/// [`Db::family`](crate::Db::family). Reads name it in
+/// [`ReadOptions::family`](crate::ReadOptions::family), writes in
+/// [`WriteBatch::put_cf`](crate::WriteBatch::put_cf) and its siblings. Once the family is
+/// dropped, writes through a handle fail and reads find it empty.
+#[derive(Clone)]
+pub struct ColumnFamily {
+    pub(crate) family: Arc<Family>,
+}
+
+impl ColumnFamily {
+    /// The family's name.
+    pub fn name(&self) -> &str {
+        &self.family.name
+    }
+
+    /// The family's id, as its WAL records and MANIFEST edits name it (0: the default one).
+    pub fn id(&self) -> u32 {
+        self.family.id
+    }
+}
+
+impl std::fmt::Debug for ColumnFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColumnFamily")
+            .field("name", &self.family.name)
+            .field("id", &self.family.id)
+            .finish()
+    }
+}
