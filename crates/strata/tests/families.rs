@@ -481,3 +481,28 @@ fn each_family_builds_its_tables_with_its_own_options() {
     assert!(db.create_family("users", Options::default()).is_err());
     assert!(db.create_family("", Options::default()).is_err());
 }
+
+#[test]
+fn a_checkpoint_holds_every_family() {
+    let fs = MemFs::new();
+    let dir = Path::new("/source");
+    let db = Db::open(dir, family_options(&fs, 0)).unwrap();
+    let users = db.create_family("users", family_options(&fs, 1)).unwrap();
+    db.put(b"a", b"default").unwrap();
+    db.put_cf(&users, b"a", b"users").unwrap();
+    db.flush().unwrap();
+    db.put_cf(&users, b"b", b"unflushed").unwrap();
+    db.checkpoint("/copy").unwrap();
+    db.put_cf(&users, b"c", b"after").unwrap();
+    drop(db);
+    let copy = Db::open("/copy", family_options(&fs, 0)).unwrap();
+    assert_eq!(copy.families(), ["default", "users"]);
+    let users = copy.family("users").unwrap();
+    assert_eq!(copy.get(b"a").unwrap(), Some(b"default".to_vec()));
+    assert_eq!(copy.get_cf(&users, b"a").unwrap(), Some(b"users".to_vec()));
+    assert_eq!(
+        copy.get_cf(&users, b"b").unwrap(),
+        Some(b"unflushed".to_vec())
+    );
+    assert_eq!(copy.get_cf(&users, b"c").unwrap(), None);
+}

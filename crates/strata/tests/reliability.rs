@@ -56,15 +56,46 @@ fn batch_ops(seed: u64, i: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
     ops
 }
 
-fn to_batch(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> WriteBatch {
+/// The column family that, where a database has it, holds the keys of odd number: batches
+/// then span two families.
+const ODD: &str = "odd";
+
+fn is_odd(key: &[u8]) -> bool {
+    key.last().is_some_and(|d| d.is_ascii_digit() && d % 2 == 1) && key.starts_with(b"key")
+}
+
+/// The batch of `ops`, with the keys of odd number in family [`ODD`] where `db` has it.
+fn to_batch(db: &Db, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> WriteBatch {
+    let odd = db.family(ODD);
     let mut b = WriteBatch::new();
     for (k, v) in ops {
+        let cf = match &odd {
+            Some(cf) if is_odd(k) => cf.clone(),
+            _ => db.default_family(),
+        };
         match v {
-            Some(v) => b.put(k, v),
-            None => b.delete(k),
+            Some(v) => b.put_cf(&cf, k, v),
+            None => b.delete_cf(&cf, k),
         }
     }
     b
+}
+
+/// Every key of the database: of the default family, and of [`ODD`] where it has it.
+fn dump_all(db: &Db) -> Model {
+    let mut state = common::dump(db);
+    if let Some(cf) = db.family(ODD) {
+        let ro = ReadOptions {
+            family: Some(cf),
+            ..ReadOptions::default()
+        };
+        for e in db.scan_with(.., ro, false).unwrap() {
+            let (k, v) = e.unwrap();
+            assert!(is_odd(&k), "an even key in the odd family");
+            state.insert(k, v);
+        }
+    }
+    state
 }
 
 fn model_after(seed: u64, batches: u64) -> Model {
@@ -83,7 +114,7 @@ fn model_after(seed: u64, batches: u64) -> Model {
 /// Checks that the database holds exactly the state after some prefix of the batches,
 /// at least `min_batches` long and at most `max_batches`; returns the prefix length.
 fn verify_prefix(db: &Db, seed: u64, min_batches: u64, max_batches: u64, context: &str) -> u64 {
-    let state = common::dump(db);
+    let state = dump_all(db);
     let end = state.get(MARKER).map_or(0, |v| {
         String::from_utf8_lossy(v).parse::<u64>().unwrap() + 1
     });
@@ -116,7 +147,12 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
             write_buffer_size: if round % 2 == 1 { 64 * 1024 } else { 4 * 1024 },
             ..options(Arc::new(fs))
         };
-        let db = Db::open("/db", opts(mem.clone())).unwrap();
+        // Batches span two column families: each is still all or nothing.
+        let open = |fs: MemFs| {
+            let families = vec![(ODD.to_string(), opts(fs.clone()))];
+            Db::open_with_families("/db", opts(fs), families)
+        };
+        let db = open(mem.clone()).unwrap();
         let total = 50 + rng.below(400);
         let crash_at = rng.below(total);
         let tear_seed = rng.next_u64();
@@ -125,7 +161,7 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
         for i in 0..total {
             // The large-buffer rounds sync rarely, so that their unsynced tails span pages.
             let sync = rng.chance(if round % 2 == 1 { 2 } else { 15 });
-            db.write(to_batch(&batch_ops(seed, i)), WriteOptions { sync })
+            db.write(to_batch(&db, &batch_ops(seed, i)), WriteOptions { sync })
                 .unwrap();
             if sync {
                 last_synced = Some(i);
@@ -148,8 +184,8 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
         }
         for (how, after, synced, issued) in copies {
             let context = format!("round {round}, {how} power loss (seed {seed})");
-            let db =
-                Db::open("/db", opts(after)).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
+            let db = open(after).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
+            assert_eq!(db.families(), ["default", ODD], "{context}");
             verify_prefix(&db, seed, synced.map_or(0, |s| s + 1), issued, &context);
             match how {
                 "clean" => clean += 1,
@@ -238,7 +274,7 @@ fn faulty_workload(fault: &FaultFs, seed: u64, batches: u64) -> (Acked, Option<D
         let sync = i % 7 == 0;
         acked.issued = i + 1;
         if db
-            .write(to_batch(&batch_ops(seed, i)), WriteOptions { sync })
+            .write(to_batch(&db, &batch_ops(seed, i)), WriteOptions { sync })
             .is_err()
         {
             return (acked, Some(db));
@@ -465,12 +501,12 @@ fn corruption_anywhere_is_reported_never_misread() {
     };
     let db = Db::open("/db", opts.clone()).unwrap();
     for i in 0..150 {
-        db.write(to_batch(&batch_ops(seed, i)), WriteOptions { sync: true })
+        db.write(to_batch(&db, &batch_ops(seed, i)), WriteOptions { sync: true })
             .unwrap();
     }
     db.flush().unwrap();
     for i in 150..200 {
-        db.write(to_batch(&batch_ops(seed, i)), WriteOptions { sync: true })
+        db.write(to_batch(&db, &batch_ops(seed, i)), WriteOptions { sync: true })
             .unwrap();
     }
     drop(db);
