@@ -63,7 +63,7 @@ pub struct Stats {
     pub levels: Vec<LevelStats>,
     /// Every column family, the default one first.
     pub families: Vec<FamilyStats>,
-    /// Every SST file, by level.
+    /// Every SST file of the default family, by level (each family's are in `families`).
     pub files: Vec<FileInfo>,
     /// Bytes charged to the active memtable.
     pub memtable_bytes: u64,

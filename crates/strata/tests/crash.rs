@@ -94,6 +94,13 @@ fn open(path: &std::path::Path) -> strata::Result<Db> {
 /// Every family's state, in one map (a key lives in one family only).
 fn dump_all(db: &Db) -> Model {
     let mut state = common::dump(db);
+    for k in state.keys() {
+        assert_eq!(
+            family_of(k),
+            None,
+            "a key in the default family that is not its own"
+        );
+    }
     for f in FAMILIES {
         let cf = db.family(f).expect("the family exists");
         let ro = strata::ReadOptions {
@@ -267,6 +274,11 @@ fn crash_cycles() {
                 }
             }
         }
+        // The families were created by the first child: the MANIFEST must still hold them
+        // (opening would create them again).
+        let listed = Db::list_families(&path, &options())
+            .unwrap_or_else(|e| panic!("cycle {cycle}: listing families: {e} (seed {seed})"));
+        assert_eq!(listed, ["default", "a", "b"], "cycle {cycle} (seed {seed})");
         let db = open(&path)
             .unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e} (seed {seed})"));
         let state = dump_all(&db);

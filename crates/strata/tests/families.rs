@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use strata::{
-    ColumnFamily, Db, FilterPolicy, MemFs, Options, ReadOptions, WriteBatch, WriteOptions,
+    ColumnFamily, Db, FileSystem as _, FilterPolicy, MemFs, Options, ReadOptions, WriteBatch,
+    WriteOptions,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -122,6 +123,14 @@ impl Harness {
     }
 
     fn open(&mut self) {
+        // The families the MANIFEST holds, before opening creates any that are missing.
+        let mut names: Vec<String> = self.models.keys().map(|f| name(*f).to_string()).collect();
+        names.sort();
+        if self.fs.exists(&self.path.join("CURRENT")) {
+            let mut listed = Db::list_families(self.path, &family_options(&self.fs, 0)).unwrap();
+            listed.sort();
+            assert_eq!(listed, names, "the families the MANIFEST holds");
+        }
         let given = self
             .models
             .keys()
@@ -129,9 +138,7 @@ impl Harness {
             .map(|f| (name(*f).to_string(), family_options(&self.fs, *f)))
             .collect();
         let db = Db::open_with_families(self.path, family_options(&self.fs, 0), given).unwrap();
-        let mut names: Vec<String> = self.models.keys().map(|f| name(*f).to_string()).collect();
         let mut listed = db.families();
-        names.sort();
         listed.sort();
         assert_eq!(listed, names, "the families after open");
         self.db = Some(db);
@@ -247,10 +254,12 @@ impl Harness {
                 let Some((snap, models)) = self.snapshots.get(*i) else {
                     return;
                 };
-                let (Some(want), Some(ro)) = (models.get(f), self.read_options(*f, None)) else {
+                let Some(ro) = self.read_options(*f, None) else {
                     return;
                 };
-                let want = want.clone();
+                // A family created after the snapshot (or dropped and created again) holds
+                // nothing the snapshot sees.
+                let want = models.get(f).cloned().unwrap_or_default();
                 let ro = ReadOptions {
                     snapshot: Some(snap.clone()),
                     ..ro
@@ -388,9 +397,7 @@ fn a_dropped_familys_files_go_and_it_stays_dropped() {
             .unwrap();
     }
     db.flush().unwrap();
-    let before = files(&fs, dir, ".sst");
-    let event_tables: usize = db.stats().families[1].levels.iter().map(|l| l.files).sum();
-    assert!(event_tables > 0);
+    assert!(!db.stats().families[1].files.is_empty());
     // A write after the flush stays in the WAL, to be skipped at replay.
     db.put_cf(&events, b"late", b"x").unwrap();
     db.drop_family("events").unwrap();
@@ -398,15 +405,22 @@ fn a_dropped_familys_files_go_and_it_stays_dropped() {
     // Writes through the old handle fail, and reads find nothing.
     assert!(db.put_cf(&events, b"e", b"x").is_err());
     assert_eq!(db.get_cf(&events, b"e0001").unwrap(), None);
-    let after = files(&fs, dir, ".sst");
-    assert_eq!(
-        before.len() - after.len(),
-        event_tables,
-        "the dropped family's tables were not all removed: {before:?} then {after:?}"
-    );
+    // What is left on disk is the default family's tables, every one of them: the dropped
+    // family's went with it, whatever its compactions were doing when the drop came.
+    let live: Vec<String> = db.stats().families[0]
+        .files
+        .iter()
+        .map(|f| format!("{:06}.sst", f.number))
+        .collect();
+    assert!(!live.is_empty());
+    assert_eq!(files(&fs, dir, ".sst"), live);
     assert!(db.drop_family("default").is_err());
     assert!(db.drop_family("events").is_err());
     db.close().unwrap();
+    assert_eq!(
+        Db::list_families(dir, &family_options(&fs, 0)).unwrap(),
+        ["default"]
+    );
     let db = Db::open(dir, family_options(&fs, 0)).unwrap();
     assert_eq!(db.families(), ["default"]);
     assert_eq!(db.get(b"kept").unwrap(), Some(b"1".to_vec()));
@@ -419,6 +433,80 @@ fn a_dropped_familys_files_go_and_it_stays_dropped() {
     let db = Db::open(dir, family_options(&fs, 0)).unwrap();
     let events = db.family("events").unwrap();
     assert_eq!(db.get_cf(&events, b"late").unwrap(), None);
+}
+
+/// Removes the keys that start with `tmp`.
+struct DropTmp;
+
+impl strata::CompactionFilter for DropTmp {
+    fn filter(&self, _level: usize, key: &[u8], _value: &[u8]) -> strata::FilterDecision {
+        if key.starts_with(b"tmp") {
+            strata::FilterDecision::Remove
+        } else {
+            strata::FilterDecision::Keep
+        }
+    }
+}
+
+#[test]
+fn merge_operators_and_compaction_filters_belong_to_their_family() {
+    let fs = MemFs::new();
+    let dir = Path::new("/hooks");
+    let plain = || Options {
+        merge_operator: None,
+        ..family_options(&fs, 0)
+    };
+    let counters = Options {
+        merge_operator: Some(Arc::new(strata::merge::CounterAdd)),
+        compaction_filter: Some(Arc::new(DropTmp)),
+        ..family_options(&fs, 0)
+    };
+    let families = vec![("counters".to_string(), counters.clone())];
+    let db = Db::open_with_families(dir, plain(), families.clone()).unwrap();
+    let cf = db.family("counters").unwrap();
+    let one = 1u64.to_le_bytes();
+    for _ in 0..3 {
+        let mut b = WriteBatch::new();
+        b.merge_cf(&cf, b"hits", &one);
+        db.write(b, WriteOptions::default()).unwrap();
+    }
+    db.put_cf(&cf, b"tmp-family", b"gone").unwrap();
+    // The default family has no merge operator.
+    assert!(db.merge(b"hits", &one).is_err());
+    let mut b = WriteBatch::new();
+    b.merge(b"hits", &one);
+    b.put_cf(&cf, b"x", b"y");
+    assert!(db.write(b, WriteOptions::default()).is_err());
+    db.put(b"tmp-default", b"kept").unwrap();
+    db.compact_range(None, None).unwrap();
+    db.compact_range_cf(&cf, None, None).unwrap();
+    assert_eq!(
+        db.get_cf(&cf, b"hits").unwrap(),
+        Some(3u64.to_le_bytes().to_vec())
+    );
+    // The family's filter removed its own `tmp` key, not the default family's.
+    assert_eq!(db.get_cf(&cf, b"tmp-family").unwrap(), None);
+    assert_eq!(db.get(b"tmp-default").unwrap(), Some(b"kept".to_vec()));
+    // An unflushed operand, replayed at open: folded by the family's operator when named...
+    let mut b = WriteBatch::new();
+    b.merge_cf(&cf, b"hits", &one);
+    db.write(b, WriteOptions::default()).unwrap();
+    db.close().unwrap();
+    let db = Db::open_with_families(dir, plain(), families).unwrap();
+    let cf = db.family("counters").unwrap();
+    assert_eq!(
+        db.get_cf(&cf, b"hits").unwrap(),
+        Some(4u64.to_le_bytes().to_vec())
+    );
+    db.close().unwrap();
+    // ...and, opened without naming it, the family has no operator: its merged keys are
+    // refused, not folded by another family's operator.
+    let db = Db::open(dir, counters).unwrap();
+    let cf = db.family("counters").unwrap();
+    assert!(matches!(
+        db.get_cf(&cf, b"hits"),
+        Err(strata::Error::Merge { .. })
+    ));
 }
 
 #[test]
@@ -505,4 +593,103 @@ fn a_checkpoint_holds_every_family() {
         Some(b"unflushed".to_vec())
     );
     assert_eq!(copy.get_cf(&users, b"c").unwrap(), None);
+}
+
+#[test]
+fn families_created_and_dropped_under_writes_flushes_and_compactions() {
+    let fs = MemFs::new();
+    let dir = Path::new("/churn");
+    let db = Arc::new(Db::open(dir, family_options(&fs, 0)).unwrap());
+    let stable = db.create_family("stable", family_options(&fs, 2)).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Creations, drops and writes to the family that comes and goes that succeeded.
+    let counts = [(); 3].map(|()| std::sync::atomic::AtomicU64::new(0));
+    let count = |i: usize| counts[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let running = |f: &dyn Fn(u64)| {
+        let mut i = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            f(i);
+            i += 1;
+        }
+    };
+    std::thread::scope(|s| {
+        // Writers: batches across the default and the stable family, and writes to a family
+        // that comes and goes (refused while it is gone).
+        let mut writers = Vec::new();
+        for w in 0..2u64 {
+            let (db, stable) = (&db, &stable);
+            writers.push(s.spawn(move || {
+                for i in 0..1500u64 {
+                    let mut b = WriteBatch::new();
+                    let k = format!("w{w}-{:04}", i % 500);
+                    b.put(k.as_bytes(), &i.to_le_bytes());
+                    b.put_cf(stable, k.as_bytes(), &i.to_le_bytes());
+                    db.write(b, WriteOptions::default()).unwrap();
+                    if let Some(churn) = db.family("churn")
+                        && db.put_cf(&churn, k.as_bytes(), &[b'c'; 64]).is_ok()
+                    {
+                        count(2);
+                    }
+                }
+            }));
+        }
+        // Two threads create and drop the same family, racing each other.
+        for _ in 0..2 {
+            let (db, fs, count) = (&db, &fs, &count);
+            s.spawn(move || {
+                running(&|_| {
+                    if db.create_family("churn", family_options(fs, 3)).is_ok() {
+                        count(0);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    if db.drop_family("churn").is_ok() {
+                        count(1);
+                    }
+                })
+            });
+        }
+        let db2 = &db;
+        s.spawn(move || {
+            running(&|i| {
+                db2.flush().unwrap();
+                if i % 4 == 0 {
+                    let churn = db2.family("churn");
+                    if let Some(c) = churn {
+                        db2.compact_range_cf(&c, None, None).unwrap();
+                    }
+                }
+            })
+        });
+        // Stop the churn once the writers are done, even when one failed.
+        let results: Vec<_> = writers.into_iter().map(|w| w.join()).collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in results {
+            if let Err(panic) = r {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    assert_eq!(db.stats().poisoned, None);
+    let [created, dropped, written] = counts.map(|c| c.into_inner());
+    assert!(
+        created > 0 && dropped > 0 && written > 0,
+        "the churn did nothing: {created} created, {dropped} dropped, {written} written"
+    );
+    eprintln!("churn: {created} created, {dropped} dropped, {written} writes to it");
+    let check = |db: &Db| {
+        let stable = db.family("stable").unwrap();
+        for w in 0..2u64 {
+            for k in 0..500u64 {
+                let key = format!("w{w}-{k:04}");
+                let want = Some((1000 + k).to_le_bytes().to_vec());
+                assert_eq!(db.get(key.as_bytes()).unwrap(), want, "{key}");
+                assert_eq!(db.get_cf(&stable, key.as_bytes()).unwrap(), want, "{key}");
+            }
+        }
+    };
+    check(&db);
+    Arc::try_unwrap(db).unwrap().close().unwrap();
+    let families = vec![("stable".to_string(), family_options(&fs, 2))];
+    let db = Db::open_with_families(dir, family_options(&fs, 0), families).unwrap();
+    check(&db);
 }

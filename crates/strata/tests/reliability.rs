@@ -85,6 +85,9 @@ fn to_batch(db: &Db, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> WriteBatch {
 fn dump_all(db: &Db) -> Model {
     let mut state = common::dump(db);
     if let Some(cf) = db.family(ODD) {
+        for k in state.keys() {
+            assert!(!is_odd(k), "an odd key in the default family");
+        }
         let ro = ReadOptions {
             family: Some(cf),
             ..ReadOptions::default()
@@ -184,8 +187,11 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
         }
         for (how, after, synced, issued) in copies {
             let context = format!("round {round}, {how} power loss (seed {seed})");
+            // The MANIFEST holds the family before opening could create it again.
+            let listed = Db::list_families("/db", &opts(after.clone()))
+                .unwrap_or_else(|e| panic!("{context}: listing families: {e}"));
+            assert_eq!(listed, ["default", ODD], "{context}");
             let db = open(after).unwrap_or_else(|e| panic!("{context}: reopen: {e}"));
-            assert_eq!(db.families(), ["default", ODD], "{context}");
             verify_prefix(&db, seed, synced.map_or(0, |s| s + 1), issued, &context);
             match how {
                 "clean" => clean += 1,
@@ -501,13 +507,19 @@ fn corruption_anywhere_is_reported_never_misread() {
     };
     let db = Db::open("/db", opts.clone()).unwrap();
     for i in 0..150 {
-        db.write(to_batch(&db, &batch_ops(seed, i)), WriteOptions { sync: true })
-            .unwrap();
+        db.write(
+            to_batch(&db, &batch_ops(seed, i)),
+            WriteOptions { sync: true },
+        )
+        .unwrap();
     }
     db.flush().unwrap();
     for i in 150..200 {
-        db.write(to_batch(&db, &batch_ops(seed, i)), WriteOptions { sync: true })
-            .unwrap();
+        db.write(
+            to_batch(&db, &batch_ops(seed, i)),
+            WriteOptions { sync: true },
+        )
+        .unwrap();
     }
     drop(db);
     let model = model_after(seed, 200);

@@ -312,7 +312,7 @@ impl DbInner {
             .partition(|f| st.family(f.family).is_some());
         remove_tables(&orphans);
         let size: u64 = files.iter().map(|f| f.size).sum();
-        let tables = files.len() as u64;
+        let tables = files.len();
         // WALs before the next generation's are no longer needed once this is logged.
         let next_wal = {
             let d = st.default_family();
@@ -330,7 +330,9 @@ impl DbInner {
             return;
         }
         self.counters.flush_bytes.fetch_add(size, Ordering::Relaxed);
-        self.counters.flushes.fetch_add(tables, Ordering::Relaxed);
+        if tables > 0 {
+            self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        }
         for f in st.families_mut() {
             f.imm.pop_front();
         }
@@ -402,8 +404,9 @@ impl DbInner {
         st
     }
 
-    /// The most urgent compaction of any family, starting from the family after the last
-    /// one served, so that a busy family does not starve the others. Marks its levels busy.
+    /// The most urgent compaction of the first family that needs one, taking the families in
+    /// turn from the one after the last served, so that a busy family does not starve the
+    /// others. Marks its levels busy.
     fn pick_compaction(&self, st: &mut State) -> Option<(Arc<Family>, Compaction)> {
         let n = st.families().count();
         let pending_flushes = st.pending_flushes();

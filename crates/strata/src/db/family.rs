@@ -25,17 +25,21 @@ use crate::version::ReadCompaction;
 pub(crate) struct Family {
     pub id: u32,
     pub name: String,
-    /// Of these, the family uses those that shape a tree: the write buffer, the filter
-    /// policy, compression, block size and the rest of the table options, the level targets,
-    /// the merge operator and the compaction filter. The database-wide ones (the file
-    /// system, caches, recovery mode, background threads) come from the options the
-    /// database was opened with.
+    /// Of these, the family uses those that shape its tree: the write buffer, the filter
+    /// policy, compression, block size and the rest of the table options, the size ratio,
+    /// level-1 target, level-0 compaction trigger and file size, the merge operator and the
+    /// compaction filter. The rest are the database's, from the options it was opened with:
+    /// the file system, caches, WAL recovery, background threads, the level-0 counts that
+    /// slow and stop writers (counted in the family with the most level-0 files), the
+    /// immutable memtables allowed, the memtable age, idle merges and read-triggered
+    /// compactions.
     pub opts: Options,
     pub table_options: TableOptions,
     pub targets: LevelTargets,
     /// What readers of this family see.
     pub super_version: RwLock<Arc<SuperVersion>>,
-    /// Set once the family is dropped: writes to it fail, and its handles read it empty.
+    /// Set when a drop of the family begins: compactions no longer pick it, and batches that
+    /// name it are refused. Once dropped, its handles read it empty.
     pub dropped: AtomicBool,
 }
 

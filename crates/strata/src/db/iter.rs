@@ -255,7 +255,8 @@ impl DbIterator {
     }
 }
 
-/// A Rust iterator over a key range, from [`Db::scan`](crate::Db::scan) or [`Db::scan_rev`](crate::Db::scan_rev).
+/// A Rust iterator over a key range, from [`Db::scan`](crate::Db::scan) or
+/// [`Db::scan_rev`](crate::Db::scan_rev).
 pub struct Scan {
     pub(super) it: DbIterator,
     pub(super) reverse: bool,

@@ -249,8 +249,12 @@ impl Db {
     /// loss when this returns; see [`WriteOptions`] for the whole contract.
     pub fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         batch.validate()?;
-        if batch.has_merges() || batch.has_families() {
+        if batch.has_families() {
             self.inner.check_families(&batch)?;
+        } else if batch.has_merges() && self.inner.default.opts.merge_operator.is_none() {
+            return Err(Error::InvalidArgument(
+                "a merge needs Options::merge_operator".into(),
+            ));
         }
         if batch.is_empty() {
             return self.inner.check_writable();
@@ -695,8 +699,8 @@ impl DbInner {
         }
     }
 
-    /// Checks a batch that names column families or merges: every family it names exists,
-    /// and has a merge operator where the batch merges.
+    /// Checks a batch that names column families: every family it names exists and is not
+    /// being dropped, and has a merge operator where the batch merges.
     fn check_families(&self, batch: &WriteBatch) -> Result<()> {
         let st = lock(&self.state);
         let mut last = None;
@@ -707,7 +711,10 @@ impl DbInner {
                 continue;
             }
             last = Some((op.family, merge));
-            let Some(f) = st.family(op.family) else {
+            let Some(f) = st
+                .family(op.family)
+                .filter(|f| !f.family.dropped.load(Ordering::SeqCst))
+            else {
                 return Err(Error::InvalidArgument(format!(
                     "column family {} does not exist (dropped?)",
                     op.family
@@ -807,6 +814,10 @@ impl DbInner {
                 return Err(Error::Closed);
             }
             st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        // Another drop of the same family may have finished while this one waited.
+        if st.family(family.id).is_none() {
+            return Err(Error::InvalidArgument(format!("no column family {name}")));
         }
         let edit = VersionEdit {
             dropped_families: vec![family.id],

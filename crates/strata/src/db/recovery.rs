@@ -37,9 +37,11 @@ impl Db {
     }
 
     /// [`Db::open`] with options for column families by name. A family the database holds
-    /// and `families` does not name opens with `options`; one `families` names that the
-    /// database lacks is created. (A family's options are not stored: give the same ones at
-    /// every open.)
+    /// and `families` does not name opens with `options` less the merge operator and the
+    /// compaction filter, which belong to one family's data (without them, reads of merged
+    /// keys fail and compactions keep every entry); one `families` names that the database
+    /// lacks is created. A family's options are not stored: give the same ones at every
+    /// open. [`Db::list_families`] says which families a database holds.
     pub fn open_with_families(
         path: impl AsRef<Path>,
         options: Options,
@@ -56,6 +58,26 @@ impl Db {
             }
         }
         Ok(db)
+    }
+
+    /// The column families of the database in `path`, the default one first, read from its
+    /// MANIFEST without opening it (RocksDB's `ListColumnFamilies`).
+    pub fn list_families(path: impl AsRef<Path>, options: &Options) -> Result<Vec<String>> {
+        let dir = path.as_ref().to_path_buf();
+        let store = Arc::new(TableStore {
+            fs: options.fs.clone(),
+            dir,
+            cache: Arc::new(BlockCache::new(0)),
+            mapped: Arc::new(MappedPages::new(0)),
+            pins: Arc::new(PinBudget::new(0)),
+            filter_false_positives: Default::default(),
+        });
+        let versions = VersionSet::recover(store)?;
+        Ok(versions
+            .families()
+            .values()
+            .map(|f| f.name.clone())
+            .collect())
     }
 
     fn open_inner(path: &Path, options: Options, given: &[(String, Options)]) -> Result<Db> {
@@ -110,7 +132,12 @@ impl Db {
             .map(|(id, f)| {
                 let opts = match given.iter().find(|(name, _)| *name == f.name) {
                     Some((_, o)) if *id != 0 => o.clone(),
-                    _ => options.clone(),
+                    _ if *id == 0 => options.clone(),
+                    _ => Options {
+                        merge_operator: None,
+                        compaction_filter: None,
+                        ..options.clone()
+                    },
                 };
                 Arc::new(Family::new(*id, &f.name, opts, placeholder()))
             })
