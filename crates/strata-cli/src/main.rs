@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strata::{BackupEngine, ColumnFamily, Db, FilterPolicy, Options, WriteBatch, WriteOptions};
+use strata::{
+    BackupEngine, ColumnFamily, Db, FilterPolicy, MergePolicy, Options, WriteBatch, WriteOptions,
+};
 
 use crate::text::{hex, parse_arg, show, unhex};
 
@@ -33,6 +35,26 @@ struct Cli {
     /// level's false-positive rate is proportional to its size).
     #[arg(long, global = true, default_value = "uniform:10", value_parser = parse_filter_policy)]
     filter_policy: FilterPolicy,
+    /// How sorted runs are merged: `leveling` (one run per level), `tiering` (up to T-1 runs
+    /// per level, merged together into the next when full) or `lazy-leveling` (tiering
+    /// above a leveled deepest level).
+    #[arg(long, global = true, default_value = "leveling", value_parser = parse_merge_policy)]
+    merge_policy: MergePolicy,
+    /// The size ratio T between adjacent levels.
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(2..)
+    )]
+    size_ratio: u64,
+}
+
+fn parse_merge_policy(s: &str) -> Result<MergePolicy, String> {
+    MergePolicy::ALL
+        .into_iter()
+        .find(|p| p.name() == s)
+        .ok_or_else(|| format!("expected leveling, tiering or lazy-leveling, not {s:?}"))
 }
 
 fn parse_filter_policy(s: &str) -> Result<FilterPolicy, String> {
@@ -504,6 +526,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     let io = |e: std::io::Error| format!("writing output: {e}");
     let base = &Options {
         filter_policy: cli.filter_policy,
+        merge_policy: cli.merge_policy,
+        size_ratio: cli.size_ratio,
         ..Options::default()
     };
     match cli.command {

@@ -50,6 +50,13 @@ pub fn stats_text(s: &Stats) -> String {
             bits
         );
     }
+    let _ = writeln!(
+        out,
+        "merge policy      {} with size ratio {}, sorted runs per level {:?}",
+        s.merge_policy.name(),
+        s.size_ratio,
+        s.runs_per_level
+    );
     if s.families.len() > 1 {
         let _ = writeln!(
             out,

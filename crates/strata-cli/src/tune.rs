@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use strata::cost_model::{self, MergePolicy, Shape, Workload};
+use strata::cost_model::{self, Shape, Workload};
 
 /// Parses `64MiB`, `1GiB`, `4096` and the like into bytes.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -73,15 +73,10 @@ pub fn report(w: &Workload, s: &Shape, ratios: &[u32], top: usize) -> String {
     );
     for (i, (d, c, cost)) in ranked.iter().enumerate().take(top.max(1)) {
         let design = format!(
-            "{} T={} {}{}",
+            "{} T={} {}",
             d.policy.name(),
             d.size_ratio,
             if d.monkey { "monkey" } else { "uniform" },
-            if d.policy == MergePolicy::Leveling {
-                ""
-            } else {
-                "*"
-            }
         );
         let _ = writeln!(
             out,
@@ -110,9 +105,14 @@ pub fn report(w: &Workload, s: &Shape, ratios: &[u32], top: usize) -> String {
             if d.monkey { "Monkey's" } else { "uniform" }
         );
     }
-    let _ = writeln!(
-        out,
-        "* a merge policy the engine does not run yet (it levels); the model covers it"
-    );
+    if let Some((d, _, _)) = ranked.first() {
+        let _ = writeln!(
+            out,
+            "run it: strata --merge-policy {} --size-ratio {} --filter-policy {}:BITS ...",
+            d.policy.name(),
+            d.size_ratio,
+            if d.monkey { "monkey" } else { "uniform" }
+        );
+    }
     out
 }

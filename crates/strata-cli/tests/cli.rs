@@ -452,7 +452,7 @@ fn tune_ranks_designs_for_the_workload() {
         out.contains("best: leveling with size ratio 6 and Monkey's filter bits"),
         "{out}"
     );
-    // Writes alone favour tiering, which the engine does not run yet: it is marked.
+    // Writes alone favour tiering, and the line after the table says how to run it.
     let o = strata(&[
         "tune",
         "--workload",
@@ -463,7 +463,11 @@ fn tune_ranks_designs_for_the_workload() {
         "120MiB",
     ]);
     assert!(stdout(&o).contains("best: tiering"), "{}", stdout(&o));
-    assert!(stdout(&o).contains("uniform*") || stdout(&o).contains("monkey*"));
+    assert!(
+        stdout(&o).contains("run it: strata --merge-policy tiering --size-ratio"),
+        "{}",
+        stdout(&o)
+    );
     // (workload, entries, memory, ratios): each is refused with a message.
     for (workload, entries, memory, ratios) in [
         ("reads=1", "1M", "1MiB", "10"),
@@ -621,4 +625,55 @@ fn column_families_from_the_command_line_the_shell_and_inspect() {
     let o = strata(&["family", "drop", &db, "default"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("cannot be dropped"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_merge_policy_is_chosen_on_the_command_line_and_shown_by_stats() {
+    let (_t, db) = db_dir();
+    let input: String = (0..500).map(|i| format!("k{i:04}\tv{i}\n")).collect();
+    let o = strata_stdin(
+        &[
+            "--merge-policy",
+            "tiering",
+            "--size-ratio",
+            "3",
+            "put",
+            &db,
+            "--from-stdin",
+        ],
+        &input,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = strata(&[
+        "--merge-policy",
+        "tiering",
+        "--size-ratio",
+        "3",
+        "stats",
+        &db,
+    ]);
+    assert!(
+        stdout(&o).contains("merge policy      tiering with size ratio 3, sorted runs per level"),
+        "{}",
+        stdout(&o)
+    );
+    let o = strata_stdin(
+        &["--merge-policy", "lazy-leveling", "shell", &db],
+        "stats\nget k0042\n",
+    );
+    assert!(
+        stdout(&o).contains("merge policy      lazy-leveling with size ratio 10"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("v42"), "{}", stdout(&o));
+    let o = strata(&["--merge-policy", "bushy", "stats", &db]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("leveling, tiering or lazy-leveling"),
+        "{}",
+        stderr(&o)
+    );
+    let o = strata(&["--size-ratio", "1", "stats", &db]);
+    assert_eq!(o.status.code(), Some(2));
 }

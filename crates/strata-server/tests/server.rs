@@ -205,6 +205,11 @@ fn every_command_answers_as_redis_does() {
     let _: String = redis::cmd("SAVE").query(&mut c).unwrap();
     let lsm: String = redis::cmd("INFO").arg("lsm").query(&mut c).unwrap();
     assert!(lsm.contains("filter_bits_per_key=10.000"), "{lsm}");
+    // The merge policy and the sorted runs per level: level 0's one table.
+    assert!(
+        lsm.contains("merge_policy:leveling\r\nsize_ratio:10\r\nruns_per_level:1\r\n"),
+        "{lsm}"
+    );
     assert!(
         lsm.contains("level6:files=0,") && lsm.contains("filter_bits_per_key=-"),
         "{lsm}"

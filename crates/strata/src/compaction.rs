@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::compaction_filter::{CompactionFilter, FilterDecision};
+use crate::cost_model::MergePolicy;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::iter::level::LevelIterator;
@@ -36,11 +37,18 @@ use crate::version::edit::{NewFile, VersionEdit};
 use crate::version::{FileMeta, ReadCompaction, TableStore, Version};
 
 /// The shape of the tree the picker aims for.
+///
+/// Under leveling, level `i` of the tree is physical level `i`, one sorted run. Under tiering
+/// and lazy leveling, level `i >= 1` of the tree is `T - 1` physical levels (its run slots),
+/// `1 + (i-1)(T-1) .. 1 + i(T-1)`: runs arrive in the slot above the level's newest run and
+/// fill it from the bottom up, so that a lower physical level always holds newer data, and
+/// reads, which walk physical levels in order, need nothing new.
 #[derive(Debug, Clone)]
 pub(crate) struct LevelTargets {
     pub l0_trigger: usize,
     pub level1_bytes: u64,
     pub size_ratio: u64,
+    pub policy: MergePolicy,
 }
 
 impl LevelTargets {
@@ -49,6 +57,40 @@ impl LevelTargets {
             l0_trigger: o.level0_compaction_trigger,
             level1_bytes: o.level1_max_bytes,
             size_ratio: o.size_ratio,
+            policy: o.merge_policy,
+        }
+    }
+
+    /// Run slots per level of the tree below level 0.
+    pub(crate) fn slots(&self) -> usize {
+        match self.policy {
+            MergePolicy::Leveling => 1,
+            MergePolicy::Tiering | MergePolicy::LazyLeveling => {
+                usize::try_from(self.size_ratio.saturating_sub(1))
+                    .unwrap_or(usize::MAX)
+                    .clamp(1, NUM_LEVELS - 1)
+            }
+        }
+    }
+
+    /// The physical levels of level `i >= 1` of the tree (the deepest may have fewer).
+    pub(crate) fn physical(&self, i: usize) -> std::ops::Range<usize> {
+        let s = self.slots();
+        let start = (1 + (i.max(1) - 1) * s).min(NUM_LEVELS);
+        start..(start + s).min(NUM_LEVELS)
+    }
+
+    /// The deepest level of the tree that has a slot.
+    pub(crate) fn deepest(&self) -> usize {
+        1 + (NUM_LEVELS - 2) / self.slots()
+    }
+
+    /// The level of the tree that physical level `p` belongs to.
+    pub(crate) fn tree_level(&self, p: usize) -> usize {
+        if p == 0 {
+            0
+        } else {
+            1 + (p - 1) / self.slots()
         }
     }
 
@@ -58,6 +100,15 @@ impl LevelTargets {
             t = t.saturating_mul(self.size_ratio);
         }
         t
+    }
+
+    /// Whether the tree needs a compaction: a level over its target, or (tiered) a level of
+    /// the tree whose run slots are full.
+    pub(crate) fn needs_work(&self, v: &Version) -> bool {
+        match self.policy {
+            MergePolicy::Leveling => self.scores(v).iter().any(|&s| s >= 1.0),
+            _ => pick_tiered(v, self, &[false; NUM_LEVELS]).is_some(),
+        }
     }
 
     /// Compaction score per level (the last level has none).
@@ -127,6 +178,13 @@ pub(crate) fn pick(
     pointers: &[Vec<u8>; NUM_LEVELS],
     read: Option<&ReadCompaction>,
 ) -> Option<Compaction> {
+    if targets.policy != MergePolicy::Leveling {
+        let version: &Version = v;
+        return pick_tiered(version, targets, busy).map(|c| Compaction {
+            version: v.clone(),
+            ..c
+        });
+    }
     let scores = targets.scores(v);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]));
@@ -249,6 +307,96 @@ fn least_overlapping<'v>(
 }
 
 /// Builds the compaction of `inputs` (from `level`) with the overlapping files beneath.
+/// The tiered picker (tiering and lazy leveling). Once level 0 holds
+/// `level0_compaction_trigger` files they merge into one run of level 1. A run arriving in a
+/// level goes into the slot above its newest run; a level whose slots are full (`T - 1`
+/// runs, or its top slot taken) first merges all its runs into one run of the level below,
+/// which may push that level's runs down in turn. So a level holds up to `T - 1` runs and
+/// merges them when another must come in. The exception is the level that lazy leveling
+/// levels, the deepest holding data while its bytes stay under its target
+/// (`level1_max_bytes * T^(i-1)`): arriving runs merge with its run into its bottom slot.
+/// Past its target it takes runs as the others do, and once full pushes them into the
+/// level below, which becomes the leveled one. The deepest level of the tree, full, merges
+/// its runs into one in place.
+fn pick_tiered(
+    v: &Version,
+    targets: &LevelTargets,
+    busy: &[bool; NUM_LEVELS],
+) -> Option<Compaction> {
+    let runs = |i: usize| -> Vec<usize> {
+        targets
+            .physical(i)
+            .filter(|&p| !v.levels[p].is_empty())
+            .collect()
+    };
+    let bytes = |i: usize| -> u64 { targets.physical(i).map(|p| v.level_bytes(p)).sum() };
+    let deepest = targets.deepest();
+    let deepest_data = (1..=deepest).rev().find(|&i| !runs(i).is_empty());
+    // Whether level `i` merges an arriving run with its own, into its bottom slot.
+    let leveled = |i: usize| -> bool {
+        targets.policy == MergePolicy::LazyLeveling
+            && deepest_data.is_none_or(|d| i >= d)
+            && (i == deepest || bytes(i) < targets.target_bytes(i))
+    };
+    // No room for another run: every slot taken, or the top one.
+    let full = |i: usize| -> bool {
+        let r = runs(i);
+        let slots = targets.physical(i);
+        !r.is_empty() && (r.len() >= slots.len() || r.first() == Some(&slots.start))
+    };
+    // The merge of physical levels `sources` (ascending, non-empty) into level `dest`.
+    let merge = |sources: &[usize], dest: usize| -> Option<Compaction> {
+        let slots = targets.physical(dest);
+        let bottom = slots.end.checked_sub(1)?;
+        let output = if leveled(dest) || dest <= targets.tree_level(*sources.last()?) {
+            bottom
+        } else {
+            match runs(dest).first() {
+                Some(&newest) => newest.checked_sub(1).filter(|s| slots.contains(s))?,
+                None => bottom,
+            }
+        };
+        let level = *sources.first()?;
+        if busy[level..=output].iter().any(|&b| b) {
+            return None;
+        }
+        Some(Compaction {
+            level,
+            output_level: output,
+            inputs: v.levels[level].clone(),
+            between: (level + 1..output)
+                .filter(|&p| !v.levels[p].is_empty())
+                .map(|p| (p, v.levels[p].clone()))
+                .collect(),
+            next_inputs: if output > level {
+                v.levels[output].clone()
+            } else {
+                Vec::new()
+            },
+            version: Arc::new(Version::default()),
+            for_reads: false,
+            idle_merge: false,
+        })
+    };
+    // Level 0 pushes its files down once it holds enough of them; a full level in the way
+    // pushes its runs down first, and so on down to a level with room.
+    if v.levels[0].len() < targets.l0_trigger {
+        return None;
+    }
+    for i in 1..=deepest {
+        if leveled(i) || !full(i) {
+            let sources = if i == 1 { vec![0] } else { runs(i - 1) };
+            return merge(&sources, i);
+        }
+        if i == deepest {
+            // Nowhere deeper to go: the deepest level merges its runs into one in place.
+            let r = runs(i);
+            return if r.len() >= 2 { merge(&r, i) } else { None };
+        }
+    }
+    None
+}
+
 pub(crate) fn with_next_level(
     v: &Arc<Version>,
     level: usize,
@@ -769,6 +917,7 @@ mod tests {
             l0_trigger: 4,
             level1_bytes: 100,
             size_ratio: 10,
+            policy: MergePolicy::Leveling,
         };
         let mut pointers: [Vec<u8>; NUM_LEVELS] = Default::default();
         if !pointer.is_empty() {
@@ -779,6 +928,55 @@ mod tests {
         assert_eq!(c.level, 1);
         let next = c.next_inputs.iter().map(|f| f.number).collect();
         (c.inputs[0].number, next)
+    }
+
+    /// What the tiered picker chooses: (first input level, output level, levels merged in
+    /// between, whether the output level's files are merged in).
+    fn tiered(v: &Arc<Version>, policy: MergePolicy) -> Option<(usize, usize, Vec<usize>, bool)> {
+        let targets = LevelTargets {
+            l0_trigger: 2,
+            level1_bytes: 100,
+            size_ratio: 4,
+            policy,
+        };
+        assert_eq!(targets.physical(1), 1..4);
+        assert_eq!(targets.physical(2), 4..7);
+        let none = Default::default();
+        let c = pick(v, &targets, &[false; NUM_LEVELS], &none, None)?;
+        let between = c.between.iter().map(|(l, _)| *l).collect();
+        Some((c.level, c.output_level, between, !c.next_inputs.is_empty()))
+    }
+
+    #[test]
+    fn tiering_stacks_runs_from_the_bottom_slot_up_and_merges_a_full_level_down() {
+        use MergePolicy::{LazyLeveling, Tiering};
+        // Level 0 over its trigger, level 1 empty: into level 1's bottom slot.
+        let v = version(&[(0, "a", "z", 10), (0, "a", "z", 10)]);
+        assert_eq!(tiered(&v, Tiering), Some((0, 3, vec![], false)));
+        // One run there already: the next goes above it, not merged with it.
+        let v = version(&[(0, "a", "z", 10), (0, "a", "z", 10), (3, "a", "z", 20)]);
+        assert_eq!(tiered(&v, Tiering), Some((0, 2, vec![], false)));
+        // Under lazy leveling the deepest level, under its 100-byte target, is leveled.
+        assert_eq!(tiered(&v, LazyLeveling), Some((0, 3, vec![], true)));
+        // Past its target it takes runs as a tiered level does.
+        let v = version(&[(0, "a", "z", 10), (0, "a", "z", 10), (3, "a", "z", 200)]);
+        assert_eq!(tiered(&v, LazyLeveling), Some((0, 2, vec![], false)));
+        // A full level 1 (three slots) merges down before level 0 may come in, into level
+        // 2's bottom slot, its three runs together.
+        let full = [(1, "a", "z", 20), (2, "a", "z", 20), (3, "a", "z", 20)];
+        let mut rows = vec![(0, "a", "z", 10), (0, "a", "z", 10)];
+        rows.extend(full);
+        let v = version(&rows);
+        assert_eq!(tiered(&v, Tiering), Some((1, 6, vec![2, 3], false)));
+        // With a run in level 2 already, above it.
+        rows.push((6, "a", "z", 60));
+        let v = version(&rows);
+        assert_eq!(tiered(&v, Tiering), Some((1, 5, vec![2, 3], false)));
+        // Under lazy leveling level 2, the deepest, is leveled: merged into its run.
+        assert_eq!(tiered(&v, LazyLeveling), Some((1, 6, vec![2, 3], true)));
+        // Nothing to do: level 0 under its trigger, no level full.
+        let v = version(&[(0, "a", "z", 10), (3, "a", "z", 20), (6, "a", "z", 60)]);
+        assert_eq!(tiered(&v, Tiering), None);
     }
 
     #[test]
@@ -804,6 +1002,7 @@ mod tests {
             l0_trigger: 4,
             level1_bytes: 100,
             size_ratio: 10,
+            policy: MergePolicy::Leveling,
         };
         // Levels 0 and 1 hold 300 bytes above level 2's 600: more than 2/9 of it.
         let v = version(&[

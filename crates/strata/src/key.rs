@@ -23,8 +23,11 @@ pub struct FileNumber(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Level(pub usize);
 
-/// The number of levels in the tree.
-pub(crate) const NUM_LEVELS: usize = 7;
+/// The number of levels in the tree: physical levels, each a sorted run (level 0 holds
+/// overlapping files). Leveling uses one per level of the tree; tiering and lazy leveling
+/// give each level of the tree `T - 1` of them, one per run (see `compaction::LevelTargets`),
+/// so that every read path walks sorted runs newest first whatever the merge policy.
+pub(crate) const NUM_LEVELS: usize = 32;
 
 /// What an entry records. Written to disk: the discriminants are frozen and never renumbered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

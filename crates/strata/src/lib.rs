@@ -73,6 +73,7 @@ mod version;
 pub use backup::{BackupEngine, BackupInfo, NewBackup};
 pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
+pub use cost_model::MergePolicy;
 pub use db::{ColumnFamily, Db, DbIterator, Scan, Transaction};
 pub use error::{Error, Result};
 #[cfg(feature = "test-util")]

@@ -79,6 +79,17 @@ pub struct Options {
     pub table_map_bytes: usize,
     /// Size ratio `T` between adjacent levels (10).
     pub size_ratio: u64,
+    /// How sorted runs are merged (leveling). `Leveling` keeps one run per level, merging
+    /// each run that arrives into it: reads consult one run per level, and each byte is
+    /// rewritten about `T` times per level. `Tiering` lets a level gather up to `T - 1` runs
+    /// and merges them together into one run of the next level when it is full: each byte
+    /// is written once per level, and reads consult up to `T - 1` runs per level.
+    /// `LazyLeveling` tiers every level but the deepest, which holds most of the data and
+    /// is leveled: writes cost nearly what tiering's do, and lookups of keys that exist and
+    /// long scans nearly what leveling's do (Dostoevsky, SIGMOD 2018). Under the tiered
+    /// policies reads do not ask for compactions (`read_triggered_compaction` is ignored),
+    /// which would undo the policy's trade; the idle merge still merges the whole tree.
+    pub merge_policy: crate::MergePolicy,
     /// Target bytes of level 1; level `n` aims at this times `T^(n-1)` (256 MiB, as RocksDB's
     /// `max_bytes_for_level_base`: with level 0 merged down several 64 MiB memtables at a
     /// time, a smaller level 1 is rewritten into level 2 after nearly every level-0
@@ -144,6 +155,7 @@ impl std::fmt::Debug for Options {
             .field("table_pinned_bytes", &self.table_pinned_bytes)
             .field("table_map_bytes", &self.table_map_bytes)
             .field("size_ratio", &self.size_ratio)
+            .field("merge_policy", &self.merge_policy)
             .finish_non_exhaustive()
     }
 }
@@ -166,6 +178,7 @@ impl Default for Options {
             table_pinned_bytes: 32 << 20,
             table_map_bytes: 256 << 20,
             size_ratio: 10,
+            merge_policy: crate::MergePolicy::Leveling,
             level1_max_bytes: 256 << 20,
             target_file_size: 16 << 20,
             level0_compaction_trigger: 8,

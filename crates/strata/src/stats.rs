@@ -7,7 +7,10 @@ pub struct LevelStats {
     pub files: usize,
     /// Bytes of those files.
     pub bytes: u64,
-    /// The size the level aims for (0 for level 0, whose trigger is a file count).
+    /// The size the level aims for (0 for level 0, whose trigger is a file count, and for
+    /// every level under the tiered merge policies, whose levels are run slots filled by
+    /// count). Under tiering and lazy leveling each level here is one run slot: level `i`
+    /// of the tree is levels `1 + (i-1)(T-1) ..= i(T-1)` here.
     pub target_bytes: u64,
     /// Bloom filter bits per key of the level's files, averaged over their entries (`None`
     /// for an empty level).
@@ -61,6 +64,13 @@ pub struct FamilyStats {
 pub struct Stats {
     /// Per level, from 0 down.
     pub levels: Vec<LevelStats>,
+    /// The merge policy the default family's tree is built by.
+    pub merge_policy: crate::MergePolicy,
+    /// Its size ratio `T`.
+    pub size_ratio: u64,
+    /// Sorted runs per level of the tree, from level 0 (its files) down to the deepest
+    /// holding data: under leveling at most one per level, under tiering up to `T - 1`.
+    pub runs_per_level: Vec<usize>,
     /// Every column family, the default one first.
     pub families: Vec<FamilyStats>,
     /// Every SST file of the default family, by level (each family's are in `families`).

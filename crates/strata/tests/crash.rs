@@ -11,7 +11,9 @@
 //! Each batch spans three column families (a key's number picks its family; the marker is
 //! the default family's), so the all-or-nothing check covers batches across families.
 //!
-//! Flushes and compactions run during the kills (tiny memtables and files).
+//! Flushes and compactions run during the kills (tiny memtables and files), under each merge
+//! policy in turn: cycle `n` runs `POLICIES[n % 3]`, so the database also changes policy
+//! between cycles, and each policy's picker meets the shapes the others left.
 //! `STRATA_CRASH_CYCLES` sets the number of cycles (default 150).
 
 mod common;
@@ -86,9 +88,9 @@ fn family_of(key: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn open(path: &std::path::Path) -> strata::Result<Db> {
-    let families = FAMILIES.map(|f| (f.to_string(), options())).to_vec();
-    Db::open_with_families(path, options(), families)
+fn open(path: &std::path::Path, policy: strata::MergePolicy) -> strata::Result<Db> {
+    let families = FAMILIES.map(|f| (f.to_string(), options(policy))).to_vec();
+    Db::open_with_families(path, options(policy), families)
 }
 
 /// Every family's state, in one map (a key lives in one family only).
@@ -141,8 +143,24 @@ fn apply(model: &mut Model, ops: &[(Vec<u8>, Write)]) {
     }
 }
 
-fn options() -> Options {
+const POLICIES: [strata::MergePolicy; 3] = [
+    strata::MergePolicy::Leveling,
+    strata::MergePolicy::Tiering,
+    strata::MergePolicy::LazyLeveling,
+];
+
+/// The merge policy of this cycle (the parent sets it for the child).
+fn policy() -> strata::MergePolicy {
+    let n: usize = std::env::var("STRATA_CRASH_POLICY")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    POLICIES[n % POLICIES.len()]
+}
+
+fn options(policy: strata::MergePolicy) -> Options {
     Options {
+        merge_policy: policy,
         write_buffer_size: 16 * 1024,
         target_file_size: 16 * 1024,
         level1_max_bytes: 64 * 1024,
@@ -167,7 +185,7 @@ fn crash_child() {
         return;
     };
     let (seed, start): (u64, u64) = (seed.parse().unwrap(), start.parse().unwrap());
-    let db = open(std::path::Path::new(&dir)).unwrap();
+    let db = open(std::path::Path::new(&dir), policy()).unwrap();
     let families = FAMILIES.map(|f| db.family(f).unwrap());
     println!("ready");
     for i in start.. {
@@ -221,6 +239,7 @@ fn crash_cycles() {
             .env("STRATA_CRASH_DIR", &path)
             .env("STRATA_CRASH_SEED", seed.to_string())
             .env("STRATA_CRASH_START", next.to_string())
+            .env("STRATA_CRASH_POLICY", cycle.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -276,10 +295,11 @@ fn crash_cycles() {
         }
         // The families were created by the first child: the MANIFEST must still hold them
         // (opening would create them again).
-        let listed = Db::list_families(&path, &options())
+        let policy = POLICIES[cycle as usize % POLICIES.len()];
+        let listed = Db::list_families(&path, &options(policy))
             .unwrap_or_else(|e| panic!("cycle {cycle}: listing families: {e} (seed {seed})"));
         assert_eq!(listed, ["default", "a", "b"], "cycle {cycle} (seed {seed})");
-        let db = open(&path)
+        let db = open(&path, policy)
             .unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e} (seed {seed})"));
         let state = dump_all(&db);
         // The marker says which prefix survived; the rest of the state must match it exactly.

@@ -571,6 +571,8 @@ fn two_overlapping_level0_files(read_triggered_compaction: bool, pad: usize) -> 
     o.level0_slowdown_trigger = 8;
     o.level0_stop_trigger = 12;
     o.read_triggered_compaction = read_triggered_compaction;
+    // Reads ask for compactions under leveling only (the tiered policies ignore the option).
+    o.merge_policy = strata::MergePolicy::Leveling;
     let db = Db::open("/db", o).unwrap();
     for i in (0..400).step_by(2) {
         db.put(format!("k{i:04}").as_bytes(), &expected(i, pad).unwrap())

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use proptest::prelude::*;
-use strata::{Db, FilterKind, IndexKind, MemFs, ReadOptions, WriteBatch, WriteOptions};
+use strata::{
+    Db, FilterKind, IndexKind, MemFs, MergePolicy, ReadOptions, WriteBatch, WriteOptions,
+};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -178,6 +180,7 @@ struct Harness {
     filter: FilterKind,
     /// Replaces the options' filter policy when set.
     policy: Option<strata::FilterPolicy>,
+    merge_policy: MergePolicy,
 }
 
 /// Options whose filters are partitioned, with the index they go with, and partitions of
@@ -201,6 +204,7 @@ impl Harness {
         if let Some(p) = self.policy {
             o.filter_policy = p;
         }
+        o.merge_policy = self.merge_policy;
         o.merge_operator = Some(std::sync::Arc::new(append()));
         // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
@@ -371,6 +375,24 @@ fn run_ops_with(
     filter: FilterKind,
     policy: Option<strata::FilterPolicy>,
 ) {
+    run_ops_merging(
+        ops,
+        size_ratio,
+        index,
+        filter,
+        policy,
+        MergePolicy::Leveling,
+    );
+}
+
+fn run_ops_merging(
+    ops: &[Op],
+    size_ratio: u64,
+    index: IndexKind,
+    filter: FilterKind,
+    policy: Option<strata::FilterPolicy>,
+    merge_policy: MergePolicy,
+) {
     let fs = MemFs::new();
     let mut h = Harness {
         fs,
@@ -381,6 +403,7 @@ fn run_ops_with(
         index,
         filter,
         policy,
+        merge_policy,
     };
     h.db = Some(Db::open(Path::new("/db"), h.options()).unwrap());
     for op in ops {
@@ -440,17 +463,55 @@ proptest! {
         let monkey = strata::FilterPolicy::Monkey { total_bits_per_key: 2 };
         run_ops_with(&ops, 3, IndexKind::Flat, FilterKind::Whole, Some(monkey));
     }
+
+    /// Tiering: up to `T - 1` runs per level, merged into the next level when full.
+    #[test]
+    fn engine_matches_model_tiering(ops in proptest::collection::vec(op_strategy(60), 1..120)) {
+        run_ops_merging(&ops, 3, IndexKind::Flat, FilterKind::Whole, None, MergePolicy::Tiering);
+    }
+
+    /// Lazy leveling: tiered levels above a leveled deepest one.
+    #[test]
+    fn engine_matches_model_lazy_leveling(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
+        let lazy = MergePolicy::LazyLeveling;
+        run_ops_merging(&ops, 4, IndexKind::BTree, FilterKind::Partitioned, None, lazy);
+    }
+
+    /// Tiering at the smallest ratio: one run per level, every arrival merges down.
+    #[test]
+    fn engine_matches_model_tiering_ratio_2(
+        ops in proptest::collection::vec(op_strategy(120), 1..120)
+    ) {
+        run_ops_merging(&ops, 2, IndexKind::Flat, FilterKind::Whole, None, MergePolicy::Tiering);
+    }
 }
 
 /// Long random runs that grow the tree several levels deep, on the real file system; the seed
 /// is printed.
 #[test]
 fn long_random_runs_reach_deep_levels() {
-    let seed = common::seed("long_random_runs_reach_deep_levels");
+    long_random_run(MergePolicy::Leveling, 2);
+}
+
+#[test]
+fn long_random_runs_reach_deep_levels_tiering() {
+    long_random_run(MergePolicy::Tiering, 3);
+}
+
+#[test]
+fn long_random_runs_reach_deep_levels_lazy_leveling() {
+    long_random_run(MergePolicy::LazyLeveling, 4);
+}
+
+fn long_random_run(merge_policy: MergePolicy, size_ratio: u64) {
+    let seed = common::seed(&format!("long_random_runs {merge_policy:?}"));
     let mut rng = common::Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     // Partitioned filters: their partitions are read through the mappings of real files.
-    let mut opts = partitioned(common::tiny_options(None, 2));
+    let mut opts = partitioned(common::tiny_options(None, size_ratio));
+    opts.merge_policy = merge_policy;
     opts.write_buffer_size = 8 * 1024;
     opts.merge_operator = Some(std::sync::Arc::new(append()));
     let mut db = Db::open(dir.path(), opts.clone()).unwrap();

@@ -146,8 +146,15 @@ fn power_loss_at_random_moments_keeps_every_synced_write() {
         let mem = MemFs::new();
         // Every other round, a write buffer of 64 KiB: logs of many pages, which a torn
         // power loss can leave with holes.
+        // Each merge policy in turn.
+        let merge_policy = [
+            strata::MergePolicy::Leveling,
+            strata::MergePolicy::Tiering,
+            strata::MergePolicy::LazyLeveling,
+        ][(round % 3) as usize];
         let opts = |fs: MemFs| Options {
             write_buffer_size: if round % 2 == 1 { 64 * 1024 } else { 4 * 1024 },
+            merge_policy,
             ..options(Arc::new(fs))
         };
         // Batches span two column families: each is still all or nothing.

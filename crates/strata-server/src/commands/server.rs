@@ -880,6 +880,14 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
         }
         "lsm" => {
             let _ = write!(o, "# LSM\r\n");
+            let runs: Vec<String> = s.runs_per_level.iter().map(|r| r.to_string()).collect();
+            let _ = write!(
+                o,
+                "merge_policy:{}\r\nsize_ratio:{}\r\nruns_per_level:{}\r\n",
+                s.merge_policy.name(),
+                s.size_ratio,
+                runs.join(",")
+            );
             for (i, l) in s.levels.iter().enumerate() {
                 // "-" for an empty level: 0 would read as a level of filters without bits.
                 let bits = l

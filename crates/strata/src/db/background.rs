@@ -637,6 +637,9 @@ impl DbInner {
         end: Option<&[u8]>,
     ) -> Result<()> {
         let current = || lock(&self.state).versions.current(family.id);
+        if family.targets.policy != crate::MergePolicy::Leveling {
+            return self.manual_compaction_tiered(family, &current());
+        }
         let deepest = {
             let v = current();
             (0..NUM_LEVELS)
@@ -693,6 +696,48 @@ impl DbInner {
             self.run_compaction(family, &c, false)?;
         }
         Ok(())
+    }
+
+    /// A manual compaction under the tiered policies: every run of the tree, whatever the
+    /// range, merged into one in the bottom slot of the deepest level holding data. A run
+    /// is taken whole: part of a run moved below the runs under it would put older
+    /// versions above newer ones.
+    fn manual_compaction_tiered(
+        &self,
+        family: &Family,
+        v: &Arc<crate::version::Version>,
+    ) -> Result<()> {
+        let levels: Vec<usize> = (0..NUM_LEVELS)
+            .filter(|&l| !v.levels[l].is_empty())
+            .collect();
+        let (Some(&first), Some(&last)) = (levels.first(), levels.last()) else {
+            return Ok(());
+        };
+        let targets = &family.targets;
+        let output = targets
+            .physical(targets.tree_level(last))
+            .end
+            .saturating_sub(1)
+            .max(last);
+        let c = Compaction {
+            level: first,
+            output_level: output,
+            inputs: v.levels[first].clone(),
+            between: levels
+                .iter()
+                .filter(|&&l| l > first && l < output)
+                .map(|&l| (l, v.levels[l].clone()))
+                .collect(),
+            next_inputs: if output > first {
+                v.levels[output].clone()
+            } else {
+                Vec::new()
+            },
+            version: v.clone(),
+            for_reads: false,
+            idle_merge: false,
+        };
+        self.run_compaction(family, &c, false)
     }
 
     /// Removes files no version needs: old WALs and MANIFESTs, SSTs left by a crash, and

@@ -884,7 +884,7 @@ impl DbInner {
         !f.imm.is_empty()
             || f.busy_levels.iter().any(|&b| b)
             || f.read_compaction.is_some()
-            || f.family.targets.scores(&v).iter().any(|&s| s >= 1.0)
+            || f.family.targets.needs_work(&v)
             || f.idle_merge_requested
             || (self.opts.idle_merge_after.is_some()
                 && compaction::idle_merge_output_level(
@@ -895,13 +895,21 @@ impl DbInner {
                 .is_some())
     }
 
+    /// Per physical level, down to the deepest holding files (and at least the first
+    /// seven, the levels a leveled tree has room for in LevelDB).
     fn level_stats(v: &Version, family: &Family) -> Vec<LevelStats> {
         let fallback_bits = family.opts.filter_policy.bits_per_key() as f64;
-        (0..NUM_LEVELS)
+        let shown = (0..NUM_LEVELS)
+            .rev()
+            .find(|&l| !v.levels[l].is_empty())
+            .map_or(0, |l| l + 1)
+            .max(7);
+        let leveled = family.targets.policy == crate::MergePolicy::Leveling;
+        (0..shown)
             .map(|l| LevelStats {
                 files: v.levels[l].len(),
                 bytes: v.level_bytes(l),
-                target_bytes: if l == 0 {
+                target_bytes: if l == 0 || !leveled {
                     0
                 } else {
                     family.targets.target_bytes(l)
@@ -960,8 +968,23 @@ impl DbInner {
         let c = &self.counters;
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let default = st.default_family();
+        let t = &self.default.targets;
+        let mut runs_per_level = vec![v.levels[0].len()];
+        for (p, files) in v.levels.iter().enumerate().skip(1) {
+            let level = t.tree_level(p);
+            if runs_per_level.len() <= level {
+                runs_per_level.resize(level + 1, 0);
+            }
+            runs_per_level[level] += usize::from(!files.is_empty());
+        }
+        while runs_per_level.len() > 1 && runs_per_level.last() == Some(&0) {
+            runs_per_level.pop();
+        }
         Stats {
             levels,
+            merge_policy: t.policy,
+            size_ratio: t.size_ratio,
+            runs_per_level,
             families,
             files,
             memtable_bytes: default.mem.approximate_size() as u64,

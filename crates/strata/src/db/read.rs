@@ -350,6 +350,7 @@ impl DbInner {
         }
         let mut st = lock(&self.state);
         if let Some(f) = st.family_mut(family)
+            && f.family.targets.policy == crate::MergePolicy::Leveling
             && f.read_compaction.is_none()
         {
             f.read_compaction = Some(rc);

@@ -269,7 +269,10 @@ mod tests {
     #[test]
     fn garbage_is_rejected() {
         assert!(VersionEdit::decode(&[99]).is_err());
-        assert!(VersionEdit::decode(&[tag::DELETED_FILE as u8, 9, 1]).is_err());
+        // A level past the deepest.
+        assert!(VersionEdit::decode(&[tag::DELETED_FILE as u8, NUM_LEVELS as u8, 1]).is_err());
+        // The family of a file the edit does not add.
+        assert!(VersionEdit::decode(&[tag::FILE_FAMILY as u8, 4, 1]).is_err());
         let e = VersionEdit {
             log_number: Some(FileNumber(1)),
             ..Default::default()

@@ -32,7 +32,20 @@ pub fn tiny_options(fs: Option<MemFs>, size_ratio: u64) -> Options {
     if let Some(fs) = fs {
         o.fs = Arc::new(fs);
     }
+    o.merge_policy = merge_policy();
     o
+}
+
+/// The merge policy `STRATA_MERGE_POLICY` names (`leveling`, `tiering` or `lazy`), for
+/// running the tests under each; leveling when unset. A name it does not know fails the
+/// test rather than running another policy.
+pub fn merge_policy() -> strata::MergePolicy {
+    match std::env::var("STRATA_MERGE_POLICY").as_deref() {
+        Err(_) | Ok("leveling") => strata::MergePolicy::Leveling,
+        Ok("tiering") => strata::MergePolicy::Tiering,
+        Ok("lazy") => strata::MergePolicy::LazyLeveling,
+        Ok(other) => panic!("STRATA_MERGE_POLICY={other}: leveling, tiering or lazy"),
+    }
 }
 
 /// Everything a full forward scan returns.
