@@ -6,6 +6,7 @@ mod csv_data;
 mod flodb;
 mod growth;
 mod monkey;
+mod policies;
 mod reach;
 mod server_mix;
 mod seven_tasks;
@@ -38,6 +39,10 @@ pub enum Experiment {
     /// missing and existing keys, and the filter false positives per lookup against the
     /// model's.
     Monkey(monkey::Args),
+    /// The merge policies (leveling, tiering, lazy leveling) at several size ratios: the
+    /// fill's write amplification against the cost of gets, missing gets and scans, with the
+    /// cost model's predictions beside them.
+    Policies(policies::Args),
 }
 
 pub fn run(e: &Experiment) -> Result<(), String> {
@@ -48,6 +53,7 @@ pub fn run(e: &Experiment) -> Result<(), String> {
         Experiment::Flodb(a) => flodb::run(a),
         Experiment::Reach(a) => reach::run(a),
         Experiment::Monkey(a) => monkey::run(a),
+        Experiment::Policies(a) => policies::run(a),
     }
 }
 
