@@ -49,6 +49,8 @@ pub(crate) struct LevelTargets {
     pub level1_bytes: u64,
     pub size_ratio: u64,
     pub policy: MergePolicy,
+    /// The write buffer's bytes: level 0's files merge down `l0_trigger` of them at a time.
+    pub buffer_bytes: u64,
 }
 
 impl LevelTargets {
@@ -58,7 +60,20 @@ impl LevelTargets {
             level1_bytes: o.level1_max_bytes,
             size_ratio: o.size_ratio,
             policy: o.merge_policy,
+            buffer_bytes: o.write_buffer_size as u64,
         }
+    }
+
+    /// What level `i >= 1` of a lazily leveled tree holds before it stops being leveled: the
+    /// run level 0 merges down (`l0_trigger` write buffers) times `T^i`, so that, as in
+    /// Dostoevsky, a tree of `L` levels holds about `T^L` such runs and its deepest level
+    /// most of them.
+    pub(crate) fn lazy_capacity(&self, i: usize) -> u64 {
+        let mut c = (self.l0_trigger as u64).saturating_mul(self.buffer_bytes.max(1));
+        for _ in 0..i {
+            c = c.saturating_mul(self.size_ratio);
+        }
+        c
     }
 
     /// Run slots per level of the tree below level 0.
@@ -313,8 +328,8 @@ fn least_overlapping<'v>(
 /// runs, or its top slot taken) first merges all its runs into one run of the level below,
 /// which may push that level's runs down in turn. So a level holds up to `T - 1` runs and
 /// merges them when another must come in. The exception is the level that lazy leveling
-/// levels, the deepest holding data while its bytes stay under its target
-/// (`level1_max_bytes * T^(i-1)`): arriving runs merge with its run into its bottom slot.
+/// levels, the deepest holding data while its bytes stay under its capacity
+/// ([`LevelTargets::lazy_capacity`]): arriving runs merge with its run into its bottom slot.
 /// Past its target it takes runs as the others do, and once full pushes them into the
 /// level below, which becomes the leveled one. The deepest level of the tree, full, merges
 /// its runs into one in place.
@@ -336,7 +351,7 @@ fn pick_tiered(
     let leveled = |i: usize| -> bool {
         targets.policy == MergePolicy::LazyLeveling
             && deepest_data.is_none_or(|d| i >= d)
-            && (i == deepest || bytes(i) < targets.target_bytes(i))
+            && (i == deepest || bytes(i) < targets.lazy_capacity(i))
     };
     // No room for another run: every slot taken, or the top one.
     let full = |i: usize| -> bool {
@@ -360,19 +375,30 @@ fn pick_tiered(
         if busy[level..=output].iter().any(|&b| b) {
             return None;
         }
+        let between: Vec<(usize, Vec<Arc<FileMeta>>)> = (level + 1..output)
+            .filter(|&p| !v.levels[p].is_empty())
+            .map(|p| (p, v.levels[p].clone()))
+            .collect();
+        // Of the output level's run, the files the inputs' keys fall among (a run merged
+        // into it leaves the rest of it in place, as leveling does).
+        let files = || {
+            v.levels[level]
+                .iter()
+                .chain(between.iter().flat_map(|(_, f)| f.iter()))
+        };
+        let lo = files().map(|f| f.smallest_user_key()).min();
+        let hi = files().map(|f| f.largest_user_key()).max();
+        let next_inputs = if output > level {
+            v.overlapping(output, lo, hi)
+        } else {
+            Vec::new()
+        };
         Some(Compaction {
             level,
             output_level: output,
             inputs: v.levels[level].clone(),
-            between: (level + 1..output)
-                .filter(|&p| !v.levels[p].is_empty())
-                .map(|p| (p, v.levels[p].clone()))
-                .collect(),
-            next_inputs: if output > level {
-                v.levels[output].clone()
-            } else {
-                Vec::new()
-            },
+            between,
+            next_inputs,
             version: Arc::new(Version::default()),
             for_reads: false,
             idle_merge: false,
@@ -918,6 +944,7 @@ mod tests {
             level1_bytes: 100,
             size_ratio: 10,
             policy: MergePolicy::Leveling,
+            buffer_bytes: 10,
         };
         let mut pointers: [Vec<u8>; NUM_LEVELS] = Default::default();
         if !pointer.is_empty() {
@@ -938,6 +965,7 @@ mod tests {
             level1_bytes: 100,
             size_ratio: 4,
             policy,
+            buffer_bytes: 10,
         };
         assert_eq!(targets.physical(1), 1..4);
         assert_eq!(targets.physical(2), 4..7);
@@ -956,7 +984,8 @@ mod tests {
         // One run there already: the next goes above it, not merged with it.
         let v = version(&[(0, "a", "z", 10), (0, "a", "z", 10), (3, "a", "z", 20)]);
         assert_eq!(tiered(&v, Tiering), Some((0, 2, vec![], false)));
-        // Under lazy leveling the deepest level, under its 100-byte target, is leveled.
+        // Under lazy leveling the deepest level, under its capacity (two 10-byte buffers
+        // times 4), is leveled.
         assert_eq!(tiered(&v, LazyLeveling), Some((0, 3, vec![], true)));
         // Past its target it takes runs as a tiered level does.
         let v = version(&[(0, "a", "z", 10), (0, "a", "z", 10), (3, "a", "z", 200)]);
@@ -1003,6 +1032,7 @@ mod tests {
             level1_bytes: 100,
             size_ratio: 10,
             policy: MergePolicy::Leveling,
+            buffer_bytes: 10,
         };
         // Levels 0 and 1 hold 300 bytes above level 2's 600: more than 2/9 of it.
         let v = version(&[

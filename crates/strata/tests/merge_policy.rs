@@ -17,7 +17,9 @@ const KEYS_PER_FLUSH: u64 = 200;
 fn options(fs: &MemFs, policy: MergePolicy) -> Options {
     Options {
         merge_policy: policy,
-        write_buffer_size: 64 * 1024,
+        // About what a flush of KEYS_PER_FLUSH keys holds (and above it, so that every table
+        // comes from `fill`'s own flushes): lazy leveling sizes its levels in write buffers.
+        write_buffer_size: 32 * 1024,
         target_file_size: 8 * 1024,
         level1_max_bytes: 16 * 1024,
         size_ratio: T,

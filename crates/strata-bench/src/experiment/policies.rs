@@ -58,6 +58,9 @@ const COLUMNS: &[&str] = &[
     "model_space_amplification",
 ];
 
+/// A measured design: write amplification, then microseconds per get, missing get and scan.
+type Point = (f64, f64, f64, f64);
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -172,7 +175,7 @@ pub fn run(a: &Args) -> Result<(), String> {
     };
     // Per policy: (measured write amp, get, missing, scan µs) and the model's
     // (write amp, blocks per get + missing get) at each ratio.
-    let mut measured: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); 3];
+    let mut measured: Vec<Vec<Point>> = vec![Vec::new(); 3];
     let mut modelled: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 3];
     for &ratio in &a.ratios {
         for (pi, policy) in MergePolicy::ALL.into_iter().enumerate() {
@@ -224,7 +227,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             ]);
         }
     }
-    let series = |f: &dyn Fn(&(f64, f64, f64, f64)) -> f64| -> Vec<Series> {
+    let series = |f: &dyn Fn(&Point) -> f64| -> Vec<Series> {
         MergePolicy::ALL
             .into_iter()
             .zip(&measured)
@@ -234,7 +237,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             })
             .collect()
     };
-    let panel = |title: &str, f: &dyn Fn(&(f64, f64, f64, f64)) -> f64| Panel {
+    let panel = |title: &str, f: &dyn Fn(&Point) -> f64| Panel {
         title: title.into(),
         x: Axis::linear("write amplification, measured"),
         y: Axis::linear("microseconds"),
