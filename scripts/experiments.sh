@@ -2,7 +2,7 @@
 # The seed experiments docs/EXPERIMENTS.md records, each writing NAME.csv, NAME.svg and
 # NAME.txt (what it printed) to docs/experiments/:
 #   scripts/experiments.sh [--smoke] [EXPERIMENT...]
-# Experiments: growth, server-mix, seven-tasks, flodb, reach, monkey (default: all six). --smoke runs
+# Experiments: growth, server-mix, seven-tasks, flodb, reach, monkey, policies (default: all seven). --smoke runs
 # each at its smallest scale (under a minute each) into a temporary directory, as CI does.
 # server-mix and reach need redis-server on the PATH, and run target/release/strata, as
 # seven-tasks does. reach (the merge operator, range deletes, checkpoints and backups) draws
@@ -54,7 +54,10 @@ run() {
   monkey)
     if [ $smoke = 1 ]; then experiment monkey --num 200000 --lookups 20000 --rounds 1
     else experiment monkey; fi ;;
-  *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb, reach, monkey)" >&2; exit 2 ;;
+  policies)
+    if [ $smoke = 1 ]; then experiment policies --num 100000 --lookups 5000 --ratios 2,4
+    else experiment policies; fi ;;
+  *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb, reach, monkey, policies)" >&2; exit 2 ;;
   esac
   echo "== experiment $1 took $((SECONDS - started)) s" >&2
   # Every experiment leaves its results and its figure (reach: its table).
@@ -65,5 +68,5 @@ run() {
   done
 }
 
-if [ $# -eq 0 ]; then set -- growth server-mix seven-tasks flodb reach monkey; fi
+if [ $# -eq 0 ]; then set -- growth server-mix seven-tasks flodb reach monkey policies; fi
 for e in "$@"; do run "$e"; done
