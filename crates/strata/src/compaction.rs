@@ -266,20 +266,35 @@ pub(crate) fn idle_merge_output_level(
     targets: &LevelTargets,
     pending_bytes: u64,
 ) -> Option<usize> {
-    let deepest = (1..NUM_LEVELS)
+    let deepest_physical = (1..NUM_LEVELS)
         .rev()
         .find(|&l| !v.levels[l].is_empty())
         .unwrap_or(1);
+    // Under the tiered policies the deepest level of the tree is all its run slots, and
+    // the merge goes into its bottom slot, so that the tree's shape stays the policy's.
+    let deepest = match targets.policy {
+        MergePolicy::Leveling => deepest_physical,
+        _ => targets
+            .physical(targets.tree_level(deepest_physical))
+            .start
+            .max(1),
+    };
+    let deepest_bytes: u64 = (deepest..=deepest_physical).map(|l| v.level_bytes(l)).sum();
     let above: u64 = (0..deepest).map(|l| v.level_bytes(l)).sum::<u64>() + pending_bytes;
     let runs = v.levels[0].len()
-        + (1..=deepest).filter(|&l| !v.levels[l].is_empty()).count()
+        + (1..=deepest_physical)
+            .filter(|&l| !v.levels[l].is_empty())
+            .count()
         + usize::from(pending_bytes > 0);
     let in_shape = u128::from(above) * u128::from(targets.size_ratio.saturating_sub(1).max(1))
-        <= 2 * u128::from(v.level_bytes(deepest));
+        <= 2 * u128::from(deepest_bytes);
     if runs < 2 || in_shape {
         return None;
     }
-    let total = above.saturating_add(v.level_bytes(deepest));
+    if targets.policy != MergePolicy::Leveling {
+        return Some(targets.physical(targets.tree_level(deepest_physical)).end - 1);
+    }
+    let total = above.saturating_add(deepest_bytes);
     let mut output = deepest;
     while output + 1 < NUM_LEVELS && targets.target_bytes(output) < total {
         output += 1;
@@ -325,14 +340,14 @@ fn least_overlapping<'v>(
 /// The tiered picker (tiering and lazy leveling). Once level 0 holds
 /// `level0_compaction_trigger` files they merge into one run of level 1. A run arriving in a
 /// level goes into the slot above its newest run; a level whose slots are full (`T - 1`
-/// runs, or its top slot taken) first merges all its runs into one run of the level below,
-/// which may push that level's runs down in turn. So a level holds up to `T - 1` runs and
-/// merges them when another must come in. The exception is the level that lazy leveling
-/// levels, the deepest holding data while its bytes stay under its capacity
-/// ([`LevelTargets::lazy_capacity`]): arriving runs merge with its run into its bottom slot.
-/// Past its target it takes runs as the others do, and once full pushes them into the
-/// level below, which becomes the leveled one. The deepest level of the tree, full, merges
-/// its runs into one in place.
+/// runs, or its top slot taken) is merged together with the arriving run into one run of
+/// the level below, and so on down to a level with room. So a level holds up to `T - 1`
+/// runs, merges them when another must come in, and each run of level `i` holds `T` of
+/// level `i - 1`'s. The exception is the level that lazy leveling levels, the deepest
+/// holding data: while its bytes stay under its capacity
+/// ([`LevelTargets::lazy_capacity`]) arriving runs merge with its run into its bottom slot,
+/// and past its capacity it goes down with them into a new deepest level. When every level
+/// is full, everything merges into the bottom slot of the deepest level of the tree.
 fn pick_tiered(
     v: &Version,
     targets: &LevelTargets,
@@ -360,10 +375,14 @@ fn pick_tiered(
         !r.is_empty() && (r.len() >= slots.len() || r.first() == Some(&slots.start))
     };
     // The merge of physical levels `sources` (ascending, non-empty) into level `dest`.
-    let merge = |sources: &[usize], dest: usize| -> Option<Compaction> {
+    // The merge of level 0 and every level above `dest` into one run of `dest`: in its
+    // bottom slot with the files there that the inputs' keys fall among (`into_bottom`, or
+    // a leveled `dest`), or else in the slot above its newest run.
+    let merge = |dest: usize, into_bottom: bool| -> Option<Compaction> {
+        let sources = [0];
         let slots = targets.physical(dest);
         let bottom = slots.end.checked_sub(1)?;
-        let output = if leveled(dest) || dest <= targets.tree_level(*sources.last()?) {
+        let output = if into_bottom || leveled(dest) {
             bottom
         } else {
             match runs(dest).first() {
@@ -404,23 +423,22 @@ fn pick_tiered(
             idle_merge: false,
         })
     };
-    // Level 0 pushes its files down once it holds enough of them; a full level in the way
-    // pushes its runs down first, and so on down to a level with room.
+    // Level 0's files, with the runs of every full level in their way, merge into one run
+    // of the first level with room: a run of level `i` is made of `T - 1` runs of level
+    // `i - 1` and the run that found it full, `T` times their size.
     if v.levels[0].len() < targets.l0_trigger {
         return None;
     }
-    for i in 1..=deepest {
-        if leveled(i) || !full(i) {
-            let sources = if i == 1 { vec![0] } else { runs(i - 1) };
-            return merge(&sources, i);
-        }
-        if i == deepest {
-            // Nowhere deeper to go: the deepest level merges its runs into one in place.
-            let r = runs(i);
-            return if r.len() >= 2 { merge(&r, i) } else { None };
-        }
+    // Under lazy leveling the deepest level holding data takes no run beside its own: past
+    // its capacity it goes down with the rest, into a new deepest level.
+    let lazy = targets.policy == MergePolicy::LazyLeveling;
+    let room =
+        (1..deepest).find(|&i| leveled(i) || (!full(i) && !(lazy && deepest_data == Some(i))));
+    match room {
+        Some(i) => merge(i, false),
+        // Nowhere deeper to go: everything merges into the deepest level's bottom slot.
+        None => merge(deepest, leveled(deepest) || full(deepest)),
     }
-    None
 }
 
 pub(crate) fn with_next_level(
@@ -987,25 +1005,55 @@ mod tests {
         // Under lazy leveling the deepest level, under its capacity (two 10-byte buffers
         // times 4), is leveled.
         assert_eq!(tiered(&v, LazyLeveling), Some((0, 3, vec![], true)));
-        // Past its target it takes runs as a tiered level does.
+        // Past its capacity it goes down with level 0 into a new deepest level.
         let v = version(&[(0, "a", "z", 10), (0, "a", "z", 10), (3, "a", "z", 200)]);
-        assert_eq!(tiered(&v, LazyLeveling), Some((0, 2, vec![], false)));
-        // A full level 1 (three slots) merges down before level 0 may come in, into level
-        // 2's bottom slot, its three runs together.
+        assert_eq!(tiered(&v, LazyLeveling), Some((0, 6, vec![3], false)));
+        // Tiering adds a run above it instead.
+        assert_eq!(tiered(&v, Tiering), Some((0, 2, vec![], false)));
+        // A full level 1 (three slots) merges with level 0 into one run of level 2, in its
+        // bottom slot: four runs' worth.
         let full = [(1, "a", "z", 20), (2, "a", "z", 20), (3, "a", "z", 20)];
         let mut rows = vec![(0, "a", "z", 10), (0, "a", "z", 10)];
         rows.extend(full);
         let v = version(&rows);
-        assert_eq!(tiered(&v, Tiering), Some((1, 6, vec![2, 3], false)));
+        assert_eq!(tiered(&v, Tiering), Some((0, 6, vec![1, 2, 3], false)));
         // With a run in level 2 already, above it.
         rows.push((6, "a", "z", 60));
         let v = version(&rows);
-        assert_eq!(tiered(&v, Tiering), Some((1, 5, vec![2, 3], false)));
+        assert_eq!(tiered(&v, Tiering), Some((0, 5, vec![1, 2, 3], false)));
         // Under lazy leveling level 2, the deepest, is leveled: merged into its run.
-        assert_eq!(tiered(&v, LazyLeveling), Some((1, 6, vec![2, 3], true)));
+        assert_eq!(tiered(&v, LazyLeveling), Some((0, 6, vec![1, 2, 3], true)));
         // Nothing to do: level 0 under its trigger, no level full.
         let v = version(&[(0, "a", "z", 10), (3, "a", "z", 20), (6, "a", "z", 60)]);
         assert_eq!(tiered(&v, Tiering), None);
+    }
+
+    #[test]
+    fn tiering_at_ratio_2_carries_full_levels_down_and_never_runs_out_of_levels() {
+        let targets = LevelTargets {
+            l0_trigger: 2,
+            level1_bytes: 100,
+            size_ratio: 2,
+            policy: MergePolicy::Tiering,
+            buffer_bytes: 10,
+        };
+        let none = Default::default();
+        let picked = |rows: &[(usize, &str, &str, u64)]| {
+            let v = version(rows);
+            let c = pick(&v, &targets, &[false; NUM_LEVELS], &none, None)?;
+            let between: Vec<usize> = c.between.iter().map(|(l, _)| *l).collect();
+            Some((c.level, c.output_level, between, !c.next_inputs.is_empty()))
+        };
+        // One slot a level: levels 1 to 3 full, so level 0 and all three merge into level 4.
+        let mut rows = vec![(0, "a", "z", 1), (0, "a", "z", 1)];
+        rows.extend([(1, "a", "z", 2), (2, "a", "z", 4), (3, "a", "z", 8)]);
+        assert_eq!(picked(&rows), Some((0, 4, vec![1, 2, 3], false)));
+        // Every level full, the deepest included: all of it into the deepest level.
+        let mut rows = vec![(0, "a", "z", 1), (0, "a", "z", 1)];
+        rows.extend((1..NUM_LEVELS).map(|l| (l, "a", "z", 1 << l.min(40))));
+        let deepest = NUM_LEVELS - 1;
+        let between: Vec<usize> = (1..deepest).collect();
+        assert_eq!(picked(&rows), Some((0, deepest, between, true)));
     }
 
     #[test]

@@ -677,10 +677,13 @@ impl DbInner {
             self.run_compaction(family, &c, false)?;
         }
         if !merged_into_deepest {
+            // The deepest level is rewritten in place, so that compacting again does not
+            // walk the data down the empty levels below.
+            // (Level 0, whose files overlap, goes into level 1.)
             let v = current();
             let inputs = v.overlapping(deepest, begin, end);
-            let c = if deepest + 1 < NUM_LEVELS {
-                compaction::with_next_level(&v, deepest, inputs)
+            let c = if deepest == 0 {
+                compaction::with_next_level(&v, 0, inputs)
             } else {
                 Compaction {
                     level: deepest,
