@@ -432,8 +432,7 @@ fn pick_tiered(
     // Under lazy leveling the deepest level holding data takes no run beside its own: past
     // its capacity it goes down with the rest, into a new deepest level.
     let lazy = targets.policy == MergePolicy::LazyLeveling;
-    let room =
-        (1..deepest).find(|&i| leveled(i) || (!full(i) && !(lazy && deepest_data == Some(i))));
+    let room = (1..deepest).find(|&i| leveled(i) || !(full(i) || lazy && deepest_data == Some(i)));
     match room {
         Some(i) => merge(i, false),
         // Nowhere deeper to go: everything merges into the deepest level's bottom slot.
