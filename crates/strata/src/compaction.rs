@@ -146,7 +146,7 @@ pub(crate) struct Compaction {
     /// `level + 1`, or `level` itself when a manual compaction rewrites a level in place.
     pub output_level: usize,
     pub inputs: Vec<Arc<FileMeta>>,
-    /// Whole levels between `level` and `output_level`, merged too (only in an idle merge).
+    /// Whole levels between `level` and `output_level`, merged too (an idle merge, a tiered merge).
     pub between: Vec<(usize, Vec<Arc<FileMeta>>)>,
     pub next_inputs: Vec<Arc<FileMeta>>,
     /// The version the inputs were chosen from (kept alive while the job runs).
@@ -336,7 +336,6 @@ fn least_overlapping<'v>(
         .map(|(_, f)| f)
 }
 
-/// Builds the compaction of `inputs` (from `level`) with the overlapping files beneath.
 /// The tiered picker (tiering and lazy leveling). Once level 0 holds
 /// `level0_compaction_trigger` files they merge into one run of level 1. A run arriving in a
 /// level goes into the slot above its newest run; a level whose slots are full (`T - 1`
@@ -440,6 +439,7 @@ fn pick_tiered(
     }
 }
 
+/// Builds the compaction of `inputs` (from `level`) with the overlapping files beneath.
 pub(crate) fn with_next_level(
     v: &Arc<Version>,
     level: usize,

@@ -82,13 +82,15 @@ pub struct Options {
     /// How sorted runs are merged (leveling). `Leveling` keeps one run per level, merging
     /// each run that arrives into it: reads consult one run per level, and each byte is
     /// rewritten about `T` times per level. `Tiering` lets a level gather up to `T - 1` runs
-    /// and merges them together into one run of the next level when it is full: each byte
-    /// is written once per level, and reads consult up to `T - 1` runs per level.
-    /// `LazyLeveling` tiers every level but the deepest, which holds most of the data and
-    /// is leveled: writes cost nearly what tiering's do, and lookups of keys that exist and
-    /// long scans nearly what leveling's do (Dostoevsky, SIGMOD 2018). Under the tiered
-    /// policies reads do not ask for compactions (`read_triggered_compaction` is ignored),
-    /// which would undo the policy's trade; the idle merge still merges the whole tree.
+    /// and merges them, with the run that finds the level full, into one run of the next
+    /// level: each byte is written once per level, and reads consult up to `T - 1` runs per
+    /// level. `LazyLeveling` tiers every level but the deepest, which holds most of the data
+    /// and is leveled: in a tree of several levels writes cost less than leveling's, and
+    /// lookups and scans about what leveling's do (Dostoevsky, SIGMOD 2018); a tree of one
+    /// level is leveled. Under the tiered policies reads do not ask for compactions
+    /// (`read_triggered_compaction` is ignored), which would undo the policy's trade, and
+    /// the idle merge judges the tree by its levels. The policy is not stored in the
+    /// database: open it with the same one.
     pub merge_policy: crate::MergePolicy,
     /// Target bytes of level 1; level `n` aims at this times `T^(n-1)` (256 MiB, as RocksDB's
     /// `max_bytes_for_level_base`: with level 0 merged down several 64 MiB memtables at a
