@@ -200,3 +200,53 @@ fn flodb_runs_the_asked_share_of_updates_on_every_thread_count() {
     assert_eq!(one.len(), 1);
     assert!(number(&one[0], "reads_per_sec") > 0.0 && number(&one[0], "updates_per_sec") > 0.0);
 }
+
+#[test]
+fn policies_writes_less_under_tiering_and_keeps_each_policys_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "policies",
+        "--num=60000",
+        "--lookups=2000",
+        "--ratios=4",
+        "--write_buffer_size=65536",
+        "--engines=strata",
+    ];
+    let (ok, text) = experiment(dir.path(), &args);
+    assert!(ok, "{text}");
+    let rows = rows_of(&dir.path().join("policies.csv"));
+    let policies: Vec<&str> = rows.iter().map(|r| r["policy"].as_str()).collect();
+    assert_eq!(policies, ["leveling", "tiering", "lazy-leveling"], "{text}");
+    let runs = |r: &std::collections::HashMap<String, String>| -> Vec<usize> {
+        r["runs_per_level"]
+            .split(' ')
+            .map(|n| n.parse().unwrap())
+            .collect()
+    };
+    // Level 0 aside, leveling keeps one run per level, tiering up to T - 1 = 3, and lazy
+    // leveling's deepest level is one run.
+    for (row, most) in rows.iter().zip([1, 3, 3]) {
+        let below = &runs(row)[1..];
+        assert!(
+            !below.is_empty() && below.iter().all(|&n| n <= most),
+            "{row:?}"
+        );
+    }
+    assert_eq!(runs(&rows[2]).last(), Some(&1), "{:?}", rows[2]);
+    let amp = |i: usize| number(&rows[i], "write_amplification");
+    assert!(amp(0) > 1.0, "{text}");
+    assert!(
+        amp(1) < 0.8 * amp(0),
+        "tiering should write less than leveling: {text}"
+    );
+    for r in &rows {
+        for column in [
+            "get_us",
+            "missing_get_us",
+            "scan_us",
+            "model_write_amplification",
+        ] {
+            assert!(number(r, column) > 0.0, "{column}: {r:?}");
+        }
+    }
+}

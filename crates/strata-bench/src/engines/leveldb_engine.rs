@@ -208,9 +208,10 @@ impl Engine for LevelEngine {
             }
             let mut n = 0;
             while leveldb_iter_valid(it) != 0 && n < limit {
+                // leveldb-sys declares these out-parameters `*const`; LevelDB writes them.
                 let (mut kl, mut vl) = (0usize, 0usize);
-                let k = leveldb_iter_key(it, &mut kl);
-                leveldb_iter_value(it, &mut vl);
+                let k = leveldb_iter_key(it, (&raw mut kl).cast_const());
+                leveldb_iter_value(it, (&raw mut vl).cast_const());
                 visit(std::slice::from_raw_parts(k.cast::<u8>(), kl), vl);
                 n += 1;
                 match start {
@@ -234,7 +235,7 @@ impl Engine for LevelEngine {
             let valid = leveldb_iter_valid(it) != 0;
             if valid {
                 let mut kl = 0usize;
-                let k = leveldb_iter_key(it, &mut kl);
+                let k = leveldb_iter_key(it, (&raw mut kl).cast_const());
                 landed(std::slice::from_raw_parts(k.cast::<u8>(), kl));
             }
             leveldb_iter_destroy(it);

@@ -36,6 +36,16 @@ pub struct Settings {
     pub level1_bytes: Option<u64>,
     /// Strata only: B-tree indexes in its tables, with whole Bloom filters.
     pub btree_index: bool,
+    /// Bytes at which compaction cuts its output into files (Strata's `target_file_size`,
+    /// RocksDB's `target_file_size_base`; LevelDB's is fixed at 2 MiB).
+    pub target_file_size: Option<u64>,
+    /// RocksDB only: its universal (tiered) compaction instead of leveled, with `size_ratio`
+    /// as its fan-in. Any other engine refuses it.
+    pub universal: bool,
+    /// RocksDB only: its statistics on, so that `tree` can count the bytes its flushes and
+    /// compactions write. Off in the comparisons, as db_bench leaves them.
+    #[cfg_attr(not(feature = "compare"), allow(dead_code))]
+    pub statistics: bool,
 }
 
 impl Settings {
@@ -53,6 +63,9 @@ impl Settings {
             size_ratio: None,
             level1_bytes: None,
             btree_index: false,
+            target_file_size: None,
+            universal: false,
+            statistics: false,
         }
     }
 }
@@ -108,6 +121,22 @@ pub trait Engine: Send + Sync {
     fn files(&self) -> Result<Option<String>> {
         Ok(None)
     }
+    /// The engine's tree by its own account, where it keeps one.
+    fn tree(&self) -> Result<Option<Tree>> {
+        Ok(None)
+    }
+}
+
+/// An engine's tree as its own counters and properties describe it.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// Bytes its flushes and compactions wrote to tables, where it counts them.
+    pub table_bytes_written: Option<u64>,
+    /// Bytes of the tables the tree is made of now.
+    pub table_bytes: u64,
+    /// Sorted runs per level, level 0 first: each level-0 table is a run, a deeper level is
+    /// one run (or, under Strata's tiered policies, as many as it holds).
+    pub runs: Vec<usize>,
 }
 
 pub const ENGINES: &[&str] = &["strata", "rocksdb", "leveldb", "fjall"];
@@ -132,6 +161,9 @@ pub const WRONG: &str = "strata-wrong";
 
 /// Opens engine `name` in `dir`.
 pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
+    if s.universal && name != "rocksdb" {
+        return Err(format!("{name} has no universal compaction (RocksDB's)"));
+    }
     match name {
         "strata" => Ok(Box::new(strata_engine::StrataEngine::open(dir, s, false)?)),
         STRATA_IDLE => Ok(Box::new(strata_engine::StrataEngine::open(dir, s, true)?)),

@@ -1,13 +1,48 @@
 use std::path::Path;
 
+use rocksdb::statistics::Ticker;
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, Options, WaitForCompactOptions, WriteOptions,
+    BlockBasedOptions, Cache, DB, DBCompactionStyle, DBCompressionType, Options,
+    UniversalCompactOptions, WaitForCompactOptions, WriteOptions,
 };
 
-use super::{Engine, Result, Settings, Start};
+use super::{Engine, Result, Settings, Start, Tree};
 
 pub struct RocksEngine {
     db: DB,
+    /// The options the database was opened with: they hold its statistics.
+    opts: Options,
+    statistics: bool,
+}
+
+/// RocksDB's universal compaction set up as tiering with fan-in `fan_in`: a merge starts at
+/// `fan_in` sorted runs and takes exactly `fan_in` runs of about the same size (the newest
+/// first), so runs merge `fan_in` at a time into one `fan_in` times larger, as in Strata's
+/// tiering; and the whole-tree merge RocksDB makes for space waits until the newer runs hold
+/// `fan_in - 1` times the oldest's bytes, the space tiering is allowed.
+fn universal(opts: &mut Options, fan_in: u64) -> Result<UniversalSettings> {
+    let fan_in = i32::try_from(fan_in)
+        .ok()
+        .filter(|&t| t >= 2)
+        .ok_or_else(|| format!("rocksdb: universal compaction's fan-in {fan_in} is not >= 2"))?;
+    let u = UniversalSettings {
+        fan_in,
+        max_size_amplification_percent: 100 * (fan_in - 1),
+    };
+    let mut uco = UniversalCompactOptions::default();
+    uco.set_min_merge_width(u.fan_in);
+    uco.set_max_merge_width(u.fan_in);
+    uco.set_max_size_amplification_percent(u.max_size_amplification_percent);
+    opts.set_compaction_style(DBCompactionStyle::Universal);
+    opts.set_level_zero_file_num_compaction_trigger(u.fan_in);
+    opts.set_universal_compaction_options(&uco);
+    Ok(u)
+}
+
+/// What `universal` set, for the check of the OPTIONS file.
+struct UniversalSettings {
+    fan_in: i32,
+    max_size_amplification_percent: i32,
 }
 
 impl RocksEngine {
@@ -15,11 +50,23 @@ impl RocksEngine {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_write_buffer_size(s.write_buffer_size);
-        if let Some(ratio) = s.size_ratio {
-            opts.set_max_bytes_for_level_multiplier(ratio as f64);
-        }
+        let universal = match (s.universal, s.size_ratio) {
+            (true, Some(fan_in)) => Some(universal(&mut opts, fan_in)?),
+            (true, None) => return Err("rocksdb: universal compaction needs a size ratio".into()),
+            (false, Some(ratio)) => {
+                opts.set_max_bytes_for_level_multiplier(ratio as f64);
+                None
+            }
+            (false, None) => None,
+        };
         if let Some(bytes) = s.level1_bytes {
             opts.set_max_bytes_for_level_base(bytes);
+        }
+        if let Some(bytes) = s.target_file_size {
+            opts.set_target_file_size_base(bytes);
+        }
+        if s.statistics {
+            opts.enable_statistics();
         }
         opts.set_compression_type(match s.compression.as_str() {
             "none" => DBCompressionType::None,
@@ -39,15 +86,33 @@ impl RocksEngine {
         // filter, a 32 MiB cache, no compression), whatever the database's options say.
         let db = DB::open_cf_with_opts(&opts, dir, [("default", opts.clone())])
             .map_err(|e| e.to_string())?;
-        check_options_file(dir, s)?;
-        Ok(RocksEngine { db })
+        check_options_file(dir, s, universal.as_ref())?;
+        Ok(RocksEngine {
+            db,
+            opts,
+            statistics: s.statistics,
+        })
+    }
+
+    fn property(&self, name: &str) -> Result<Option<u64>> {
+        let text = self.db.property_value(name).map_err(|e| e.to_string())?;
+        text.map(|t| {
+            t.trim()
+                .parse()
+                .map_err(|_| format!("rocksdb: property {name} is {t:?}, not a number"))
+        })
+        .transpose()
     }
 }
 
 /// Reads back the options RocksDB recorded in its newest OPTIONS file and fails unless the
 /// default column family runs with what it was given: compression, write buffer, block
-/// size, Bloom filter.
-fn check_options_file(dir: &Path, s: &Settings) -> Result<()> {
+/// size, Bloom filter, size ratio, target file size and compaction style.
+fn check_options_file(
+    dir: &Path,
+    s: &Settings,
+    universal: Option<&UniversalSettings>,
+) -> Result<()> {
     let newest = std::fs::read_dir(dir)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok())
@@ -78,11 +143,23 @@ fn check_options_file(dir: &Path, s: &Settings) -> Result<()> {
         ("write_buffer_size", s.write_buffer_size.to_string()),
         ("block_size", s.block_size.to_string()),
     ];
-    if let Some(ratio) = s.size_ratio {
-        expected.push(("max_bytes_for_level_multiplier", format!("{ratio}.000000")));
+    match universal {
+        Some(u) => {
+            expected.push(("compaction_style", "kCompactionStyleUniversal".into()));
+            expected.push(("level0_file_num_compaction_trigger", u.fan_in.to_string()));
+        }
+        None => {
+            expected.push(("compaction_style", "kCompactionStyleLevel".into()));
+            if let Some(ratio) = s.size_ratio {
+                expected.push(("max_bytes_for_level_multiplier", format!("{ratio}.000000")));
+            }
+        }
     }
     if let Some(bytes) = s.level1_bytes {
         expected.push(("max_bytes_for_level_base", bytes.to_string()));
+    }
+    if let Some(bytes) = s.target_file_size {
+        expected.push(("target_file_size_base", bytes.to_string()));
     }
     for (name, want) in expected {
         if value(name) != want {
@@ -90,6 +167,25 @@ fn check_options_file(dir: &Path, s: &Settings) -> Result<()> {
                 "rocksdb: {newest} says {name}={}, not {want}",
                 value(name)
             ));
+        }
+    }
+    if let Some(u) = universal {
+        // One line of `name=value;` pairs in braces.
+        let line = value("compaction_options_universal");
+        let fields: Vec<&str> = line.trim_matches(['{', '}']).split(';').collect();
+        for want in [
+            format!("min_merge_width={}", u.fan_in),
+            format!("max_merge_width={}", u.fan_in),
+            format!(
+                "max_size_amplification_percent={}",
+                u.max_size_amplification_percent
+            ),
+        ] {
+            if !fields.contains(&want.as_str()) {
+                return Err(format!(
+                    "rocksdb: {newest} has compaction_options_universal={line}, without {want}"
+                ));
+            }
         }
     }
     if !value("filter_policy").contains("bloomfilter") {
@@ -209,5 +305,31 @@ impl Engine for RocksEngine {
             raw / 1_048_576.0,
             stored / 1_048_576.0
         )))
+    }
+    fn tree(&self) -> Result<Option<Tree>> {
+        // Level 0's tables are a sorted run each; a deeper level is one run (under universal
+        // compaction as under leveled). The property is absent past the last level.
+        let mut runs = Vec::new();
+        while let Some(files) =
+            self.property(&format!("rocksdb.num-files-at-level{}", runs.len()))?
+        {
+            let files = usize::try_from(files).map_err(|e| e.to_string())?;
+            runs.push(if runs.is_empty() { files } else { files.min(1) });
+        }
+        while runs.len() > 1 && runs.last() == Some(&0) {
+            runs.pop();
+        }
+        let table_bytes = self
+            .property("rocksdb.live-sst-files-size")?
+            .ok_or("rocksdb: no property rocksdb.live-sst-files-size")?;
+        let table_bytes_written = self.statistics.then(|| {
+            self.opts.get_ticker_count(Ticker::FlushWriteBytes)
+                + self.opts.get_ticker_count(Ticker::CompactWriteBytes)
+        });
+        Ok(Some(Tree {
+            table_bytes_written,
+            table_bytes,
+            runs,
+        }))
     }
 }

@@ -4,7 +4,7 @@ use strata::{
     Compression, Db, FilterKind, IndexKind, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
-use super::{Engine, Result, Settings, Start};
+use super::{Engine, Result, Settings, Start, Tree};
 
 pub struct StrataEngine {
     db: Db,
@@ -19,48 +19,59 @@ fn err(e: strata::Error) -> String {
 impl StrataEngine {
     /// Opens Strata with the settings, its idle merge on only if `idle_merge`.
     pub fn open(dir: &Path, s: &Settings, idle_merge: bool) -> Result<Self> {
-        let compression = match s.compression.as_str() {
-            "none" => Compression::None,
-            "lz4" => Compression::Lz4,
-            "zstd" => Compression::Zstd,
-            other => {
-                return Err(format!(
-                    "strata has no compression {other:?} (none, lz4, zstd)"
-                ));
-            }
-        };
-        let defaults = Options::default();
-        let (index_kind, filter_kind) = match (s.partition_index_and_filters, s.btree_index) {
-            (true, _) => (IndexKind::BTree, FilterKind::Partitioned),
-            (false, true) => (IndexKind::BTree, defaults.filter_kind),
-            (false, false) => (defaults.index_kind, defaults.filter_kind),
-        };
-        let opts = Options {
-            write_buffer_size: s.write_buffer_size,
-            block_cache_bytes: s.cache_size,
-            filter_policy: strata::FilterPolicy::Uniform {
-                bits_per_key: s.bloom_bits,
-            },
-            block_size: s.block_size,
-            compression,
-            table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
-            index_kind,
-            filter_kind,
-            size_ratio: s.size_ratio.unwrap_or(defaults.size_ratio),
-            level1_max_bytes: s.level1_bytes.unwrap_or(defaults.level1_max_bytes),
-            idle_merge_after: if idle_merge {
-                defaults.idle_merge_after
-            } else {
-                None
-            },
-            ..defaults
-        };
+        Self::with_options(dir, options(s, idle_merge)?)
+    }
+
+    /// Opens Strata with options of the caller's making (`options`, then changed).
+    pub fn with_options(dir: &Path, opts: Options) -> Result<Self> {
         Ok(StrataEngine {
+            compression: opts.compression,
             db: Db::open(dir, opts).map_err(err)?,
             dir: dir.to_path_buf(),
-            compression,
         })
     }
+}
+
+/// Strata's options for the settings, its idle merge on only if `idle_merge`.
+pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
+    let compression = match s.compression.as_str() {
+        "none" => Compression::None,
+        "lz4" => Compression::Lz4,
+        "zstd" => Compression::Zstd,
+        other => {
+            return Err(format!(
+                "strata has no compression {other:?} (none, lz4, zstd)"
+            ));
+        }
+    };
+    let defaults = Options::default();
+    let (index_kind, filter_kind) = match (s.partition_index_and_filters, s.btree_index) {
+        (true, _) => (IndexKind::BTree, FilterKind::Partitioned),
+        (false, true) => (IndexKind::BTree, defaults.filter_kind),
+        (false, false) => (defaults.index_kind, defaults.filter_kind),
+    };
+    let opts = Options {
+        write_buffer_size: s.write_buffer_size,
+        block_cache_bytes: s.cache_size,
+        filter_policy: strata::FilterPolicy::Uniform {
+            bits_per_key: s.bloom_bits,
+        },
+        block_size: s.block_size,
+        compression,
+        table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
+        index_kind,
+        filter_kind,
+        size_ratio: s.size_ratio.unwrap_or(defaults.size_ratio),
+        level1_max_bytes: s.level1_bytes.unwrap_or(defaults.level1_max_bytes),
+        target_file_size: s.target_file_size.unwrap_or(defaults.target_file_size),
+        idle_merge_after: if idle_merge {
+            defaults.idle_merge_after
+        } else {
+            None
+        },
+        ..defaults
+    };
+    Ok(opts)
 }
 
 impl Engine for StrataEngine {
@@ -136,6 +147,14 @@ impl Engine for StrataEngine {
     fn bytes_written(&self) -> Option<u64> {
         let s = self.db.stats();
         Some(s.wal_bytes_written + s.flush_bytes_written + s.compaction_bytes_written)
+    }
+    fn tree(&self) -> Result<Option<Tree>> {
+        let s = self.db.stats();
+        Ok(Some(Tree {
+            table_bytes_written: Some(s.flush_bytes_written + s.compaction_bytes_written),
+            table_bytes: s.sst_bytes,
+            runs: s.runs_per_level,
+        }))
     }
 }
 

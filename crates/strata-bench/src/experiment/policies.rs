@@ -1,18 +1,22 @@
 //! The policy map: each merge policy (leveling, tiering, lazy leveling) at each size ratio
-//! `--ratios`, on the same `--num` random keys: the fill's throughput and write amplification
-//! (bytes written to tables per byte put), then gets of existing keys, gets of missing keys
-//! and short scans, in microseconds each, and the space the tree takes; beside each, what
-//! the cost model predicts for the design (write amplification, blocks read per get, per
-//! missing get and per short scan, space amplification).
+//! `--ratios`, on the same `--num` random keys, and beside them RocksDB's leveled and
+//! universal (tiered) compaction at the same ratio: the fill's throughput and write
+//! amplification (bytes written to tables per byte put), then gets of existing keys, gets of
+//! missing keys and short scans, in microseconds each, and the space the tree takes; beside
+//! each, what the cost model predicts for the design (write amplification, blocks read per
+//! get, per missing get and per short scan, space amplification). Every engine runs through
+//! the same `Engine` calls, one put at a time.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
+use strata::MergePolicy;
 use strata::cost_model::{self, Design, Shape};
-use strata::{Db, MergePolicy, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use super::{Common, Out, Table, num};
+use crate::engines::strata_engine::{self, StrataEngine};
+use crate::engines::{self, Engine, Settings, Start};
 use crate::plot::{self, Axis, Panel, Series};
 use crate::workloads::key;
 
@@ -30,17 +34,22 @@ pub struct Args {
     /// Size ratios, each run under every policy.
     #[arg(long, value_delimiter = ',', default_value = "2,4,8,10")]
     pub ratios: Vec<u64>,
-    /// The memtable; level 1 aims at four of them, as RocksDB's defaults do.
+    /// The engines: strata (its three policies) and rocksdb (leveled and universal).
+    #[arg(long, value_delimiter = ',', default_value = "strata,rocksdb")]
+    pub engines: Vec<String>,
+    /// The memtable; level 1 aims at four of them, as RocksDB's defaults do, and compaction
+    /// cuts its output into files of one memtable.
     #[arg(long, default_value_t = 4 << 20)]
     pub write_buffer_size: usize,
     /// Entries a short scan reads.
     #[arg(long, default_value_t = 10)]
-    pub scan_length: usize,
+    pub scan_length: u64,
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
 }
 
 const COLUMNS: &[&str] = &[
+    "engine",
     "policy",
     "size_ratio",
     "fill_seconds",
@@ -58,28 +67,86 @@ const COLUMNS: &[&str] = &[
     "model_space_amplification",
 ];
 
+/// A design on the map: one of Strata's policies, or RocksDB's leveled or universal
+/// compaction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Row {
+    Strata(MergePolicy),
+    RocksLeveled,
+    RocksUniversal,
+}
+
+impl Row {
+    fn engine(self) -> &'static str {
+        match self {
+            Row::Strata(_) => "strata",
+            _ => "rocksdb",
+        }
+    }
+
+    fn policy(self) -> &'static str {
+        match self {
+            Row::Strata(p) => p.name(),
+            Row::RocksLeveled => "leveled",
+            Row::RocksUniversal => "universal",
+        }
+    }
+
+    fn label(self) -> String {
+        format!("{} {}", self.engine(), self.policy())
+    }
+
+    /// The policy whose model stands beside the row: RocksDB's leveled compaction is
+    /// leveling, its universal compaction tiering.
+    fn model(self) -> MergePolicy {
+        match self {
+            Row::Strata(p) => p,
+            Row::RocksLeveled => MergePolicy::Leveling,
+            Row::RocksUniversal => MergePolicy::Tiering,
+        }
+    }
+}
+
 /// A measured design: write amplification, then microseconds per get, missing get and scan.
 type Point = (f64, f64, f64, f64);
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
 
 /// The `i`-th key of a random order (a bijection of 2^53): keys below `num` are filled.
 fn scrambled(i: u64) -> Vec<u8> {
     key(i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & ((1 << 53) - 1), 16)
 }
 
-fn options(policy: MergePolicy, ratio: u64, a: &Args) -> Options {
-    Options {
-        merge_policy: policy,
-        size_ratio: ratio,
+/// The settings every engine gets at size ratio `ratio`.
+fn settings(ratio: u64, a: &Args) -> Settings {
+    Settings {
         write_buffer_size: a.write_buffer_size,
-        level1_max_bytes: 4 * a.write_buffer_size as u64,
-        target_file_size: a.write_buffer_size as u64,
-        idle_merge_after: None,
-        read_triggered_compaction: false,
-        ..Options::default()
+        size_ratio: Some(ratio),
+        level1_bytes: Some(4 * a.write_buffer_size as u64),
+        target_file_size: Some(a.write_buffer_size as u64),
+        statistics: true,
+        ..Settings::new()
+    }
+}
+
+fn open(row: Row, dir: &Path, ratio: u64, a: &Args) -> Result<Box<dyn Engine>, String> {
+    let s = settings(ratio, a);
+    match row {
+        Row::Strata(policy) => {
+            let opts = strata::Options {
+                merge_policy: policy,
+                read_triggered_compaction: false,
+                ..strata_engine::options(&s, false)?
+            };
+            Ok(Box::new(StrataEngine::with_options(dir, opts)?))
+        }
+        Row::RocksLeveled => engines::open("rocksdb", dir, &s),
+        Row::RocksUniversal => engines::open(
+            "rocksdb",
+            dir,
+            &Settings {
+                universal: true,
+                ..s
+            },
+        ),
     }
 }
 
@@ -93,29 +160,22 @@ struct Measured {
     space_amplification: f64,
 }
 
-fn measure(dir: &Path, policy: MergePolicy, ratio: u64, a: &Args) -> Result<Measured, String> {
-    let db = Db::open(dir, options(policy, ratio, a)).map_err(err)?;
+fn measure(db: &dyn Engine, a: &Args) -> Result<Measured, String> {
     let value = vec![b'v'; a.value_size];
     let started = Instant::now();
-    let mut batch = WriteBatch::new();
     for i in 0..a.num {
-        batch.put(&scrambled(i), &value);
-        if batch.len() == 100 {
-            db.write(std::mem::take(&mut batch), WriteOptions::default())
-                .map_err(err)?;
-        }
+        db.put(&scrambled(i), &value, false)?;
     }
-    db.write(batch, WriteOptions::default()).map_err(err)?;
-    db.flush().map_err(err)?;
-    while db.stats().compaction_pending {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    db.wait_for_compaction()?;
     let fill_seconds = started.elapsed().as_secs_f64();
-    let s = db.stats();
-    let written = s.flush_bytes_written + s.compaction_bytes_written;
-    let write_amplification = written as f64 / s.user_bytes_written.max(1) as f64;
-    let live = a.num * (16 + a.value_size as u64);
-    let space_amplification = s.sst_bytes as f64 / live as f64;
+    let tree = db.tree()?.ok_or("the engine does not describe its tree")?;
+    let written = tree
+        .table_bytes_written
+        .ok_or("the engine does not count its table writes")?;
+    // Per byte of keys and values put, the same for every engine.
+    let put = a.num * (16 + a.value_size as u64);
+    let write_amplification = written as f64 / put as f64;
+    let space_amplification = tree.table_bytes as f64 / put as f64;
     let stride = 0x5851_f42d_4c95_7f2d_u64;
     let timed = |f: &mut dyn FnMut(u64) -> Result<(), String>| -> Result<f64, String> {
         let started = Instant::now();
@@ -124,37 +184,34 @@ fn measure(dir: &Path, policy: MergePolicy, ratio: u64, a: &Args) -> Result<Meas
         }
         Ok(started.elapsed().as_secs_f64() * 1e6 / a.lookups as f64)
     };
-    let ro = ReadOptions::default();
     let get_us = timed(&mut |n| {
         let i = n.wrapping_mul(stride) % a.num;
-        match db.get_with(&scrambled(i), &ro).map_err(err)? {
-            Some(_) => Ok(()),
+        match db.get(&scrambled(i))? {
+            Some(len) if len == a.value_size => Ok(()),
+            Some(len) => Err(format!("key {i} has {len} bytes, not {}", a.value_size)),
             None => Err(format!("key {i} is missing")),
         }
     })?;
-    let missing_us = timed(&mut |n| match db.get_with(&scrambled(a.num + n), &ro) {
-        Ok(None) => Ok(()),
-        Ok(Some(_)) => Err(format!("key {} should be missing", a.num + n)),
-        Err(e) => Err(err(e)),
+    let missing_us = timed(&mut |n| match db.get(&scrambled(a.num + n))? {
+        None => Ok(()),
+        Some(_) => Err(format!("key {} should be missing", a.num + n)),
     })?;
-    let mut it = db.iter(&ro).map_err(err)?;
     let scan_us = timed(&mut |n| {
-        it.seek(&scrambled(n.wrapping_mul(stride) % a.num))
-            .map_err(err)?;
-        for _ in 0..a.scan_length {
-            if !it.valid() {
-                break;
-            }
-            it.next().map_err(err)?;
+        let from = scrambled(n.wrapping_mul(stride) % a.num);
+        let mut first = None;
+        let read = db.scan(Start::Key(&from), a.scan_length, &mut |k, _| {
+            first.get_or_insert_with(|| k.to_vec());
+        })?;
+        // Every scan starts at a key that is there.
+        if first.as_deref() != Some(from.as_slice()) || read == 0 {
+            return Err(format!("a scan from {from:?} did not start there"));
         }
         Ok(())
     })?;
-    drop(it);
-    db.close().map_err(err)?;
     Ok(Measured {
         fill_seconds,
         write_amplification,
-        runs: s.runs_per_level,
+        runs: tree.runs,
         get_us,
         missing_us,
         scan_us,
@@ -163,7 +220,16 @@ fn measure(dir: &Path, policy: MergePolicy, ratio: u64, a: &Args) -> Result<Meas
 }
 
 pub fn run(a: &Args) -> Result<(), String> {
-    let mut out = Out::start("policies", &a.common, &["strata"])?;
+    let mut rows = Vec::new();
+    for engine in &a.engines {
+        match engine.as_str() {
+            "strata" => rows.extend(MergePolicy::ALL.map(Row::Strata)),
+            "rocksdb" => rows.extend([Row::RocksLeveled, Row::RocksUniversal]),
+            other => return Err(format!("policies: no engine {other:?} (strata, rocksdb)")),
+        }
+    }
+    let names: Vec<&str> = a.engines.iter().map(String::as_str).collect();
+    let mut out = Out::start("policies", &a.common, &names)?;
     let mut table = Table::new(COLUMNS);
     let shape = Shape {
         entries: a.num,
@@ -173,27 +239,39 @@ pub fn run(a: &Args) -> Result<(), String> {
         block_bytes: 4096,
         long_scan_entries: 10_000,
     };
-    // Per policy: (measured write amp, get, missing, scan µs) and the model's
-    // (write amp, blocks per get + missing get) at each ratio.
-    let mut measured: Vec<Vec<Point>> = vec![Vec::new(); 3];
-    let mut modelled: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 3];
+    // Per row: (measured write amp, get, missing, scan µs) at each ratio; per Strata policy,
+    // the model's (write amp, blocks per get + missing get).
+    let mut measured: Vec<Vec<Point>> = vec![Vec::new(); rows.len()];
+    let mut modelled: Vec<Vec<(f64, f64)>> = vec![Vec::new(); MergePolicy::ALL.len()];
     for &ratio in &a.ratios {
         for (pi, policy) in MergePolicy::ALL.into_iter().enumerate() {
-            let dir = out.db_dir(&format!("{}-{ratio}", policy.name()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let m = measure(&dir, policy, ratio, a)?;
-            let _ = std::fs::remove_dir_all(&dir);
             let design = Design {
                 policy,
                 size_ratio: u32::try_from(ratio).unwrap_or(u32::MAX),
                 monkey: false,
             };
             let c = cost_model::predict(&design, &shape);
+            modelled[pi].push((c.write_amplification, c.point_io + c.missing_io));
+        }
+        for (ri, &row) in rows.iter().enumerate() {
+            let dir = out.db_dir(&format!("{}-{}-{ratio}", row.engine(), row.policy()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let db = open(row, &dir, ratio, a).map_err(|e| format!("{}: {e}", row.label()))?;
+            let m = measure(db.as_ref(), a).map_err(|e| format!("{}: {e}", row.label()))?;
+            drop(db);
+            let _ = std::fs::remove_dir_all(&dir);
+            let design = Design {
+                policy: row.model(),
+                size_ratio: u32::try_from(ratio).unwrap_or(u32::MAX),
+                monkey: false,
+            };
+            let c = cost_model::predict(&design, &shape);
             out.say(&format!(
-                "{:<13} T={ratio:<2} fill {:>6.1} s ({:>7.0}/s), write amp {:>5.2} (model \
+                "{:<21} T={ratio:<2} fill {:>6.1} s ({:>7.0}/s), write amp {:>5.2} (model \
                  {:>5.2}), runs {:?}; get {:>6.2} us, missing {:>6.2} us, scan {:>6.2} us; \
                  space {:.2} (model {:.2})",
-                policy.name(),
+                row.label(),
                 m.fill_seconds,
                 a.num as f64 / m.fill_seconds,
                 m.write_amplification,
@@ -205,11 +283,11 @@ pub fn run(a: &Args) -> Result<(), String> {
                 m.space_amplification,
                 c.space_amplification,
             ));
-            measured[pi].push((m.write_amplification, m.get_us, m.missing_us, m.scan_us));
-            modelled[pi].push((c.write_amplification, c.point_io + c.missing_io));
+            measured[ri].push((m.write_amplification, m.get_us, m.missing_us, m.scan_us));
             let runs: Vec<String> = m.runs.iter().map(|r| r.to_string()).collect();
             table.push(vec![
-                json!(policy.name()),
+                json!(row.engine()),
+                json!(row.policy()),
                 json!(ratio),
                 num(m.fill_seconds),
                 num(a.num as f64 / m.fill_seconds),
@@ -228,11 +306,10 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
     }
     let series = |f: &dyn Fn(&Point) -> f64| -> Vec<Series> {
-        MergePolicy::ALL
-            .into_iter()
+        rows.iter()
             .zip(&measured)
-            .map(|(p, points)| Series {
-                name: p.name().to_string(),
+            .map(|(row, points)| Series {
+                name: row.label(),
                 points: points.iter().map(|m| (m.0, f(m))).collect(),
             })
             .collect()
@@ -251,7 +328,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             .into_iter()
             .zip(&modelled)
             .map(|(p, points)| Series {
-                name: p.name().to_string(),
+                name: format!("{} (model)", p.name()),
                 points: points.clone(),
             })
             .collect(),
