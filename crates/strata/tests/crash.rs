@@ -169,7 +169,7 @@ fn options(policy: strata::MergePolicy) -> Options {
         merge_operator: Some(std::sync::Arc::new(strata::merge::Append {
             delimiter: b",".to_vec(),
         })),
-        ..Options::default()
+        ..common::options()
     }
 }
 

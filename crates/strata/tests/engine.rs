@@ -45,7 +45,7 @@ fn ranged_compaction_takes_every_overlapping_level0_file() {
 #[test]
 fn empty_keys_and_values_and_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let db = Db::open(dir.path(), common::options()).unwrap();
     db.put(b"", b"empty key").unwrap();
     db.put(b"empty value", b"").unwrap();
     assert_eq!(db.get(b"").unwrap(), Some(b"empty key".to_vec()));
@@ -76,13 +76,13 @@ fn empty_keys_and_values_and_limits() {
 #[test]
 fn second_opener_in_this_process_gets_locked() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
-    match Db::open(dir.path(), Options::default()) {
+    let db = Db::open(dir.path(), common::options()).unwrap();
+    match Db::open(dir.path(), common::options()) {
         Err(Error::Locked(p)) => assert_eq!(p, dir.path()),
         other => panic!("expected Locked, got {other:?}"),
     }
     drop(db);
-    Db::open(dir.path(), Options::default()).unwrap();
+    Db::open(dir.path(), common::options()).unwrap();
 }
 
 /// The child half of `second_opener_in_another_process_gets_locked`.
@@ -92,7 +92,7 @@ fn lock_child() {
     let Ok(dir) = std::env::var("STRATA_LOCK_DIR") else {
         return;
     };
-    match Db::open(&dir, Options::default()) {
+    match Db::open(&dir, common::options()) {
         Err(Error::Locked(_)) => println!("child saw Locked"),
         other => panic!("child expected Locked, got {other:?}"),
     }
@@ -101,7 +101,7 @@ fn lock_child() {
 #[test]
 fn second_opener_in_another_process_gets_locked() {
     let dir = tempfile::tempdir().unwrap();
-    let _db = Db::open(dir.path(), Options::default()).unwrap();
+    let _db = Db::open(dir.path(), common::options()).unwrap();
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "lock_child", "--ignored", "--nocapture"])
         .env("STRATA_LOCK_DIR", dir.path())
@@ -120,7 +120,7 @@ fn open_without_create_fails_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
         create_if_missing: false,
-        ..Options::default()
+        ..common::options()
     };
     let err = Db::open(dir.path().join("missing"), opts).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
@@ -548,7 +548,7 @@ fn memtable_is_flushed_after_its_max_age() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
         memtable_max_age: Some(std::time::Duration::from_millis(100)),
-        ..Options::default()
+        ..common::options()
     };
     let db = Db::open(dir.path(), opts).unwrap();
     db.put(b"quiet", b"db").unwrap();
@@ -674,28 +674,24 @@ fn random_write(
 #[test]
 fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        write_buffer_size: 64 << 10,
-        target_file_size: 32 << 10,
-        level1_max_bytes: 1 << 20,
-        level0_compaction_trigger: 4,
-        idle_merge_after: Some(std::time::Duration::from_millis(50)),
-        ..Options::default()
-    };
-    let db = Db::open(dir.path(), opts).unwrap();
+    let (mut model, opts) = shaped_tree(dir.path(), None);
+    let db = Db::open(
+        dir.path(),
+        Options {
+            idle_merge_after: Some(std::time::Duration::from_millis(50)),
+            ..piling_up(opts)
+        },
+    )
+    .unwrap();
     let mut rng = common::Rng(7);
-    let mut model = std::collections::BTreeMap::new();
     let mut snapshot = None;
-    for i in 0..30_000u32 {
+    for i in 0..10_000u32 {
         random_write(&db, &mut rng, &mut model, i);
-        if i == 20_000 {
+        if i == 5_000 {
             snapshot = Some((db.snapshot(), model.clone()));
         }
     }
-    // Out of shape: levels 0 and 1 and the memtable hold more than 2/9 of level 2.
-    let s = db.stats();
-    let above: u64 = s.levels[..2].iter().map(|l| l.bytes).sum::<u64>() + s.memtable_bytes;
-    assert!(above * 9 > 2 * s.levels[2].bytes, "{:?}", s.levels);
+    assert_out_of_shape(&db);
     settle(&db);
     let s = db.stats();
     let runs: Vec<usize> = (0..s.levels.len())
@@ -730,7 +726,9 @@ fn levels_follow_the_size_ratio() {
             target_file_size: 32 << 10,
             level1_max_bytes: 128 << 10,
             size_ratio: ratio,
-            ..Options::default()
+            // Level targets are leveling's: the tiered policies fill levels by runs.
+            merge_policy: strata::MergePolicy::Leveling,
+            ..common::options()
         };
         let db = Db::open(dir.path(), opts).unwrap();
         let mut rng = common::Rng(ratio);
@@ -741,7 +739,7 @@ fn levels_follow_the_size_ratio() {
         db.flush().unwrap();
         settle(&db);
         let s = db.stats();
-        assert!(s.levels[0].files < Options::default().level0_compaction_trigger);
+        assert!(s.levels[0].files < common::options().level0_compaction_trigger);
         assert_eq!(s.immutable_memtables, 0);
         for (i, l) in s.levels.iter().enumerate().skip(1) {
             assert!(
@@ -764,7 +762,7 @@ fn levels_follow_the_size_ratio() {
 #[test]
 fn stats_count_the_filters_and_indexes_that_open_tables_hold() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let db = Db::open(dir.path(), common::options()).unwrap();
     for i in 0..10_000u32 {
         db.put(format!("k{i:06}").as_bytes(), b"value").unwrap();
     }
@@ -828,22 +826,36 @@ fn readers_in_parallel_see_every_key_while_tables_let_their_filters_go() {
     }
 }
 
-/// A tree that is out of shape once its compactions settle, on `fs`, closed: 30,000 random
-/// puts and deletes over 20,000 keys, with the idle merge off. Returns the model and the
-/// options to reopen it with.
-fn out_of_shape_tree(
-    fs: &Arc<dyn FileSystem>,
+/// Options whose writes pile up in level 0: its merges are out of reach, and reads do not
+/// ask for them.
+fn piling_up(opts: Options) -> Options {
+    Options {
+        level0_compaction_trigger: 1000,
+        level0_slowdown_trigger: 1000,
+        level0_stop_trigger: 1000,
+        read_triggered_compaction: false,
+        ..opts
+    }
+}
+
+/// A tree of 30,000 random writes in the shape the merge policy gives it, closed; the
+/// writes as a model, and the options it was written with.
+fn shaped_tree(
+    path: &std::path::Path,
+    fs: Option<&Arc<dyn FileSystem>>,
 ) -> (std::collections::BTreeMap<Vec<u8>, Vec<u8>>, Options) {
-    let opts = Options {
+    let mut opts = Options {
         write_buffer_size: 64 << 10,
         target_file_size: 32 << 10,
-        level1_max_bytes: 1 << 20,
+        level1_max_bytes: 256 << 10,
         level0_compaction_trigger: 4,
         idle_merge_after: None,
-        fs: fs.clone(),
-        ..Options::default()
+        ..common::options()
     };
-    let db = Db::open("/db", opts.clone()).unwrap();
+    if let Some(fs) = fs {
+        opts.fs = fs.clone();
+    }
+    let db = Db::open(path, opts.clone()).unwrap();
     let mut rng = common::Rng(11);
     let mut model = std::collections::BTreeMap::new();
     for i in 0..30_000u32 {
@@ -851,9 +863,38 @@ fn out_of_shape_tree(
     }
     db.flush().unwrap();
     settle(&db);
+    db.close().unwrap();
+    (model, opts)
+}
+
+/// Fails unless level 0 holds more than its share of the tree under any policy: many
+/// files, over a third of the bytes below it (twice a tree's share at `T = 10` is 2/9).
+fn assert_out_of_shape(db: &Db) {
     let s = db.stats();
-    let above: u64 = s.levels[..2].iter().map(|l| l.bytes).sum();
-    assert!(above * 9 > 2 * s.levels[2].bytes, "{:?}", s.levels);
+    let below: u64 = s.levels[1..].iter().map(|l| l.bytes).sum();
+    assert!(
+        s.levels[0].files >= 8 && s.levels[0].bytes * 3 > below && below > 0,
+        "{:?}",
+        s.levels
+    );
+}
+
+/// A tree out of shape under every merge policy: `shaped_tree`, then 10,000 more random
+/// writes piled up in level 0; closed. The model, and options that leave level 0 where it
+/// is, so that only the idle merge takes the tree in hand.
+fn out_of_shape_tree(
+    fs: &Arc<dyn FileSystem>,
+) -> (std::collections::BTreeMap<Vec<u8>, Vec<u8>>, Options) {
+    let (mut model, opts) = shaped_tree(std::path::Path::new("/db"), Some(fs));
+    let opts = piling_up(opts);
+    let db = Db::open("/db", opts.clone()).unwrap();
+    let mut rng = common::Rng(13);
+    for i in 0..10_000u32 {
+        random_write(&db, &mut rng, &mut model, i);
+    }
+    db.flush().unwrap();
+    settle(&db);
+    assert_out_of_shape(&db);
     db.close().unwrap();
     (model, opts)
 }
@@ -911,7 +952,7 @@ fn a_write_during_the_idle_merge_makes_it_give_up_and_lose_nothing() {
         "/db",
         Options {
             fs,
-            ..Options::default()
+            ..common::options()
         },
     )
     .unwrap();

@@ -604,8 +604,8 @@ fn each_family_builds_its_tables_with_its_own_options() {
         "compacted: lz4 family {lz4} bytes against {plain} uncompressed"
     );
     // Names are checked.
-    assert!(db.create_family("users", Options::default()).is_err());
-    assert!(db.create_family("", Options::default()).is_err());
+    assert!(db.create_family("users", common::options()).is_err());
+    assert!(db.create_family("", common::options()).is_err());
 }
 
 #[test]

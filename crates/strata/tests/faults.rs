@@ -137,7 +137,7 @@ fn a_failed_read_is_an_error_not_a_wrong_answer() {
 fn options_are_validated() {
     let bad = Options {
         size_ratio: 1,
-        ..Options::default()
+        ..common::options()
     };
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(

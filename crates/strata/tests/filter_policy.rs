@@ -2,6 +2,8 @@
 //! bits, the memory spent stays near that of uniform bits, the expected and the measured wasted
 //! table reads of missing keys both fall, and tables without filter bits still answer.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use strata::{Db, FilterPolicy, Options, Stats};
@@ -18,7 +20,7 @@ fn options(policy: FilterPolicy) -> Options {
         block_cache_bytes: 1 << 20,
         idle_merge_after: None,
         read_triggered_compaction: false,
-        ..Options::default()
+        ..common::options()
     }
 }
 
@@ -42,8 +44,16 @@ const KEYS_PER_FLUSH: u64 = 500;
 /// Fills a database with the same writes whatever the policy. Each flush waits for the
 /// compactions it starts, so that every table is made in the same tree whatever the
 /// machine's speed: each table's filter bits depend on the tree's shape when it is written.
+/// The tree is leveled whatever `STRATA_MERGE_POLICY` says: Monkey moves bits between levels
+/// that grow by the size ratio, and under the tiered policies a level's runs hold about the
+/// same entries, so its allocation comes out near uniform bits (at 5 bits per key under
+/// tiering, 0.27680 expected wasted reads against uniform's 0.27680).
 fn fill(dir: &std::path::Path, policy: FilterPolicy) -> Db {
-    let db = Db::open(dir, options(policy)).unwrap();
+    let opts = Options {
+        merge_policy: strata::MergePolicy::Leveling,
+        ..options(policy)
+    };
+    let db = Db::open(dir, opts).unwrap();
     for i in 0..KEYS {
         db.put(&key(i), &[b'v'; 40]).unwrap();
         if (i + 1) % KEYS_PER_FLUSH == 0 || i + 1 == KEYS {

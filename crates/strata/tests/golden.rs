@@ -53,7 +53,7 @@ fn options(kind: FilterKind) -> Options {
         block_size: 256,
         filter_kind: kind,
         idle_merge_after: None,
-        ..Options::default()
+        ..common::options()
     }
 }
 

@@ -5,6 +5,8 @@
 
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use strata::{Db, Options};
@@ -35,7 +37,7 @@ fn a_flushed_memtable_gives_its_memory_back() {
             write_buffer_size: 256 << 20,
             idle_merge_after: None,
             read_triggered_compaction: false,
-            ..Options::default()
+            ..common::options()
         },
     )
     .unwrap();

@@ -16,7 +16,7 @@ fn opts(fs: Arc<dyn FileSystem>) -> Options {
         level0_stop_trigger: 100,
         read_triggered_compaction: false,
         fs,
-        ..Options::default()
+        ..common::options()
     }
 }
 

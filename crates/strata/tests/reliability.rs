@@ -33,7 +33,7 @@ fn options(fs: Arc<dyn FileSystem>) -> Options {
         // Four 64 KiB windows: on a real file system, scans release mapped pages often.
         table_map_bytes: 256 * 1024,
         fs,
-        ..Options::default()
+        ..common::options()
     }
 }
 

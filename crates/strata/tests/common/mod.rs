@@ -36,6 +36,16 @@ pub fn tiny_options(fs: Option<MemFs>, size_ratio: u64) -> Options {
     o
 }
 
+/// Strata's default options under the merge policy `STRATA_MERGE_POLICY` names: every test
+/// builds its options from these or from `tiny_options`, so that the suite runs under each
+/// policy (`scripts/test.sh`). A test of what one policy does names its policy.
+pub fn options() -> Options {
+    Options {
+        merge_policy: merge_policy(),
+        ..Options::default()
+    }
+}
+
 /// The merge policy `STRATA_MERGE_POLICY` names (`leveling`, `tiering` or `lazy`), for
 /// running the tests under each; leveling when unset. A name it does not know fails the
 /// test rather than running another policy.
