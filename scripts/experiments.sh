@@ -55,7 +55,7 @@ run() {
     if [ $smoke = 1 ]; then experiment monkey --num 200000 --lookups 20000 --rounds 1
     else experiment monkey; fi ;;
   policies)
-    if [ $smoke = 1 ]; then experiment policies --num 100000 --lookups 5000 --ratios 2,4
+    if [ $smoke = 1 ]; then experiment policies --num 100000 --updates 50000 --lookups 5000 --ratios 2,4
     else experiment policies; fi ;;
   *) echo "unknown experiment $1 (growth, server-mix, seven-tasks, flodb, reach, monkey, policies)" >&2; exit 2 ;;
   esac

@@ -4,8 +4,10 @@
 //! amplification (bytes written to tables per byte put), then gets of existing keys, gets of
 //! missing keys and short scans, in microseconds each, and the space the tree takes; beside
 //! each, what the cost model predicts for the design (write amplification, blocks read per
-//! get, per missing get and per short scan, space amplification). Every engine runs through
-//! the same `Engine` calls, one put at a time.
+//! get, per missing get and per short scan, space amplification). Then `--updates` puts of
+//! keys already there, and the bytes they cost and the space the tree holds after them, where
+//! the policies' garbage shows. Every engine runs through the same `Engine` calls, one put at
+//! a time.
 
 use std::path::Path;
 use std::time::Instant;
@@ -46,6 +48,10 @@ pub struct Args {
     pub scan_length: u64,
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
+    /// Puts of keys already there after the reads, drawn at random: new versions whose old
+    /// ones the tree holds until a merge drops them.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub updates: u64,
 }
 
 const COLUMNS: &[&str] = &[
@@ -60,6 +66,9 @@ const COLUMNS: &[&str] = &[
     "missing_get_us",
     "scan_us",
     "space_amplification",
+    "update_ops_per_s",
+    "update_write_amplification",
+    "space_after_updates",
     "model_write_amplification",
     "model_get_blocks",
     "model_missing_blocks",
@@ -158,6 +167,9 @@ struct Measured {
     missing_us: f64,
     scan_us: f64,
     space_amplification: f64,
+    update_seconds: f64,
+    update_write_amplification: f64,
+    space_after_updates: f64,
 }
 
 fn measure(db: &dyn Engine, a: &Args) -> Result<Measured, String> {
@@ -208,7 +220,29 @@ fn measure(db: &dyn Engine, a: &Args) -> Result<Measured, String> {
         }
         Ok(())
     })?;
+    // Updates: the same keys again, with other values of the same size, so the live data
+    // stays `put` bytes and what the tree holds beyond it is older versions.
+    let value = vec![b'u'; a.value_size];
+    let started = Instant::now();
+    for n in 0..a.updates {
+        db.put(
+            &scrambled(n.wrapping_mul(0x2545_f491_4f6c_dd1d) % a.num),
+            &value,
+            false,
+        )?;
+    }
+    db.wait_for_compaction()?;
+    let update_seconds = started.elapsed().as_secs_f64();
+    let after = db.tree()?.ok_or("the engine does not describe its tree")?;
+    let updated = after
+        .table_bytes_written
+        .ok_or("the engine does not count its table writes")?
+        .saturating_sub(written);
+    let update_bytes = a.updates * (16 + a.value_size as u64);
     Ok(Measured {
+        update_seconds,
+        update_write_amplification: updated as f64 / update_bytes.max(1) as f64,
+        space_after_updates: after.table_bytes as f64 / put as f64,
         fill_seconds,
         write_amplification,
         runs: tree.runs,
@@ -270,7 +304,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             out.say(&format!(
                 "{:<21} T={ratio:<2} fill {:>6.1} s ({:>7.0}/s), write amp {:>5.2} (model \
                  {:>5.2}), runs {:?}; get {:>6.2} us, missing {:>6.2} us, scan {:>6.2} us; \
-                 space {:.2} (model {:.2})",
+                 space {:.2} (model {:.2}); updates {:>7.0}/s, write amp {:>5.2}, space {:.2}",
                 row.label(),
                 m.fill_seconds,
                 a.num as f64 / m.fill_seconds,
@@ -282,6 +316,9 @@ pub fn run(a: &Args) -> Result<(), String> {
                 m.scan_us,
                 m.space_amplification,
                 c.space_amplification,
+                a.updates as f64 / m.update_seconds,
+                m.update_write_amplification,
+                m.space_after_updates,
             ));
             measured[ri].push((m.write_amplification, m.get_us, m.missing_us, m.scan_us));
             let runs: Vec<String> = m.runs.iter().map(|r| r.to_string()).collect();
@@ -297,6 +334,9 @@ pub fn run(a: &Args) -> Result<(), String> {
                 num(m.missing_us),
                 num(m.scan_us),
                 num(m.space_amplification),
+                num(a.updates as f64 / m.update_seconds),
+                num(m.update_write_amplification),
+                num(m.space_after_updates),
                 num(c.write_amplification),
                 num(c.point_io),
                 num(c.missing_io),
