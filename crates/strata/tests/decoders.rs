@@ -1,6 +1,8 @@
 //! Arbitrary and mutated bytes through every decoder: each must return, never panic.
 //! (The cargo-fuzz targets in `fuzz/` run the same entry points for as long as one likes.)
 
+mod common;
+
 use proptest::prelude::*;
 use strata::fuzz;
 
@@ -18,7 +20,7 @@ fn samples() -> &'static Vec<(String, Vec<u8>)> {
     SAMPLES.get_or_init(|| {
         let whole = strata::Options {
             block_size: 256,
-            ..Default::default()
+            ..common::options()
         };
         let partitioned = strata::Options {
             index_kind: strata::IndexKind::BTree,

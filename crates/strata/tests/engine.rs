@@ -694,6 +694,7 @@ fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
     assert_out_of_shape(&db);
     settle(&db);
     let s = db.stats();
+    assert!(s.idle_merges >= 1, "the idle merge never ran");
     let runs: Vec<usize> = (0..s.levels.len())
         .filter(|&l| s.levels[l].files > 0)
         .collect();

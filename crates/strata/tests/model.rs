@@ -381,7 +381,7 @@ fn run_ops_with(
         index,
         filter,
         policy,
-        MergePolicy::Leveling,
+        common::merge_policy(),
     );
 }
 

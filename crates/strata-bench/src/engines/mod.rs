@@ -39,11 +39,16 @@ pub struct Settings {
     /// Bytes at which compaction cuts its output into files (Strata's `target_file_size`,
     /// RocksDB's `target_file_size_base`; LevelDB's is fixed at 2 MiB).
     pub target_file_size: Option<u64>,
+    /// Level-0 files that start their merge (Strata's `level0_compaction_trigger`, RocksDB's
+    /// `level0_file_num_compaction_trigger`; LevelDB's is fixed at 4). Under RocksDB's
+    /// universal compaction the trigger is its fan-in, `size_ratio`.
+    pub level0_trigger: Option<usize>,
     /// RocksDB only: its universal (tiered) compaction instead of leveled, with `size_ratio`
     /// as its fan-in. Any other engine refuses it.
     pub universal: bool,
-    /// RocksDB only: its statistics on, so that `tree` can count the bytes its flushes and
-    /// compactions write. Off in the comparisons, as db_bench leaves them.
+    /// RocksDB only: its statistics' counters on (no timers, no histograms), so that `tree`
+    /// can count the bytes its flushes and compactions write. Off in the comparisons, as
+    /// db_bench leaves them.
     #[cfg_attr(not(feature = "compare"), allow(dead_code))]
     pub statistics: bool,
 }
@@ -64,6 +69,7 @@ impl Settings {
             level1_bytes: None,
             btree_index: false,
             target_file_size: None,
+            level0_trigger: None,
             universal: false,
             statistics: false,
         }

@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use rocksdb::statistics::Ticker;
+use rocksdb::statistics::{StatsLevel, Ticker};
 use rocksdb::{
     BlockBasedOptions, Cache, DB, DBCompactionStyle, DBCompressionType, Options,
     UniversalCompactOptions, WaitForCompactOptions, WriteOptions,
@@ -19,7 +19,9 @@ pub struct RocksEngine {
 /// `fan_in` sorted runs and takes exactly `fan_in` runs of about the same size (the newest
 /// first), so runs merge `fan_in` at a time into one `fan_in` times larger, as in Strata's
 /// tiering; and the whole-tree merge RocksDB makes for space waits until the newer runs hold
-/// `fan_in - 1` times the oldest's bytes, the space tiering is allowed.
+/// `fan_in - 1` times the oldest's bytes, the space tiering is allowed. Its merge that brings
+/// the run count back to the trigger takes fewer than `fan_in` runs, so it never runs here:
+/// runs of different sizes (a small one from the last flush) can leave more than `fan_in`.
 fn universal(opts: &mut Options, fan_in: u64) -> Result<UniversalSettings> {
     let fan_in = i32::try_from(fan_in)
         .ok()
@@ -51,7 +53,12 @@ impl RocksEngine {
         opts.create_if_missing(true);
         opts.set_write_buffer_size(s.write_buffer_size);
         let universal = match (s.universal, s.size_ratio) {
-            (true, Some(fan_in)) => Some(universal(&mut opts, fan_in)?),
+            (true, Some(fan_in)) => {
+                if s.level0_trigger.is_some_and(|t| t as u64 != fan_in) {
+                    return Err("rocksdb: universal compaction's trigger is its fan-in".into());
+                }
+                Some(universal(&mut opts, fan_in)?)
+            }
             (true, None) => return Err("rocksdb: universal compaction needs a size ratio".into()),
             (false, Some(ratio)) => {
                 opts.set_max_bytes_for_level_multiplier(ratio as f64);
@@ -65,8 +72,13 @@ impl RocksEngine {
         if let Some(bytes) = s.target_file_size {
             opts.set_target_file_size_base(bytes);
         }
+        if let (Some(trigger), None) = (s.level0_trigger, &universal) {
+            let trigger = i32::try_from(trigger).map_err(|e| e.to_string())?;
+            opts.set_level_zero_file_num_compaction_trigger(trigger);
+        }
         if s.statistics {
             opts.enable_statistics();
+            opts.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
         }
         opts.set_compression_type(match s.compression.as_str() {
             "none" => DBCompressionType::None,
@@ -152,6 +164,9 @@ fn check_options_file(
             expected.push(("compaction_style", "kCompactionStyleLevel".into()));
             if let Some(ratio) = s.size_ratio {
                 expected.push(("max_bytes_for_level_multiplier", format!("{ratio}.000000")));
+            }
+            if let Some(trigger) = s.level0_trigger {
+                expected.push(("level0_file_num_compaction_trigger", trigger.to_string()));
             }
         }
     }

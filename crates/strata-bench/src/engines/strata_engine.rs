@@ -64,6 +64,17 @@ pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
         size_ratio: s.size_ratio.unwrap_or(defaults.size_ratio),
         level1_max_bytes: s.level1_bytes.unwrap_or(defaults.level1_max_bytes),
         target_file_size: s.target_file_size.unwrap_or(defaults.target_file_size),
+        level0_compaction_trigger: s
+            .level0_trigger
+            .unwrap_or(defaults.level0_compaction_trigger),
+        level0_slowdown_trigger: s
+            .level0_trigger
+            .map_or(defaults.level0_slowdown_trigger, |t| {
+                defaults.level0_slowdown_trigger.max(2 * t)
+            }),
+        level0_stop_trigger: s.level0_trigger.map_or(defaults.level0_stop_trigger, |t| {
+            defaults.level0_stop_trigger.max(3 * t)
+        }),
         idle_merge_after: if idle_merge {
             defaults.idle_merge_after
         } else {
