@@ -46,8 +46,8 @@ const KEYS_PER_FLUSH: u64 = 500;
 /// machine's speed: each table's filter bits depend on the tree's shape when it is written.
 /// The tree is leveled whatever `STRATA_MERGE_POLICY` says: Monkey moves bits between levels
 /// that grow by the size ratio, and under the tiered policies a level's runs hold about the
-/// same entries, so its allocation comes out near uniform bits (at 5 bits per key under
-/// tiering, 0.27680 expected wasted reads against uniform's 0.27680).
+/// same entries, so its allocation comes out near uniform bits (without this pin, under
+/// `STRATA_MERGE_POLICY=tiering`, 0.27680 expected wasted reads against uniform's 0.27680).
 fn fill(dir: &std::path::Path, policy: FilterPolicy) -> Db {
     let opts = Options {
         merge_policy: strata::MergePolicy::Leveling,
