@@ -678,7 +678,9 @@ fn an_idle_tree_out_of_shape_is_merged_into_its_deepest_level() {
     let db = Db::open(
         dir.path(),
         Options {
-            idle_merge_after: Some(std::time::Duration::from_millis(50)),
+            // Longer than any pause between the writes below on a loaded machine, so that
+            // the merge comes after them.
+            idle_merge_after: Some(std::time::Duration::from_millis(300)),
             ..piling_up(opts)
         },
     )
