@@ -1,17 +1,28 @@
 //! The `strata` binary, run as a user runs it.
 
+mod common;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn strata(args: &[&str]) -> Output {
+    common::strata_command().args(args).output().unwrap()
+}
+
+fn strata_stdin(args: &[&str], input: &str) -> Output {
+    run_with_input(common::strata_command().args(args), input.as_bytes())
+}
+
+/// `strata` with the flags given and no others: for the tests that choose the merge policy.
+fn strata_as_given(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(args)
         .output()
         .unwrap()
 }
 
-fn strata_stdin(args: &[&str], input: &str) -> Output {
+fn strata_as_given_stdin(args: &[&str], input: &str) -> Output {
     run_with_input(
         Command::new(env!("CARGO_BIN_EXE_strata")).args(args),
         input.as_bytes(),
@@ -264,6 +275,16 @@ fn inspect_stats_and_check_find_a_flipped_byte() {
     );
     let o = strata(&["stats", &db]);
     assert!(stdout(&o).contains("space amplification"), "{}", stdout(&o));
+    // The policy the tests run under (`STRATA_MERGE_POLICY`) is the one the binary runs.
+    let policy = common::merge_policy_flags()
+        .last()
+        .copied()
+        .unwrap_or("leveling");
+    assert!(
+        stdout(&o).contains(&format!("merge policy      {policy} with size ratio 10")),
+        "{}",
+        stdout(&o)
+    );
     let o = strata(&["check", &db]);
     assert!(o.status.success(), "{}", stdout(&o));
     assert!(stdout(&o).starts_with("ok:"));
@@ -309,7 +330,11 @@ fn interactive_shell_starts_and_leaves_on_ctrl_d() {
         return;
     }
     let (t, db) = db_dir();
-    let cmd = format!("{} shell {db}", env!("CARGO_BIN_EXE_strata"));
+    let cmd = format!(
+        "{} {} shell {db}",
+        env!("CARGO_BIN_EXE_strata"),
+        common::merge_policy_flags().join(" ")
+    );
     // Typed lines, then Ctrl-D on an empty line.
     let out = run_with_input(
         Command::new("script")
@@ -631,7 +656,7 @@ fn column_families_from_the_command_line_the_shell_and_inspect() {
 fn the_merge_policy_is_chosen_on_the_command_line_and_shown_by_stats() {
     let (_t, db) = db_dir();
     let input: String = (0..500).map(|i| format!("k{i:04}\tv{i}\n")).collect();
-    let o = strata_stdin(
+    let o = strata_as_given_stdin(
         &[
             "--merge-policy",
             "tiering",
@@ -644,7 +669,7 @@ fn the_merge_policy_is_chosen_on_the_command_line_and_shown_by_stats() {
         &input,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = strata(&[
+    let o = strata_as_given(&[
         "--merge-policy",
         "tiering",
         "--size-ratio",
@@ -657,7 +682,7 @@ fn the_merge_policy_is_chosen_on_the_command_line_and_shown_by_stats() {
         "{}",
         stdout(&o)
     );
-    let o = strata_stdin(
+    let o = strata_as_given_stdin(
         &["--merge-policy", "lazy-leveling", "shell", &db],
         "stats\nget k0042\n",
     );
@@ -667,13 +692,13 @@ fn the_merge_policy_is_chosen_on_the_command_line_and_shown_by_stats() {
         stdout(&o)
     );
     assert!(stdout(&o).contains("v42"), "{}", stdout(&o));
-    let o = strata(&["--merge-policy", "bushy", "stats", &db]);
+    let o = strata_as_given(&["--merge-policy", "bushy", "stats", &db]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("leveling, tiering or lazy-leveling"),
         "{}",
         stderr(&o)
     );
-    let o = strata(&["--size-ratio", "1", "stats", &db]);
+    let o = strata_as_given(&["--size-ratio", "1", "stats", &db]);
     assert_eq!(o.status.code(), Some(2));
 }

@@ -1,9 +1,11 @@
 //! `strata serve` as a process: expiry times survive SIGKILL and restarts, expired keys are
 //! invisible from the moment they expire, and a compaction takes them off the disk.
 
+mod common;
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::Commands;
@@ -25,7 +27,7 @@ fn serve(dir: &Path, port: u16) -> (Child, redis::Connection) {
 /// As [`serve`], with more flags for the server.
 #[allow(clippy::zombie_processes)]
 fn serve_with(dir: &Path, port: u16, flags: &[&str]) -> (Child, redis::Connection) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let mut child = common::strata_command()
         .args([
             "serve",
             "--dir",

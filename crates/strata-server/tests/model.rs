@@ -6,6 +6,8 @@
 //!
 //! The seed is printed; `STRATA_SEED=n` replays a run.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use redis::Value;
@@ -81,7 +83,7 @@ fn start(dir: &std::path::Path, clock: &Clock) -> (Server, redis::Connection) {
         engine: strata::Options {
             write_buffer_size: 4096,
             idle_merge_after: None,
-            ..strata::Options::default()
+            ..common::engine_options()
         },
         ..Config::default()
     })

@@ -205,9 +205,13 @@ fn every_command_answers_as_redis_does() {
     let _: String = redis::cmd("SAVE").query(&mut c).unwrap();
     let lsm: String = redis::cmd("INFO").arg("lsm").query(&mut c).unwrap();
     assert!(lsm.contains("filter_bits_per_key=10.000"), "{lsm}");
-    // The merge policy and the sorted runs per level: level 0's one table.
+    // The merge policy the server runs (`STRATA_MERGE_POLICY`'s) and the sorted runs per
+    // level: level 0's one table.
+    let policy = common::engine_options().merge_policy.name();
     assert!(
-        lsm.contains("merge_policy:leveling\r\nsize_ratio:10\r\nruns_per_level:1\r\n"),
+        lsm.contains(&format!(
+            "merge_policy:{policy}\r\nsize_ratio:10\r\nruns_per_level:1\r\n"
+        )),
         "{lsm}"
     );
     assert!(
@@ -490,7 +494,7 @@ fn flushdb_is_one_range_delete_that_survives_a_restart() {
     server.shutdown().unwrap();
     {
         // One range tombstone, not a deletion per key.
-        let db = strata::Db::open(dir.path(), strata::Options::default()).unwrap();
+        let db = strata::Db::open(dir.path(), common::engine_options()).unwrap();
         let files = db.stats().files;
         assert_eq!(files.iter().map(|f| f.range_deletions).sum::<u64>(), 1);
         assert_eq!(files.iter().map(|f| f.deletions).sum::<u64>(), 0);
@@ -972,7 +976,7 @@ fn databases_are_separate_keyspaces() {
 fn a_directory_of_the_earlier_layout_is_converted_into_database_0() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = strata::Db::open(dir.path(), strata::Options::default()).unwrap();
+        let db = strata::Db::open(dir.path(), common::engine_options()).unwrap();
         db.put(b"old", b"value").unwrap();
         db.put(b"\x00binary", b"").unwrap();
         db.put(b"\xfe\xff", b"x").unwrap();

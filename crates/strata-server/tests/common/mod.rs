@@ -1,6 +1,23 @@
 //! What the server's test files share: starting a server, connecting to it.
+#![allow(dead_code)]
 
 use strata_server::{Config, Server, SyncMode};
+
+/// The engine's default options under the merge policy `STRATA_MERGE_POLICY` names
+/// (`leveling`, `tiering` or `lazy`; leveling when unset), so that the server's tests run
+/// under each (`scripts/test.sh`). A name it does not know fails the test.
+pub fn engine_options() -> strata::Options {
+    let merge_policy = match std::env::var("STRATA_MERGE_POLICY").as_deref() {
+        Err(_) | Ok("leveling") => strata::MergePolicy::Leveling,
+        Ok("tiering") => strata::MergePolicy::Tiering,
+        Ok("lazy") => strata::MergePolicy::LazyLeveling,
+        Ok(other) => panic!("STRATA_MERGE_POLICY={other}: leveling, tiering or lazy"),
+    };
+    strata::Options {
+        merge_policy,
+        ..strata::Options::default()
+    }
+}
 
 /// A server on a free port over `dir`, with `tweak` applied to its configuration.
 pub fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Server {
@@ -8,6 +25,7 @@ pub fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Server {
         dir: dir.to_path_buf(),
         port: 0,
         sync: SyncMode::EverySec,
+        engine: engine_options(),
         ..Config::default()
     };
     tweak(&mut config);
