@@ -20,8 +20,8 @@ pub struct RocksEngine {
 /// first), so runs merge `fan_in` at a time into one `fan_in` times larger, as in Strata's
 /// tiering; and the whole-tree merge RocksDB makes for space waits until the newer runs hold
 /// `fan_in - 1` times the oldest's bytes, the space tiering is allowed. Its merge that brings
-/// the run count back to the trigger takes fewer than `fan_in` runs, so it never runs here:
-/// runs of different sizes (a small one from the last flush) can leave more than `fan_in`.
+/// the run count back to the trigger also needs `fan_in` runs at hand, so runs of different
+/// sizes (a small one from the last flush) can leave more than `fan_in`.
 fn universal(opts: &mut Options, fan_in: u64) -> Result<UniversalSettings> {
     let fan_in = i32::try_from(fan_in)
         .ok()
