@@ -74,7 +74,13 @@ fn runs_per_level(s: &Stats, policy: MergePolicy) -> Vec<usize> {
 /// database, the most runs any level below 0 held after a flush settled, and the bytes
 /// compaction wrote.
 fn fill(fs: &MemFs, policy: MergePolicy) -> (Db, usize, u64) {
-    let db = Db::open("/db", options(fs, policy)).unwrap();
+    fill_with(options(fs, policy))
+}
+
+/// [`fill`] under options of the caller's making.
+fn fill_with(opts: Options) -> (Db, usize, u64) {
+    let policy = opts.merge_policy;
+    let db = Db::open("/db", opts).unwrap();
     let mut most_runs = 0;
     for i in 0..KEYS {
         db.put(&key(i), &value(i)).unwrap();
@@ -177,17 +183,7 @@ fn tiering_keeps_taking_writes_at_every_ratio() {
                 size_ratio: ratio,
                 ..options(&fs, MergePolicy::Tiering)
             };
-            let db = Db::open("/db", opts).unwrap();
-            for i in 0..KEYS {
-                db.put(&key(i), &value(i)).unwrap();
-                if i % 3 == 0 {
-                    db.put(&key(i / 2), &value(i)).unwrap();
-                }
-                if (i + 1) % KEYS_PER_FLUSH == 0 {
-                    db.flush().unwrap();
-                    settle(&db);
-                }
-            }
+            let (db, _, _) = fill_with(opts);
             let _ = tx.send((common::dump(&db), db.stats().runs_per_level));
         });
         let (state, runs) = rx
