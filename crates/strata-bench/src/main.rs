@@ -137,6 +137,7 @@ fn params(cli: &Cli) -> Params {
         seed: cli.seed,
         batch_size: cli.batch_size,
         sync: cli.sync,
+        generation: 0,
     }
 }
 
@@ -259,7 +260,7 @@ fn run_engine(
     quiet: bool,
 ) -> Result<(Vec<Report>, Vec<Step>), String> {
     let s = settings(cli);
-    let p = params(cli);
+    let mut p = params(cli);
     if !cli.use_existing_db {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -267,12 +268,14 @@ fn run_engine(
     let mut engine: Arc<dyn Engine> = Arc::from(engines::open(engine_name, dir, &s)?);
     let (mut reports, mut steps) = (Vec::new(), Vec::new());
     let mut last_write: Option<WriteMark> = None;
-    for name in cli
+    for (place, name) in cli
         .benchmarks
         .split(',')
         .map(str::trim)
         .filter(|n| !n.is_empty())
+        .enumerate()
     {
+        p.generation = place as u64 + 1;
         if is_step(name) {
             // As db_bench's: `waitforcompaction` flushes and waits for background work to
             // end; `compact` compacts the whole key range. Either adds to the last write

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::engines::{Engine, Result, Start};
+use crate::engines::{Engine, Result, Seen, Start, digest};
 
 pub const ALL: &[&str] = &[
     "fillseq",
@@ -34,8 +34,8 @@ pub struct Outcome {
     pub bytes: u64,
     pub found: u64,
     /// For reads, a hash of what they answered, to compare engines by: of every key a scan
-    /// read and its value's length, in order; of every key a lookup found with its value's
-    /// length, or the key a seek landed on, in any order.
+    /// read and its value's digest, in order; of every key a lookup found with its value's
+    /// digest, or the key a seek landed on, in any order.
     pub answer_hash: Option<u64>,
     pub hist: Histogram<u64>,
 }
@@ -62,6 +62,11 @@ pub struct Params {
     pub batch_size: usize,
     /// Sync every write, in every workload (fillsync always does).
     pub sync: bool,
+    /// Which write this is of the run (the workload's place in the list): a key's value
+    /// depends on the key and the generation alone, so engines that ran the same list hold
+    /// the same values whatever the threads' interleaving, and an engine answering a value
+    /// of an earlier write answers differently.
+    pub generation: u64,
 }
 
 /// db_bench's key: the number zero-padded to `key_size` digits.
@@ -106,6 +111,15 @@ impl Values {
             data.extend_from_slice(&piece);
         }
         Values { data, pos: 0 }
+    }
+    /// The value of key number `n` as written by write `generation`: a slice of the block
+    /// at a place drawn from both.
+    pub fn of_key(&self, n: u64, generation: u64, len: usize) -> &[u8] {
+        let room = self.data.len().saturating_sub(len) as u64 + 1;
+        let mut h = (n ^ generation.rotate_left(40)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 31;
+        let at = (h.wrapping_mul(0xff51_afd7_ed55_8ccd) % room) as usize;
+        self.data.get(at..at + len).unwrap_or(&self.data)
     }
     pub fn next(&mut self, len: usize) -> &[u8] {
         if self.pos + len > self.data.len() {
@@ -188,7 +202,7 @@ fn write(
     let per_thread = count / p.threads as u64;
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 7919 + 1);
-        let mut values = Values::new(p.seed + t as u64);
+        let values = Values::new(p.seed);
         let mut bytes = 0;
         for i in 0..per_thread {
             let n = match order {
@@ -196,7 +210,7 @@ fn write(
                 Order::Random => rng.below(p.num),
             };
             let k = key(n, p.key_size);
-            let v = values.next(p.value_size);
+            let v = values.of_key(n, p.generation, p.value_size);
             let start = Instant::now();
             engine.put(&k, v, sync)?;
             record(h, start);
@@ -273,10 +287,10 @@ fn read_random(
             let start = Instant::now();
             let got = engine.get(&k)?;
             record(h, start);
-            if let Some(n) = got {
+            if let Some(v) = got {
                 found += 1;
-                bytes += (k.len() + n) as u64;
-                hash = hash.wrapping_add(hash_key(n as u64, &k));
+                bytes += (k.len() + v.len) as u64;
+                hash = hash.wrapping_add(hash_found(&k, v));
             }
             progress.fetch_add(1, Ordering::Relaxed);
         }
@@ -319,10 +333,10 @@ fn multi_read_random(
             let each = (start.elapsed().as_nanos() / n as u128).max(1) as u64;
             for (k, v) in keys.iter().zip(&got) {
                 let _ = h.record(each);
-                if let Some(len) = v {
+                if let Some(v) = v {
                     found += 1;
-                    bytes += (k.len() + len) as u64;
-                    hash = hash.wrapping_add(hash_key(*len as u64, k));
+                    bytes += (k.len() + v.len) as u64;
+                    hash = hash.wrapping_add(hash_found(k, *v));
                 }
             }
             done += n as u64;
@@ -369,6 +383,11 @@ fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Re
     })
 }
 
+/// The hash of one lookup's answer, summed over lookups in any order.
+pub fn hash_found(key: &[u8], v: Seen) -> u64 {
+    hash_key(v.digest, key)
+}
+
 /// Folds one key into an order-sensitive hash of a scan's keys.
 pub fn hash_key(hash: u64, key: &[u8]) -> u64 {
     let mut h = (hash ^ key.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -395,9 +414,9 @@ fn scan(
         let n = engine.scan(
             if reverse { Start::Last } else { Start::First },
             p.reads,
-            &mut |k, value_len| {
-                bytes += (k.len() + value_len) as u64;
-                hash = hash_key(hash ^ (value_len as u64).rotate_left(32), k);
+            &mut |k, v| {
+                bytes += (k.len() + v.len()) as u64;
+                hash = hash_key(hash ^ digest(v).rotate_left(32), k);
             },
         )?;
         // One histogram sample per entry, at the average cost: a scan is timed as a whole.

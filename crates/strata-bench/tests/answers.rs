@@ -92,3 +92,43 @@ fn seeks_that_land_on_other_keys_fail() {
         "{text}"
     );
 }
+
+// The stale engine keeps the first version of every 97th key: after `overwrite`, the keys
+// of those that were overwritten answer a value of the right length but an older one.
+
+#[test]
+fn an_engine_that_answers_stale_values_fails_the_lookups() {
+    for read in ["readrandom", "multireadrandom"] {
+        let (ok, text) = compare("strata,strata-stale", &format!("fillseq,overwrite,{read}"));
+        assert!(!ok, "{read} passed:\n{text}");
+        // Both find every key: only the values' digests tell them apart.
+        assert!(
+            text.contains(&format!(
+                "{read} (round 1): strata answered 5000 of 5000 found, hashed"
+            )) && text.contains("strata-stale answered 5000 of 5000 found, hashed"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn an_engine_that_answers_stale_values_fails_the_scans() {
+    for scan in ["readseq", "readreverse"] {
+        let (ok, text) = compare("strata,strata-stale", &format!("fillseq,overwrite,{scan}"));
+        assert!(!ok, "{scan} passed:\n{text}");
+        assert!(
+            text.contains(&format!(
+                "{scan} (round 1): strata answered 5000 entries, hashed"
+            )) && text.contains("strata-stale answered 5000 entries, hashed"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn stale_values_pass_where_nothing_was_overwritten() {
+    // Without `overwrite` the stale engine holds what the other holds: the check is about
+    // values, not about which engine ran.
+    let (ok, text) = compare("strata,strata-stale", "fillseq,readrandom,readseq");
+    assert!(ok, "{text}");
+}

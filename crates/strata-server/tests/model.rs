@@ -1,8 +1,11 @@
 //! The server against a model of Redis's string keyspace: random commands over a few
 //! databases, with empty values, binary keys, repeated keys within one MGET, expiry judged by
-//! a clock the test moves, and restarts. Every reply must equal the model's. Some runs of
-//! commands go as one MULTI/EXEC transaction (the redis crate's atomic pipeline), whose
-//! reply must hold the model's reply to each, in order.
+//! a clock the test moves, and restarts. Every reply must equal the model's, errors
+//! included (a server error where the model expects one, never a dropped connection). Some
+//! runs of commands go as one MULTI/EXEC transaction, sent as plain commands so that EXEC's
+//! array is read slot by slot, each slot against the model's reply, errors among them. Some
+//! transactions WATCH a key first: one that another connection then writes is aborted (EXEC
+//! answers nil and nothing of it happens), one left alone or UNWATCHed runs.
 //!
 //! The seed is printed; `STRATA_SEED=n` replays a run.
 
@@ -10,7 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use redis::Value;
+use redis::{ConnectionLike, Value};
 use strata_server::{Clock, Config, Server, SyncMode};
 
 struct Rng(u64);
@@ -95,12 +98,28 @@ fn start(dir: &std::path::Path, clock: &Clock) -> (Server, redis::Connection) {
     (server, c)
 }
 
-fn run(c: &mut redis::Connection, args: &[Vec<u8>]) -> Result<Value, String> {
+fn command(args: &[Vec<u8>]) -> redis::Cmd {
     let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap());
     for a in &args[1..] {
         cmd.arg(a.as_slice());
     }
-    cmd.query::<Value>(c).map_err(|e| e.to_string())
+    cmd
+}
+
+/// Runs one command; a server error comes back as `Value::ServerError`, and only a failure
+/// of the connection itself as `Err`.
+fn run(c: &mut redis::Connection, args: &[Vec<u8>]) -> redis::RedisResult<Value> {
+    c.req_packed_command(&command(args).get_packed_command())
+}
+
+/// How a transaction watches: not at all, a key left alone, a key another connection writes
+/// before EXEC (aborting it), or a key written after UNWATCH (not aborting it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Watch {
+    None,
+    Untouched,
+    Touched,
+    Unwatched,
 }
 
 fn text(s: &str) -> Vec<u8> {
@@ -130,9 +149,43 @@ fn random_commands_answer_as_the_model_does() {
     // Commands drawn for a transaction, with their expected replies, and how many it takes.
     let mut block: Vec<Drawn> = Vec::new();
     let mut block_len = 0;
+    // The transaction's watch, and the model and database to return to if it aborts.
+    let mut watch = Watch::None;
+    let mut before: Option<(Model, u8)> = None;
+    let (mut runs_watched, mut aborts) = (0, 0);
     for step in 0..steps {
         if block_len == 0 && rng.below(12) == 0 {
             block_len = 2 + rng.below(4) as usize;
+            watch = *rng.pick(&[
+                Watch::None,
+                Watch::None,
+                Watch::Untouched,
+                Watch::Touched,
+                Watch::Unwatched,
+            ]);
+            if watch != Watch::None {
+                let key = rng.pick(KEYS).to_vec();
+                let ok = run(&mut c, &[text("WATCH"), key.clone()]).unwrap();
+                assert_eq!(ok, Value::Okay, "seed {seed}, step {step}: WATCH");
+                if watch == Watch::Unwatched {
+                    let ok = run(&mut c, &[text("UNWATCH")]).unwrap();
+                    assert_eq!(ok, Value::Okay, "seed {seed}, step {step}: UNWATCH");
+                }
+                if watch != Watch::Untouched {
+                    // Another client writes the key, in the database the watch was taken in.
+                    let addr = server.local_addr();
+                    let mut other = redis::Client::open(format!("redis://{addr}/"))
+                        .unwrap()
+                        .get_connection()
+                        .unwrap();
+                    let select = run(&mut other, &[text("SELECT"), text(&db.to_string())]);
+                    assert_eq!(select.unwrap(), Value::Okay);
+                    let set = run(&mut other, &[text("SET"), key.clone(), text("touched")]);
+                    assert_eq!(set.unwrap(), Value::Okay);
+                    m.insert((db, key), (text("touched"), None));
+                }
+            }
+            before = Some((m.clone(), db));
         }
         if block_len == 0 && step % 500 == 499 {
             // A restart: the data, the expiry times and nothing else survive.
@@ -387,66 +440,88 @@ fn random_commands_answer_as_the_model_does() {
                 continue;
             }
             let mut p = redis::pipe();
-            p.atomic();
+            p.add_command(redis::cmd("MULTI"));
             for (args, _) in &block {
-                let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap());
-                for a in &args[1..] {
-                    cmd.arg(a.as_slice());
-                }
-                p.add_command(cmd);
+                p.add_command(command(args));
             }
-            let got = p.query::<Vec<Value>>(&mut c);
+            p.add_command(redis::cmd("EXEC"));
+            let got = c
+                .req_packed_commands(&p.get_packed_pipeline(), 0, block.len() + 2)
+                .unwrap_or_else(|e| panic!("seed {seed}, step {step}: the transaction: {e}"));
             let all: Vec<String> = block.iter().map(|(a, _)| shown(a)).collect();
-            match got {
-                Ok(replies) => {
-                    assert_eq!(
-                        replies.len(),
-                        block.len(),
-                        "seed {seed}, step {step}: {all:?}"
-                    );
-                    for ((args, want), got) in block.iter().zip(&replies) {
-                        match want {
-                            Ok(w) => assert_eq!(
-                                got,
-                                w,
-                                "seed {seed}, step {step}: {} in MULTI {all:?}",
-                                shown(args)
-                            ),
-                            Err(()) => assert!(
-                                matches!(got, Value::ServerError(_)),
-                                "seed {seed}, step {step}: {} in MULTI: got {got:?}",
-                                shown(args)
-                            ),
-                        }
+            let queued = Value::SimpleString("QUEUED".into());
+            assert_eq!(
+                got.len(),
+                block.len() + 2,
+                "seed {seed}, step {step}: {all:?}"
+            );
+            assert_eq!(got[0], Value::Okay, "seed {seed}, step {step}: MULTI");
+            for (args, reply) in block.iter().map(|(a, _)| a).zip(&got[1..=block.len()]) {
+                assert_eq!(
+                    reply,
+                    &queued,
+                    "seed {seed}, step {step}: {} in MULTI {all:?}",
+                    shown(args)
+                );
+            }
+            let exec = &got[block.len() + 1];
+            if watch == Watch::Touched {
+                // Aborted: nil, and nothing the block did happened.
+                assert_eq!(exec, &Value::Nil, "seed {seed}, step {step}: EXEC {all:?}");
+                (m, db) = before.take().unwrap();
+                aborts += 1;
+            } else {
+                let Value::Array(replies) = exec else {
+                    panic!("seed {seed}, step {step}: EXEC {all:?} answered {exec:?}");
+                };
+                assert_eq!(
+                    replies.len(),
+                    block.len(),
+                    "seed {seed}, step {step}: {all:?}"
+                );
+                for ((args, want), got) in block.iter().zip(replies) {
+                    match want {
+                        Ok(w) => assert_eq!(
+                            got,
+                            w,
+                            "seed {seed}, step {step}: {} in MULTI {all:?}",
+                            shown(args)
+                        ),
+                        Err(()) => assert!(
+                            matches!(got, Value::ServerError(_)),
+                            "seed {seed}, step {step}: {} in MULTI: got {got:?}",
+                            shown(args)
+                        ),
                     }
                 }
-                // The redis crate turns a transaction with an error in it into an error.
-                Err(e) => assert!(
-                    block.iter().any(|(_, w)| w.is_err()),
-                    "seed {seed}, step {step}: MULTI {all:?}: {e}"
-                ),
+                if watch != Watch::None {
+                    runs_watched += 1;
+                }
             }
             block.clear();
             block_len = 0;
             continue;
         }
-        let got = run(&mut c, &args);
-        let shown = |a: &[Vec<u8>]| {
-            a.iter()
-                .map(|x| format!("{:?}", String::from_utf8_lossy(x)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        match (&want, &got) {
-            (Ok(w), Ok(g)) => {
-                assert_eq!(g, w, "seed {seed}, step {step}: {} (db {db})", shown(&args))
-            }
-            (Err(()), Err(_)) => {}
-            _ => panic!(
-                "seed {seed}, step {step}: {} (db {db}): got {got:?}, want {want:?}",
+        let got = run(&mut c, &args)
+            .unwrap_or_else(|e| panic!("seed {seed}, step {step}: {}: {e}", shown(&args)));
+        match &want {
+            Ok(w) => assert_eq!(
+                &got,
+                w,
+                "seed {seed}, step {step}: {} (db {db})",
+                shown(&args)
+            ),
+            Err(()) => assert!(
+                matches!(got, Value::ServerError(_)),
+                "seed {seed}, step {step}: {} (db {db}): got {got:?}, want an error",
                 shown(&args)
             ),
         }
     }
     server.shutdown().unwrap();
+    // Over 3,000 steps about 250 transactions run: both kinds of watched outcome occur.
+    assert!(
+        runs_watched > 0 && aborts > 0,
+        "seed {seed}: {runs_watched} watched transactions ran, {aborts} aborted"
+    );
 }

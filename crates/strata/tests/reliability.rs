@@ -326,6 +326,11 @@ fn a_fault_at_every_io_call_site_loses_nothing_acknowledged() {
         .chain([(FaultOp::Append, true)])
     {
         let calls = clean.calls(kind);
+        // A kind the workload never calls would be swept zero times and pass unseen.
+        assert!(
+            calls > 0,
+            "{kind:?}: the workload makes no such call, so no fault of it is tried"
+        );
         let mut fired = 0u64;
         let mut n = 1;
         while n <= calls {
@@ -366,6 +371,7 @@ fn a_fault_at_every_io_call_site_loses_nothing_acknowledged() {
             }
             n += stride;
         }
+        assert!(fired > 0, "{kind:?}: no fault fired");
         report.push(format!(
             "{kind:?}{}: {calls} call sites in the workload, a fault fired at {fired} of them",
             if short { " (short write)" } else { "" }

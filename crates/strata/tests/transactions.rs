@@ -224,7 +224,8 @@ enum Step {
     Get(usize, u8),
     Put(usize, u8, u8),
     Delete(usize, u8),
-    Scan(usize),
+    /// A scan of the whole keyspace (`None`) or of keys `lo..hi` or `lo..=hi`.
+    Scan(usize, Option<(u8, u8, bool)>),
     Commit(usize),
     /// A write outside any transaction.
     Direct(u8, Option<u8>),
@@ -242,7 +243,9 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (0usize..3, k.clone()).prop_map(|(t, k)| Step::Get(t, k)),
         3 => (0usize..3, k.clone(), any::<u8>()).prop_map(|(t, k, v)| Step::Put(t, k, v)),
         1 => (0usize..3, k.clone()).prop_map(|(t, k)| Step::Delete(t, k)),
-        1 => (0usize..3).prop_map(Step::Scan),
+        1 => (0usize..3).prop_map(|t| Step::Scan(t, None)),
+        2 => (0usize..3, 0u8..7, 0u8..7, any::<bool>())
+            .prop_map(|(t, lo, hi, inclusive)| Step::Scan(t, Some((lo, hi, inclusive)))),
         2 => (0usize..3).prop_map(Step::Commit),
         2 => (k, proptest::option::of(any::<u8>())).prop_map(|(k, v)| Step::Direct(k, v)),
         1 => Just(Step::Flush),
@@ -312,13 +315,25 @@ fn run_model(steps: Vec<Step>) {
                     m.writes.insert(key(k), None);
                 }
             }
-            Step::Scan(t) => {
+            Step::Scan(t, bounds) => {
                 if let Some((tx, m)) = txs[t].as_mut() {
-                    let got = tx.scan(..).unwrap();
-                    let want: Vec<_> = m.view().into_iter().collect();
+                    // Whether key number `k` lies in the scan's range, said on the numbers.
+                    let inside = |k: &[u8]| match bounds {
+                        None => true,
+                        Some((lo, hi, inclusive)) => {
+                            k[1] >= lo && (k[1] < hi || inclusive && k[1] == hi)
+                        }
+                    };
+                    let got = match bounds {
+                        None => tx.scan(..).unwrap(),
+                        Some((lo, hi, false)) => tx.scan(key(lo)..key(hi)).unwrap(),
+                        Some((lo, hi, true)) => tx.scan(key(lo)..=key(hi)).unwrap(),
+                    };
+                    let want: Vec<_> = m.view().into_iter().filter(|(k, _)| inside(k)).collect();
                     assert_eq!(got, want, "{ctx}");
+                    // Only the keys inside, from the snapshot, join the keys checked at commit.
                     for k in m.start.keys() {
-                        if !m.writes.contains_key(k) {
+                        if inside(k) && !m.writes.contains_key(k) {
                             m.read.insert(k.clone());
                         }
                     }

@@ -5,7 +5,7 @@ use fjall::{
     PersistMode,
 };
 
-use super::{Engine, Result, Settings, Start};
+use super::{Engine, Result, Seen, Settings, Start};
 
 pub struct FjallEngine {
     keyspace: Keyspace,
@@ -59,12 +59,12 @@ impl Engine for FjallEngine {
         self.part.insert(key, value).map_err(|e| e.to_string())?;
         self.persist(sync)
     }
-    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+    fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
         Ok(self
             .part
             .get(key)
             .map_err(|e| e.to_string())?
-            .map(|v| v.len()))
+            .map(|v| Seen::of(&v)))
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
         self.part.remove(key).map_err(|e| e.to_string())?;
@@ -74,7 +74,7 @@ impl Engine for FjallEngine {
         &self,
         start: Start<'_>,
         limit: u64,
-        visit: &mut dyn FnMut(&[u8], usize),
+        visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
         let iter: Box<dyn Iterator<Item = fjall::Result<fjall::KvPair>>> = match start {
             Start::First => Box::new(self.part.iter()),
@@ -87,7 +87,7 @@ impl Engine for FjallEngine {
                 break;
             }
             let (k, v) = kv.map_err(|e| e.to_string())?;
-            visit(&k, v.len());
+            visit(&k, &v);
             n += 1;
         }
         Ok(n)

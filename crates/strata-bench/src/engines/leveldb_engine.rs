@@ -6,7 +6,7 @@ use std::ptr;
 
 use leveldb_sys::*;
 
-use super::{Engine, Result, Settings, Start};
+use super::{Engine, Result, Seen, Settings, Start};
 
 pub struct LevelEngine {
     db: *mut leveldb_t,
@@ -162,7 +162,7 @@ impl Engine for LevelEngine {
         };
         check(err)
     }
-    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+    fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
         let mut err = ptr::null_mut();
         let mut len = 0usize;
         // SAFETY: valid handles; the returned buffer is malloc'd and freed below.
@@ -180,9 +180,11 @@ impl Engine for LevelEngine {
         if v.is_null() {
             return Ok(None);
         }
+        // SAFETY: LevelDB returned `len` bytes at `v`, read here before the buffer is freed.
+        let seen = Seen::of(unsafe { std::slice::from_raw_parts(v.cast::<u8>(), len) });
         // SAFETY: freed once.
         unsafe { leveldb_free(v.cast()) };
-        Ok(Some(len))
+        Ok(Some(seen))
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
         let mut err = ptr::null_mut();
@@ -195,7 +197,7 @@ impl Engine for LevelEngine {
         &self,
         start: Start<'_>,
         limit: u64,
-        visit: &mut dyn FnMut(&[u8], usize),
+        visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
         // SAFETY: the iterator is created, used while the database is open, and destroyed;
         // each key is read before the iterator moves.
@@ -211,8 +213,11 @@ impl Engine for LevelEngine {
                 // leveldb-sys declares these out-parameters `*const`; LevelDB writes them.
                 let (mut kl, mut vl) = (0usize, 0usize);
                 let k = leveldb_iter_key(it, (&raw mut kl).cast_const());
-                leveldb_iter_value(it, (&raw mut vl).cast_const());
-                visit(std::slice::from_raw_parts(k.cast::<u8>(), kl), vl);
+                let v = leveldb_iter_value(it, (&raw mut vl).cast_const());
+                visit(
+                    std::slice::from_raw_parts(k.cast::<u8>(), kl),
+                    std::slice::from_raw_parts(v.cast::<u8>(), vl),
+                );
                 n += 1;
                 match start {
                     Start::Last => leveldb_iter_prev(it),

@@ -91,24 +91,60 @@ pub enum Start<'a> {
     Key(&'a [u8]),
 }
 
+/// What a lookup saw of a value: its length and a digest of its bytes, so that the answer
+/// check compares values, not only their lengths. Engines make it from the bytes their
+/// reader hands over, without a copy where the reader allows one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub len: usize,
+    pub digest: u64,
+}
+
+impl Seen {
+    pub fn of(value: &[u8]) -> Seen {
+        Seen {
+            len: value.len(),
+            digest: digest(value),
+        }
+    }
+}
+
+/// A 64-bit digest of `bytes` (a multiply-xorshift over 8-byte words): not cryptographic,
+/// but any change of a byte or of the length changes it with near certainty.
+pub fn digest(bytes: &[u8]) -> u64 {
+    let mut h = (bytes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 29;
+    }
+    let mut tail = [0u8; 8];
+    let rest = words.remainder();
+    tail[..rest.len()].copy_from_slice(rest);
+    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 32)
+}
+
 /// A key-value engine as the benchmarks use it.
 pub trait Engine: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()>;
-    /// Fetches a value; returns its length (the benchmark does not need the bytes).
-    fn get(&self, key: &[u8]) -> Result<Option<usize>>;
+    /// Fetches a value; returns its length and digest.
+    fn get(&self, key: &[u8]) -> Result<Option<Seen>>;
     /// Fetches several values at once, through the engine's batched lookup where it has
-    /// one; returns their lengths.
-    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>> {
+    /// one; returns their lengths and digests.
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Seen>>> {
         keys.iter().map(|k| self.get(k)).collect()
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()>;
     /// Reads up to `limit` entries in key order from `start` (backward from `Start::Last`),
-    /// handing each key and its value's length to `visit`; returns the entries read.
+    /// handing each key and its value to `visit`; returns the entries read.
     fn scan(
         &self,
         start: Start<'_>,
         limit: u64,
-        visit: &mut dyn FnMut(&[u8], usize),
+        visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64>;
     /// Positions at the first key at or after `key`, handing it to `landed`; true if there
     /// is one.
@@ -165,6 +201,11 @@ pub const STRATA_PARTITIONED: &str = "strata-partitioned";
 /// Strata with every 997th key dropped on the way in. Not listed among the engines.
 pub const WRONG: &str = "strata-wrong";
 
+/// An engine that answers wrongly on purpose with values of the right length: Strata that
+/// keeps the first version of every 97th key, ignoring later writes of it, as an engine
+/// reading a stale version would answer. Not listed among the engines.
+pub const STALE: &str = "strata-stale";
+
 /// Opens engine `name` in `dir`.
 pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
     if s.universal && name != "rocksdb" {
@@ -188,6 +229,9 @@ pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             Ok(Box::new(strata_engine::StrataEngine::open(dir, &s, false)?))
         }
         WRONG => Ok(Box::new(strata_engine::Wrong(
+            strata_engine::StrataEngine::open(dir, s, false)?,
+        ))),
+        STALE => Ok(Box::new(strata_engine::Stale(
             strata_engine::StrataEngine::open(dir, s, false)?,
         ))),
         #[cfg(feature = "compare")]

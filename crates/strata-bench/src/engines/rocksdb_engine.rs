@@ -6,7 +6,7 @@ use rocksdb::{
     UniversalCompactOptions, WaitForCompactOptions, WriteOptions,
 };
 
-use super::{Engine, Result, Settings, Start, Tree};
+use super::{Engine, Result, Seen, Settings, Start, Tree};
 
 pub struct RocksEngine {
     db: DB,
@@ -224,14 +224,14 @@ impl Engine for RocksEngine {
             .put_opt(key, value, &wo(sync))
             .map_err(|e| e.to_string())
     }
-    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+    fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
         Ok(self
             .db
             .get_pinned(key)
             .map_err(|e| e.to_string())?
-            .map(|v| v.len()))
+            .map(|v| Seen::of(&v)))
     }
-    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>> {
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Seen>>> {
         let cf = self
             .db
             .cf_handle("default")
@@ -239,7 +239,7 @@ impl Engine for RocksEngine {
         self.db
             .batched_multi_get_cf(cf, keys, false)
             .into_iter()
-            .map(|v| Ok(v.map_err(|e| e.to_string())?.map(|v| v.len())))
+            .map(|v| Ok(v.map_err(|e| e.to_string())?.map(|v| Seen::of(&v))))
             .collect()
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
@@ -251,7 +251,7 @@ impl Engine for RocksEngine {
         &self,
         start: Start<'_>,
         limit: u64,
-        visit: &mut dyn FnMut(&[u8], usize),
+        visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
         let mut it = self.db.raw_iterator();
         match start {
@@ -264,7 +264,7 @@ impl Engine for RocksEngine {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
                 break;
             };
-            visit(k, v.len());
+            visit(k, v);
             n += 1;
             match start {
                 Start::Last => it.prev(),

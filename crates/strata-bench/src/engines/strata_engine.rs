@@ -4,7 +4,7 @@ use strata::{
     Compression, Db, FilterKind, IndexKind, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
-use super::{Engine, Result, Settings, Start, Tree};
+use super::{Engine, Result, Seen, Settings, Start, Tree};
 
 pub struct StrataEngine {
     db: Db,
@@ -91,14 +91,14 @@ impl Engine for StrataEngine {
         b.put(key, value);
         self.db.write(b, WriteOptions { sync }).map_err(err)
     }
-    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
-        Ok(self.db.get(key).map_err(err)?.map(|v| v.len()))
+    fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
+        Ok(self.db.get(key).map_err(err)?.map(|v| Seen::of(&v)))
     }
-    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<usize>>> {
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Seen>>> {
         self.db
             .get_many(keys, &ReadOptions::default())
             .into_iter()
-            .map(|v| Ok(v.map_err(err)?.map(|v| v.len())))
+            .map(|v| Ok(v.map_err(err)?.map(|v| Seen::of(&v))))
             .collect()
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
@@ -110,7 +110,7 @@ impl Engine for StrataEngine {
         &self,
         start: Start<'_>,
         limit: u64,
-        visit: &mut dyn FnMut(&[u8], usize),
+        visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
         let mut it = self.db.iter(&ReadOptions::default()).map_err(err)?;
         match start {
@@ -121,7 +121,7 @@ impl Engine for StrataEngine {
         .map_err(err)?;
         let mut n = 0;
         while it.valid() && n < limit {
-            visit(it.key(), it.value().len());
+            visit(it.key(), it.value());
             n += 1;
             match start {
                 Start::Last => it.prev(),
@@ -230,7 +230,7 @@ impl Engine for Wrong {
             false => self.0.put(key, value, sync),
         }
     }
-    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+    fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
         self.0.get(key)
     }
     fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
@@ -240,7 +240,51 @@ impl Engine for Wrong {
         &self,
         start: Start<'_>,
         limit: u64,
-        visit: &mut dyn FnMut(&[u8], usize),
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64> {
+        self.0.scan(start, limit, visit)
+    }
+    fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        self.0.seek(key, landed)
+    }
+    fn wait_for_compaction(&self) -> Result<()> {
+        self.0.wait_for_compaction()
+    }
+    fn compact(&self) -> Result<()> {
+        self.0.compact()
+    }
+}
+
+/// Strata that keeps the first version of every 97th key (by a hash) and ignores later
+/// writes of it: lookups and scans of those keys answer a stale value of the right length.
+/// The answer check's own test engine for values.
+pub struct Stale(pub StrataEngine);
+
+fn kept_stale(key: &[u8]) -> bool {
+    let n = key
+        .iter()
+        .fold(7u64, |n, &b| n.wrapping_mul(131).wrapping_add(u64::from(b)));
+    n % 97 == 0
+}
+
+impl Engine for Stale {
+    fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
+        if kept_stale(key) && self.0.get(key)?.is_some() {
+            return Ok(());
+        }
+        self.0.put(key, value, sync)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
+        self.0.get(key)
+    }
+    fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
+        self.0.delete(key, sync)
+    }
+    fn scan(
+        &self,
+        start: Start<'_>,
+        limit: u64,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
         self.0.scan(start, limit, visit)
     }

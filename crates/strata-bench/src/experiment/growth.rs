@@ -12,9 +12,9 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{Common, Out, Table, num};
-use crate::engines::{Engine, Settings, Start};
+use crate::engines::{Engine, Settings, Start, digest};
 use crate::plot::{self, Axis, Panel, Series};
-use crate::workloads::{Rng, hash_key};
+use crate::workloads::{Rng, hash_found, hash_key};
 
 /// The seed's total: 1 GiB of 16-byte entries.
 const FULL_ENTRIES: u64 = 67_108_864;
@@ -92,17 +92,17 @@ fn run_engine(
         let start = Instant::now();
         for _ in 0..a.gets {
             let k = key(1 + reads.below(range));
-            if let Some(len) = engine.get(&k)? {
+            if let Some(v) = engine.get(&k)? {
                 found += 1;
-                answers = answers.wrapping_add(hash_key(len as u64, &k));
+                answers = answers.wrapping_add(hash_found(&k, v));
             }
         }
         let get_rate = a.gets as f64 / start.elapsed().as_secs_f64();
         let start = Instant::now();
         for _ in 0..a.scans {
             let from = key(1 + reads.below(range));
-            scanned += engine.scan(Start::Key(&from), a.scan_length, &mut |k, len| {
-                answers = answers.wrapping_add(hash_key(len as u64 + 1, k));
+            scanned += engine.scan(Start::Key(&from), a.scan_length, &mut |k, v| {
+                answers = answers.wrapping_add(hash_key(digest(v).wrapping_add(1), k));
             })?;
         }
         let scan_rate = a.scans as f64 / start.elapsed().as_secs_f64();
@@ -248,8 +248,8 @@ pub fn run(a: &Args) -> Result<(), String> {
         out.say("answers: one engine, nothing to compare them with");
     } else {
         out.say(&format!(
-            "answers: every engine found the same keys with the same value lengths and \
-             scanned the same entries in all {} periods",
+            "answers: every engine found the same keys with the same values and scanned \
+             the same entries in all {} periods",
             a.periods
         ));
     }

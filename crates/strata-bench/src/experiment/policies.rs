@@ -215,8 +215,8 @@ fn measure(db: &dyn Engine, a: &Args) -> Result<Measured, String> {
     let get_us = timed(&mut |n| {
         let i = n.wrapping_mul(stride) % a.num;
         match db.get(&scrambled(i))? {
-            Some(len) if len == a.value_size => Ok(()),
-            Some(len) => Err(format!("key {i} has {len} bytes, not {}", a.value_size)),
+            Some(v) if v.len == a.value_size => Ok(()),
+            Some(v) => Err(format!("key {i} has {} bytes, not {}", v.len, a.value_size)),
             None => Err(format!("key {i} is missing")),
         }
     })?;

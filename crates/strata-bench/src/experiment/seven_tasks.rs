@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::csv_data::{self, Records};
 use super::{Common, Out, Table, num};
-use crate::engines::{Engine, Settings, Start};
+use crate::engines::{Engine, Seen, Settings, Start, digest};
 use crate::plot::{self, Axis, Panel, Series};
 use crate::workloads::{Rng, hash_key};
 
@@ -118,8 +118,8 @@ fn seven(
     drop(e);
     let e = super::open_fresh(out, name, s)?;
     seconds.push(timed(&mut || fill(e.as_ref(), &random))?);
-    // Overwrite with new values one byte longer, made before the clock starts, so that the
-    // reads after can tell the new values from the old by their lengths.
+    // Overwrite with new values one byte longer, made before the clock starts; the reads
+    // after compare each value's bytes with the newer one's.
     let newer: Vec<Vec<u8>> = records
         .iter()
         .map(|(_, v)| v.iter().rev().copied().chain([b'!']).collect())
@@ -130,28 +130,28 @@ fn seven(
         }
         Ok(())
     })?);
-    // The scan hashes each key and value length in order as it goes, to be checked after.
+    // The scan hashes each key and value digest in order as it goes, to be checked after.
     let (mut scanned, mut hash) = (0usize, 0u64);
     seconds.push(timed(&mut || {
-        e.scan(Start::First, u64::MAX, &mut |k, len| {
+        e.scan(Start::First, u64::MAX, &mut |k, v| {
             scanned += 1;
-            hash = hash_key(hash.wrapping_add(len as u64), k);
+            hash = hash_key(hash.wrapping_add(digest(v)), k);
         })
         .map(|_| ())
     })?);
     let expected = sorted.iter().fold(0u64, |h, &i| {
-        hash_key(h.wrapping_add(newer[i].len() as u64), &records[i].0)
+        hash_key(h.wrapping_add(digest(&newer[i])), &records[i].0)
     });
     if (scanned, hash) != (n, expected) {
         return Err(format!(
             "{name}: readseq read {scanned} entries, not the {n} keys put in order with their \
-             overwritten values' lengths"
+             overwritten values"
         ));
     }
     let mut found = 0;
     seconds.push(timed(&mut || {
         for &i in &random {
-            if e.get(&records[i].0)? == Some(newer[i].len()) {
+            if e.get(&records[i].0)? == Some(Seen::of(&newer[i])) {
                 found += 1;
             }
         }
@@ -159,7 +159,7 @@ fn seven(
     })?);
     if found != n {
         return Err(format!(
-            "{name}: readrandom found {found} of {n} keys with their overwritten values' lengths"
+            "{name}: readrandom found {found} of {n} keys with their overwritten values"
         ));
     }
     seconds.push(timed(&mut || delete(e.as_ref(), &sorted))?);

@@ -110,6 +110,19 @@ impl Transaction<'_> {
         range: impl RangeBounds<Vec<u8>> + Clone,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
+        // A range that ends before it starts holds nothing (the map's `range` would panic).
+        let empty = match &bounds {
+            (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e))
+                if s > e =>
+            {
+                true
+            }
+            (Bound::Excluded(s), Bound::Excluded(e)) => s == e,
+            _ => false,
+        };
+        if empty {
+            return Ok(Vec::new());
+        }
         let mut from_db = Vec::new();
         for entry in self.db.scan_with(range, self.at_snapshot(), false)? {
             from_db.push(entry?);

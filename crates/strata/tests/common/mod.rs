@@ -58,12 +58,18 @@ pub fn merge_policy() -> strata::MergePolicy {
     }
 }
 
-/// Everything a full forward scan returns.
+/// Everything a full forward scan returns, checked to come in key order, each key once.
 pub fn dump(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    db.scan(..)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .collect::<BTreeMap<_, _>>()
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = db.scan(..).unwrap().map(|e| e.unwrap()).collect();
+    // The scan as the list it is: in strictly increasing key order, each key once. A map
+    // built from it would hide a key out of order or a key twice.
+    if let Some(w) = entries.windows(2).find(|w| w[0].0 >= w[1].0) {
+        panic!(
+            "the scan is out of order or repeats a key: {:?} then {:?}",
+            w[0].0, w[1].0
+        );
+    }
+    entries.into_iter().collect()
 }
 
 /// A deterministic pseudo-random generator (splitmix64) so tests can print and replay seeds.
