@@ -132,3 +132,27 @@ fn stale_values_pass_where_nothing_was_overwritten() {
     let (ok, text) = compare("strata,strata-stale", "fillseq,readrandom,readseq");
     assert!(ok, "{text}");
 }
+
+#[test]
+fn engines_agree_whatever_the_writing_threads_order() {
+    // Four threads write random keys, some the same ones: a key's value depends on the key
+    // and the workload, not on which thread wrote it last.
+    let (ok, text) = compare_with(
+        "strata,strata",
+        "fillrandom,overwrite,readrandom,multireadrandom,readseq",
+        &["--threads=4"],
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("entries, hashed"), "{text}");
+}
+
+#[test]
+fn reads_after_readwhilewriting_are_not_compared() {
+    // Its writer's values depend on timing: the reads after it answer alike only by chance.
+    let (ok, text) = compare_with(
+        "strata,strata",
+        "fillseq,readwhilewriting,readrandom",
+        &["--reads=2000"],
+    );
+    assert!(ok, "{text}");
+}

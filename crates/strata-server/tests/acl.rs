@@ -666,5 +666,15 @@ proptest! {
             let dry = text(ask(&mut admin, &dry));
             prop_assert_eq!(dry == "OK", want == "ok", "DRYRUN {:?}: {}", args, dry);
         }
+        // Refused commands changed nothing: every key holds what the allowed ones left.
+        let mut mget = vec!["MGET"];
+        mget.extend(KEYS);
+        let all = KEYS
+            .iter()
+            .map(|k| store.get(*k).map_or(redis::Value::Nil, |n| {
+                redis::Value::BulkString(n.to_string().into_bytes())
+            }))
+            .collect();
+        prop_assert_eq!(ask(&mut admin, &mget), Ok(redis::Value::Array(all)));
     }
 }

@@ -349,6 +349,8 @@ fn scan_covers_exactly_the_keyspace_while_writes_go_on() {
         seen, expected,
         "every key present throughout is returned exactly once"
     );
+    // Strata's own rule (redis-server walks its table from any number): a cursor it never
+    // issued is refused, not read as a place in the keyspace.
     assert_eq!(
         error_of(redis::cmd("SCAN").arg(987654), &mut c),
         "ERR invalid cursor (expired or never issued)"

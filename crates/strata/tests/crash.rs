@@ -356,7 +356,7 @@ fn crash_cycles() {
     // Tables below level 0 come only from compactions: the kills struck a tree that
     // compacted, not one that only flushed.
     assert!(
-        max_level >= 2,
-        "crash_cycles: no table below level 1 in any cycle: compaction never ran (seed {seed})"
+        max_level >= 1,
+        "crash_cycles: no table below level 0 in any cycle: compaction never ran (seed {seed})"
     );
 }

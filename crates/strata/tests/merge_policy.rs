@@ -49,6 +49,25 @@ fn settle(db: &Db) {
     }
 }
 
+/// The most sorted runs below level 0 that one key may be in, from the files' key ranges
+/// alone: the most files of levels 1 and deeper whose ranges hold any one file's first key.
+/// Files of one run never overlap, so this counts runs without the engine's own account of
+/// which levels make up a run.
+fn runs_at_one_key(s: &Stats) -> usize {
+    let files: Vec<_> = s.files.iter().filter(|f| f.level > 0).collect();
+    files
+        .iter()
+        .map(|at| {
+            let k = &at.smallest_key;
+            files
+                .iter()
+                .filter(|f| &f.smallest_key <= k && k <= &f.largest_key)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Files of each level below 0 whose key ranges overlap: none, wherever a level is a run.
 fn overlapping(s: &Stats) -> Vec<String> {
     let mut by_level: BTreeMap<usize, Vec<_>> = BTreeMap::new();
@@ -73,15 +92,16 @@ fn overlapping(s: &Stats) -> Vec<String> {
 /// Fills a database under `policy`, each flush followed by the compactions it starts, so
 /// that the tree goes through the same shapes whatever the machine's speed. Returns the
 /// database, the most runs any level below 0 held after a flush settled (by the engine's
-/// account), and the bytes compaction wrote. After every flush, no level's files overlap.
-fn fill(fs: &MemFs, policy: MergePolicy) -> (Db, usize, u64) {
+/// account), the most runs below level 0 one key was in (by the files' key ranges), and the
+/// bytes compaction wrote. After every flush, no level's files overlap.
+fn fill(fs: &MemFs, policy: MergePolicy) -> (Db, usize, usize, u64) {
     fill_with(options(fs, policy))
 }
 
 /// [`fill`] under options of the caller's making.
-fn fill_with(opts: Options) -> (Db, usize, u64) {
+fn fill_with(opts: Options) -> (Db, usize, usize, u64) {
     let db = Db::open("/db", opts).unwrap();
-    let mut most_runs = 0;
+    let (mut most_runs, mut deepest_stack) = (0, 0);
     for i in 0..KEYS {
         db.put(&key(i), &value(i)).unwrap();
         // Overwrites, so that merges have versions to drop.
@@ -95,10 +115,11 @@ fn fill_with(opts: Options) -> (Db, usize, u64) {
             let overlaps = overlapping(&s);
             assert!(overlaps.is_empty(), "after key {i}: {overlaps:?}");
             most_runs = most_runs.max(s.runs_per_level.iter().skip(1).copied().max().unwrap_or(0));
+            deepest_stack = deepest_stack.max(runs_at_one_key(&s));
         }
     }
     let written = db.stats().compaction_bytes_written;
-    (db, most_runs, written)
+    (db, most_runs, deepest_stack, written)
 }
 
 fn model() -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -122,7 +143,7 @@ fn each_policy_keeps_its_shape_reads_back_and_tiering_writes_less() {
         MergePolicy::LazyLeveling,
     ] {
         let fs = MemFs::new();
-        let (db, most_runs, bytes) = fill(&fs, policy);
+        let (db, most_runs, _, bytes) = fill(&fs, policy);
         written.insert(format!("{policy:?}"), bytes);
         let s = db.stats();
         let runs = s.runs_per_level.clone();
@@ -188,13 +209,20 @@ fn tiering_keeps_taking_writes_at_every_ratio() {
                 size_ratio: ratio,
                 ..options(&fs, MergePolicy::Tiering)
             };
-            let (db, most_runs, _) = fill_with(opts);
-            let _ = tx.send((common::dump(&db), db.stats().runs_per_level, most_runs));
+            let (db, most_runs, stack, _) = fill_with(opts);
+            let _ = tx.send((
+                common::dump(&db),
+                db.stats().runs_per_level,
+                most_runs,
+                stack,
+            ));
         });
-        let (state, runs, most_runs) = rx
+        let (state, runs, most_runs, stack) = rx
             .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|_| panic!("T = {ratio}: the writes stalled (or the writer failed)"));
-        eprintln!("T = {ratio}: runs per level {runs:?}, at most {most_runs}");
+        eprintln!(
+            "T = {ratio}: runs per level {runs:?}, at most {most_runs}, at one key at most {stack}"
+        );
         assert!(state == want, "T = {ratio}: contents differ");
         // A level takes runs until it holds T - 1 of them: at T = 16, fifty level-0 merges
         // leave some level with far more than two.
@@ -203,6 +231,9 @@ fn tiering_keeps_taking_writes_at_every_ratio() {
                 most_runs > 2,
                 "T = 16: no level held more than {most_runs} runs"
             );
+            // Counted from the files alone: level 1 gathers T - 1 = 15 runs before it merges
+            // down, so some key was in 15 runs at once (a level full at two runs: 5).
+            assert!(stack >= 15, "T = 16: one key was in at most {stack} runs");
         }
     }
 }

@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -224,8 +225,9 @@ enum Step {
     Get(usize, u8),
     Put(usize, u8, u8),
     Delete(usize, u8),
-    /// A scan of the whole keyspace (`None`) or of keys `lo..hi` or `lo..=hi`.
-    Scan(usize, Option<(u8, u8, bool)>),
+    /// A scan of the whole keyspace (`None`) or of keys from `lo` to `hi`, each bound
+    /// included or not.
+    Scan(usize, Option<(u8, bool, u8, bool)>),
     Commit(usize),
     /// A write outside any transaction.
     Direct(u8, Option<u8>),
@@ -244,8 +246,8 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (0usize..3, k.clone(), any::<u8>()).prop_map(|(t, k, v)| Step::Put(t, k, v)),
         1 => (0usize..3, k.clone()).prop_map(|(t, k)| Step::Delete(t, k)),
         1 => (0usize..3).prop_map(|t| Step::Scan(t, None)),
-        2 => (0usize..3, 0u8..7, 0u8..7, any::<bool>())
-            .prop_map(|(t, lo, hi, inclusive)| Step::Scan(t, Some((lo, hi, inclusive)))),
+        2 => (0usize..3, (0u8..7, any::<bool>(), 0u8..7, any::<bool>()))
+            .prop_map(|(t, bounds)| Step::Scan(t, Some(bounds))),
         2 => (0usize..3).prop_map(Step::Commit),
         2 => (k, proptest::option::of(any::<u8>())).prop_map(|(k, v)| Step::Direct(k, v)),
         1 => Just(Step::Flush),
@@ -320,14 +322,22 @@ fn run_model(steps: Vec<Step>) {
                     // Whether key number `k` lies in the scan's range, said on the numbers.
                     let inside = |k: &[u8]| match bounds {
                         None => true,
-                        Some((lo, hi, inclusive)) => {
-                            k[1] >= lo && (k[1] < hi || inclusive && k[1] == hi)
+                        Some((lo, lo_in, hi, hi_in)) => {
+                            (k[1] > lo || lo_in && k[1] == lo) && (k[1] < hi || hi_in && k[1] == hi)
                         }
+                    };
+                    let bound = |k: u8, inclusive: bool| match inclusive {
+                        true => Bound::Included(key(k)),
+                        false => Bound::Excluded(key(k)),
                     };
                     let got = match bounds {
                         None => tx.scan(..).unwrap(),
-                        Some((lo, hi, false)) => tx.scan(key(lo)..key(hi)).unwrap(),
-                        Some((lo, hi, true)) => tx.scan(key(lo)..=key(hi)).unwrap(),
+                        // The two forms callers write most, as they write them.
+                        Some((lo, true, hi, false)) => tx.scan(key(lo)..key(hi)).unwrap(),
+                        Some((lo, true, hi, true)) => tx.scan(key(lo)..=key(hi)).unwrap(),
+                        Some((lo, lo_in, hi, hi_in)) => {
+                            tx.scan((bound(lo, lo_in), bound(hi, hi_in))).unwrap()
+                        }
                     };
                     let want: Vec<_> = m.view().into_iter().filter(|(k, _)| inside(k)).collect();
                     assert_eq!(got, want, "{ctx}");

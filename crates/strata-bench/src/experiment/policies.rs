@@ -18,7 +18,7 @@ use strata::cost_model::{self, Design, Shape};
 
 use super::{Common, Out, Table, num};
 use crate::engines::strata_engine::{self, StrataEngine};
-use crate::engines::{self, Engine, Settings, Start};
+use crate::engines::{self, Engine, Seen, Settings, Start};
 use crate::plot::{self, Axis, Panel, Series};
 use crate::workloads::key;
 
@@ -215,8 +215,8 @@ fn measure(db: &dyn Engine, a: &Args) -> Result<Measured, String> {
     let get_us = timed(&mut |n| {
         let i = n.wrapping_mul(stride) % a.num;
         match db.get(&scrambled(i))? {
-            Some(v) if v.len == a.value_size => Ok(()),
-            Some(v) => Err(format!("key {i} has {} bytes, not {}", v.len, a.value_size)),
+            Some(v) if v == Seen::of(&value) => Ok(()),
+            Some(v) => Err(format!("key {i} has another value ({} bytes)", v.len)),
             None => Err(format!("key {i} is missing")),
         }
     })?;
