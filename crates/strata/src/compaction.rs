@@ -515,6 +515,7 @@ pub(crate) fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<Option<JobResu
     let mut outputs: Vec<NewFile> = Vec::new();
     let result = merge_into(c, ctx, &mut outputs);
     if !matches!(result, Ok(Some(_))) {
+        ctx.store.forget_warmed(outputs.iter().map(|f| f.number));
         for f in &outputs {
             let _ = ctx.store.fs.remove(&ctx.store.table_path(f.number));
         }
@@ -615,7 +616,8 @@ fn merge_into(
                 let at = [last, &[0]].concat();
                 let carried = b.clip_range_tombstones(&at);
                 if let Some((b, number)) = builder.take() {
-                    bytes_written += finish_output(b, number, c.output_level(), outputs)?;
+                    bytes_written +=
+                        finish_output(b, number, c.output_level(), outputs, ctx.store)?;
                 }
                 for t in &carried {
                     open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
@@ -697,7 +699,7 @@ fn merge_into(
         }
     }
     if let Some((b, number)) = builder.take() {
-        bytes_written += finish_output(b, number, c.output_level(), outputs)?;
+        bytes_written += finish_output(b, number, c.output_level(), outputs, ctx.store)?;
     }
     Ok(Some(bytes_written))
 }
@@ -860,11 +862,14 @@ pub(crate) fn fold_operands(
     })
 }
 
+/// Finishes output table `number` and records it in `outputs`; the table is opened and its
+/// filter and index read before the edit installs it ([`TableStore::warm`]).
 fn finish_output(
     b: TableBuilder,
     number: FileNumber,
     level: usize,
     outputs: &mut Vec<NewFile>,
+    store: &TableStore,
 ) -> Result<u64> {
     // Record the file first so that a failure below still removes it.
     outputs.push(NewFile {
@@ -889,6 +894,7 @@ fn finish_output(
         last.range_deletions = s.range_deletions;
         last.filter_millibits = Some(s.filter_millibits);
     }
+    store.warm(number);
     Ok(s.file_size)
 }
 
@@ -925,14 +931,13 @@ mod tests {
     /// A version from `(level, smallest, largest, size)` rows; the files exist only as
     /// metadata, which is all the picker reads.
     fn version(rows: &[(usize, &str, &str, u64)]) -> Arc<Version> {
-        let store = Arc::new(TableStore {
-            fs: Arc::new(MemFs::new()),
-            dir: "/db".into(),
-            cache: Arc::new(BlockCache::new(1 << 20)),
-            mapped: Arc::new(MappedPages::new(0)),
-            pins: Arc::new(PinBudget::new(0)),
-            filter_false_positives: Default::default(),
-        });
+        let store = Arc::new(TableStore::new(
+            Arc::new(MemFs::new()),
+            "/db".into(),
+            Arc::new(BlockCache::new(1 << 20)),
+            Arc::new(MappedPages::new(0)),
+            Arc::new(PinBudget::new(0)),
+        ));
         let mut levels: [Vec<Arc<FileMeta>>; NUM_LEVELS] = Default::default();
         for (i, &(level, smallest, largest, size)) in rows.iter().enumerate() {
             let f = NewFile {

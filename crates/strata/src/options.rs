@@ -59,23 +59,26 @@ pub struct Options {
     /// hold their Bloom filters and root index blocks besides, under
     /// [`Options::table_pinned_bytes`].
     pub block_cache_bytes: usize,
-    /// Bytes of Bloom filters and root index blocks that open tables may hold between them
-    /// (32 MiB). A lookup reads both in every table it consults, so a table holds them once
-    /// read. They take about 2.3 bytes per key with 16-byte keys, 100-byte values, 10 Bloom
-    /// bits per key and 4 KiB blocks: the default holds those of about 14 million such keys.
-    /// Past the budget, the tables whose blocks were used least recently let them go, and
-    /// read them from the file again at their next lookup (as LevelDB's table cache closes
-    /// tables past `max_open_files`). A database much larger than the budget covers then
-    /// pays those reads on random lookups, and its memory stays bounded; with
-    /// [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a table holds is two small
-    /// blocks, and such lookups read about 4 KiB per table instead.
+    /// Bytes of Bloom filters and root index blocks that open tables may hold between them.
+    /// The default is a quarter of the memory the process may use (its control group's
+    /// limit, else the machine's memory: [`crate::process_memory_limit`]), and at least 32
+    /// MiB: with 16-byte keys, 100-byte values, 10 Bloom bits per key and 4 KiB blocks they
+    /// take about 2.3 bytes per key, so a process allowed 384 MiB holds those of some 40
+    /// million keys, and lookups read neither from the file. Each is read on its table's
+    /// first lookup that needs it (a filter that turns a key away spares the index), and
+    /// tables that flush and compaction write are installed with both already read. Past the
+    /// budget, the tables whose blocks were used least recently let them go, and read them
+    /// from the file again at their next lookup (as LevelDB's table cache closes tables past
+    /// `max_open_files`); with [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a
+    /// table holds is two small blocks, and such lookups read about 4 KiB per table instead.
     pub table_pinned_bytes: usize,
-    /// Bytes of table files the process may hold resident through memory mappings (256
-    /// MiB). Scans take their blocks in place from a mapping of the table, without a system
-    /// call or a copy, and so do random reads while every open table fits in the budget (a
-    /// database of up to this size is then read as LevelDB reads its mapped tables); past
-    /// the budget the mapped pages are released (the operating system's page cache keeps
-    /// them), and random reads use `pread` and the block cache. 0 reads with `pread` only.
+    /// Bytes of table files the process may hold resident through memory mappings: an
+    /// eighth of the memory the process may use, at most 256 MiB. Scans take their blocks
+    /// in place from a mapping of the table, without a system call or a copy, and so do
+    /// random reads while every open table fits in the budget (a database of up to this size
+    /// is then read as LevelDB reads its mapped tables); past the budget the mapped pages are
+    /// released (the operating system's page cache keeps them), and random reads use
+    /// `pread` and the block cache. 0 reads with `pread` only.
     pub table_map_bytes: usize,
     /// Size ratio `T` between adjacent levels (10).
     pub size_ratio: u64,
@@ -162,6 +165,18 @@ impl std::fmt::Debug for Options {
     }
 }
 
+/// A quarter of the memory the process may use, at least 32 MiB.
+fn default_pinned_bytes() -> usize {
+    let quarter = crate::process_memory_limit() / 4;
+    usize::try_from(quarter).unwrap_or(usize::MAX).max(32 << 20)
+}
+
+/// An eighth of the memory the process may use, at most 256 MiB.
+fn default_map_bytes() -> usize {
+    let eighth = crate::process_memory_limit() / 8;
+    usize::try_from(eighth.min(256 << 20)).unwrap_or(256 << 20)
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -177,8 +192,8 @@ impl Default for Options {
             index_kind: IndexKind::Flat,
             filter_kind: FilterKind::Whole,
             block_cache_bytes: 8 << 20,
-            table_pinned_bytes: 32 << 20,
-            table_map_bytes: 256 << 20,
+            table_pinned_bytes: default_pinned_bytes(),
+            table_map_bytes: default_map_bytes(),
             size_ratio: 10,
             merge_policy: crate::MergePolicy::Leveling,
             level1_max_bytes: 256 << 20,

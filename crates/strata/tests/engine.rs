@@ -562,10 +562,12 @@ fn memtable_is_flushed_after_its_max_age() {
 }
 
 /// Two overlapping level-0 files, under the level-0 trigger: even keys in the older, every
-/// fourth key in the newer, values `pad` bytes long. Lookups of odd keys consult the newer in
-/// vain before missing in the older too.
-fn two_overlapping_level0_files(read_triggered_compaction: bool, pad: usize) -> Db {
+/// fourth key in the newer, values `pad` bytes long, filters of `bits` bits per key (0:
+/// filters that pass every key). Lookups of odd keys consult the newer in vain before
+/// missing in the older too.
+fn two_overlapping_level0_files(read_triggered_compaction: bool, pad: usize, bits: usize) -> Db {
     let mut o = common::tiny_options(Some(MemFs::new()), 10);
+    o.filter_policy = strata::FilterPolicy::Uniform { bits_per_key: bits };
     o.write_buffer_size = 4 << 20;
     o.level0_compaction_trigger = 4;
     o.level0_slowdown_trigger = 8;
@@ -608,8 +610,9 @@ fn level0_merged_down(db: &Db) -> strata::Stats {
 
 #[test]
 fn lookups_that_consult_a_file_in_vain_get_it_compacted() {
-    let db = two_overlapping_level0_files(true, 0);
-    // Each lookup of an odd key consults both files and charges the newer; a file this small
+    let db = two_overlapping_level0_files(true, 0, 0);
+    // Each lookup of an odd key reads a data block of the newer file in vain (its filter
+    // passes every key), goes on to the older, and charges the newer; a file this small
     // allows 100 such lookups.
     for i in (1..400).step_by(2).cycle().take(150) {
         assert_eq!(db.get(format!("k{i:04}").as_bytes()).unwrap(), None);
@@ -623,7 +626,7 @@ fn lookups_that_consult_a_file_in_vain_get_it_compacted() {
     }
 
     // Turned off, the same lookups leave the tree as writes left it.
-    let db = two_overlapping_level0_files(false, 0);
+    let db = two_overlapping_level0_files(false, 0, 0);
     for i in (1..400).step_by(2).cycle().take(300) {
         assert_eq!(db.get(format!("k{i:04}").as_bytes()).unwrap(), None);
     }
@@ -633,9 +636,44 @@ fn lookups_that_consult_a_file_in_vain_get_it_compacted() {
 }
 
 #[test]
+fn batched_lookups_that_read_a_file_in_vain_get_it_compacted() {
+    let db = two_overlapping_level0_files(true, 0, 0);
+    let keys: Vec<Vec<u8>> = (1..400)
+        .step_by(2)
+        .map(|i| format!("k{i:04}").into_bytes())
+        .collect();
+    for got in db.get_many(&keys, &strata::ReadOptions::default()) {
+        assert_eq!(got.unwrap(), None);
+    }
+    let s = level0_merged_down(&db);
+    assert_eq!((s.levels[0].files, s.read_compactions), (0, 1));
+}
+
+#[test]
+fn lookups_the_filters_answer_charge_no_file() {
+    // With 10 bits a key the newer file's filter turns away about 99% of the odd keys, which
+    // then cost it no data block: 300 lookups charge it a few times, not the 100 that would
+    // use its allowance up.
+    let db = two_overlapping_level0_files(true, 0, 10);
+    for i in (1..400).step_by(2).cycle().take(300) {
+        assert_eq!(db.get(format!("k{i:04}").as_bytes()).unwrap(), None);
+    }
+    let keys: Vec<Vec<u8>> = (1..400)
+        .step_by(2)
+        .map(|i| format!("k{i:04}").into_bytes())
+        .collect();
+    for got in db.get_many(&keys, &strata::ReadOptions::default()) {
+        assert_eq!(got.unwrap(), None);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let s = db.stats();
+    assert_eq!((s.levels[0].files, s.read_compactions), (2, 0));
+}
+
+#[test]
 fn scans_over_overlapping_files_get_them_compacted() {
     let pad = 1000;
-    let db = two_overlapping_level0_files(true, pad);
+    let db = two_overlapping_level0_files(true, pad, 10);
     // Every key a scan reads lies in both files, so every sample (about one per MiB read)
     // charges the newer. A scan reads some 200 KB; 100 samples use the allowance up.
     let want: Vec<(Vec<u8>, Vec<u8>)> = (0..400)

@@ -43,7 +43,7 @@ pub struct Args {
     #[arg(long, default_value = "strata,strata-btree,rocksdb,leveldb")]
     pub engines: String,
     /// Strata only: bytes of Bloom filters and root index blocks its open tables may hold
-    /// (default: Strata's, 32 MiB).
+    /// (default: Strata's, a quarter of the memory the process may use).
     #[arg(long)]
     pub table_pinned_bytes: Option<usize>,
     #[arg(long, default_value_t = 301)]

@@ -123,17 +123,20 @@ pub(super) fn build_table_from_memtable(
         b.finish()
     })();
     match result {
-        Ok(s) => Ok(NewFile {
-            level: Level(0),
-            number,
-            size: s.file_size,
-            smallest: s.smallest,
-            largest: s.largest,
-            entries: s.entries,
-            deletions: s.deletions,
-            range_deletions: s.range_deletions,
-            filter_millibits: Some(s.filter_millibits),
-            family: 0,
+        Ok(s) => Ok({
+            store.warm(number);
+            NewFile {
+                level: Level(0),
+                number,
+                size: s.file_size,
+                smallest: s.smallest,
+                largest: s.largest,
+                entries: s.entries,
+                deletions: s.deletions,
+                range_deletions: s.range_deletions,
+                filter_millibits: Some(s.filter_millibits),
+                family: 0,
+            }
         }),
         Err(e) => {
             let _ = store.fs.remove(&path);

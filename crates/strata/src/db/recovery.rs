@@ -64,14 +64,13 @@ impl Db {
     /// MANIFEST without opening it (RocksDB's `ListColumnFamilies`).
     pub fn list_families(path: impl AsRef<Path>, options: &Options) -> Result<Vec<String>> {
         let dir = path.as_ref().to_path_buf();
-        let store = Arc::new(TableStore {
-            fs: options.fs.clone(),
+        let store = Arc::new(TableStore::new(
+            options.fs.clone(),
             dir,
-            cache: Arc::new(BlockCache::new(0)),
-            mapped: Arc::new(MappedPages::new(0)),
-            pins: Arc::new(PinBudget::new(0)),
-            filter_false_positives: Default::default(),
-        });
+            Arc::new(BlockCache::new(0)),
+            Arc::new(MappedPages::new(0)),
+            Arc::new(PinBudget::new(0)),
+        ));
         let versions = VersionSet::recover(store)?;
         Ok(versions
             .families()
@@ -98,14 +97,13 @@ impl Db {
             std::io::ErrorKind::WouldBlock => Error::Locked(dir.clone()),
             _ => Error::io("lock", &lock_path, e),
         })?;
-        let store = Arc::new(TableStore {
-            fs: fs.clone(),
-            dir: dir.clone(),
-            cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
-            mapped: Arc::new(MappedPages::new(options.table_map_bytes)),
-            pins: Arc::new(PinBudget::new(options.table_pinned_bytes)),
-            filter_false_positives: Default::default(),
-        });
+        let store = Arc::new(TableStore::new(
+            fs.clone(),
+            dir.clone(),
+            Arc::new(BlockCache::new(options.block_cache_bytes)),
+            Arc::new(MappedPages::new(options.table_map_bytes)),
+            Arc::new(PinBudget::new(options.table_pinned_bytes)),
+        ));
         let exists = fs.exists(&dir.join("CURRENT"));
         if exists && options.error_if_exists {
             return Err(Error::InvalidArgument(format!(

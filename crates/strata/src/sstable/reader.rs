@@ -1,7 +1,8 @@
 //! Reads an SST file: point lookups through filter, index and one data block, and
 //! bidirectional iteration. The filter and the root index block are read once and held by
 //! the open table, as LevelDB and RocksDB (by default) hold them: in the block cache, a stream
-//! of data blocks would evict them, and every lookup would read them again whole. A budget
+//! of data blocks would evict them, and every lookup would read them again whole. Each is
+//! read on its own first use, so a lookup the filter answers never reads the index. A budget
 //! shared by the tables bounds what they hold ([`super::pinned`]). Data blocks, lower index
 //! levels and the partitions of a partitioned filter (whose index the table holds) come from
 //! the block cache when they are there.
@@ -37,13 +38,17 @@ pub(crate) struct Table {
     number: FileNumber,
     footer: Footer,
     cache: Arc<BlockCache>,
-    /// The filter and root index, read on first use and held until the budget lets them go.
-    pinned: ArcSwapOption<Pinned>,
-    /// Set by each use of `pinned`, cleared by the budget's clock hand.
+    /// The filter, read on first use and held until the budget lets it go.
+    filter: ArcSwapOption<PinnedFilter>,
+    /// The root block of the index, read on first use and held until the budget lets it go.
+    index: ArcSwapOption<RootIndex>,
+    /// Set by each use of `filter` or `index`, cleared by the budget's clock hand.
     used: AtomicBool,
-    /// Held while `pinned` is read from the file, so that racing lookups read it once.
+    /// Held while `filter` or `index` is read from the file, so that racing lookups read it
+    /// once.
     loading: Mutex<()>,
-    /// The budget `pinned` counts against; without one, it is held while the table is open.
+    /// The budget `filter` and `index` count against; without one, they are held while the
+    /// table is open.
     budget: Option<Arc<PinBudget>>,
     /// The file mapped into memory, for reads that fill the cache; see [`super::mapped`].
     mapped: Option<(Arc<MappedPages>, Arc<MappedTable>)>,
@@ -59,49 +64,42 @@ pub(crate) struct TableRangeDels {
     pub fragmented: Arc<Fragmented>,
 }
 
-/// The blocks a lookup reads in every table it consults, held by the open table.
-pub(crate) struct Pinned {
-    filter: PinnedFilter,
-    root: RootIndex,
-}
-
-/// A table's filter as its table holds it.
-enum PinnedFilter {
+/// A table's filter as its table holds it: the lookup reads it in every table it consults.
+pub(crate) enum PinnedFilter {
     Whole(BloomFilter),
     /// The index of the filter's partitions, by the last internal key each covers.
     Partitions(RootIndex),
 }
 
-impl Pinned {
+impl PinnedFilter {
     /// Hints that [`Table::may_contain`] of `user_key` will come soon, where the filter is
     /// held whole.
-    pub(crate) fn prefetch_filter(&self, user_key: &[u8]) {
-        if let PinnedFilter::Whole(f) = &self.filter {
+    pub(crate) fn prefetch(&self, user_key: &[u8]) {
+        if let PinnedFilter::Whole(f) = self {
             f.view().prefetch(user_key);
         }
     }
 
     fn size(&self) -> usize {
-        let filter = match &self.filter {
+        match self {
             PinnedFilter::Whole(f) => f.size(),
             PinnedFilter::Partitions(index) => index.size(),
-        };
-        filter + self.root.size()
+        }
     }
 }
 
-/// A table's pinned blocks, held for the length of a lookup: the budget may let the table's
-/// copy go meanwhile, but not this one.
-pub(crate) struct PinnedRef(Guard<Option<Arc<Pinned>>>);
+/// A table's filter or root index, held for the length of a lookup: the budget may let the
+/// table's copy go meanwhile, but not this one.
+pub(crate) struct Held<T>(Guard<Option<Arc<T>>>);
 
-impl Deref for PinnedRef {
-    type Target = Pinned;
+impl<T> Deref for Held<T> {
+    type Target = T;
 
-    fn deref(&self) -> &Pinned {
+    fn deref(&self) -> &T {
         match self.0.as_deref() {
             Some(p) => p,
-            // Built only from a loaded value (`Table::pinned`).
-            None => unreachable!("a PinnedRef holds no blocks"),
+            // Built only from a loaded value (`Table::held`).
+            None => unreachable!("a Held holds nothing"),
         }
     }
 }
@@ -109,7 +107,7 @@ impl Deref for PinnedRef {
 /// The root block of a table's index, held open, with the handle of each of its entries
 /// decoded side by side. A lookup whose search heads settle where it lands takes the handle
 /// from here and reads nothing of the block itself.
-struct RootIndex {
+pub(crate) struct RootIndex {
     block: Arc<Block>,
     /// The handle of every entry, by restart point (a root block restarts at every entry);
     /// empty when the block does not, and lookups search it whole.
@@ -210,7 +208,8 @@ impl Table {
             number,
             footer,
             cache,
-            pinned: ArcSwapOption::empty(),
+            filter: ArcSwapOption::empty(),
+            index: ArcSwapOption::empty(),
             used: AtomicBool::new(false),
             loading: Mutex::new(()),
             budget: None,
@@ -437,50 +436,88 @@ impl Table {
         Ok(block)
     }
 
-    /// The filter and root index block, read from the file unless the table holds them.
-    pub(crate) fn pinned(self: &Arc<Self>) -> Result<PinnedRef> {
-        let held = self.pinned.load();
+    /// The filter, read from the file unless the table holds it.
+    pub(crate) fn filter(self: &Arc<Self>) -> Result<Held<PinnedFilter>> {
+        self.held(&self.filter, Self::read_filter, PinnedFilter::size)
+    }
+
+    /// The root block of the index, read from the file unless the table holds it.
+    pub(crate) fn index(self: &Arc<Self>) -> Result<Held<RootIndex>> {
+        self.held(&self.index, Self::read_root, RootIndex::size)
+    }
+
+    /// Reads the filter and the root index into the table now, so that its first lookup
+    /// finds them there (a table that flush or compaction has just written).
+    pub(crate) fn warm(self: &Arc<Self>) -> Result<()> {
+        self.filter()?;
+        self.index()?;
+        Ok(())
+    }
+
+    /// Bytes of filter and root index the table holds now.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.filter.load().as_deref().map_or(0, PinnedFilter::size)
+            + self.index.load().as_deref().map_or(0, RootIndex::size)
+    }
+
+    /// What `slot` holds, read by `read` first if it holds nothing.
+    fn held<T>(
+        self: &Arc<Self>,
+        slot: &ArcSwapOption<T>,
+        read: fn(&Self) -> Result<T>,
+        size: fn(&T) -> usize,
+    ) -> Result<Held<T>> {
+        let held = slot.load();
         if held.is_some() {
             // Read first: once set, the bit stays set without a store to a shared line.
             if !self.used.load(atomic::Ordering::Relaxed) {
                 self.used.store(true, atomic::Ordering::Relaxed);
             }
-            return Ok(PinnedRef(held));
+            return Ok(Held(held));
         }
         drop(held);
-        self.load_pinned()
+        self.load(slot, read, size)
     }
 
     #[cold]
-    fn load_pinned(self: &Arc<Self>) -> Result<PinnedRef> {
+    fn load<T>(
+        self: &Arc<Self>,
+        slot: &ArcSwapOption<T>,
+        read: fn(&Self) -> Result<T>,
+        size: fn(&T) -> usize,
+    ) -> Result<Held<T>> {
         let loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
-        // A racing lookup may have loaded them while this one waited.
-        let held = self.pinned.load();
+        // A racing lookup may have loaded it while this one waited.
+        let held = slot.load();
         if held.is_some() {
-            return Ok(PinnedRef(held));
+            return Ok(Held(held));
         }
         drop(held);
+        let value = Arc::new(read(self)?);
+        self.used.store(true, atomic::Ordering::Relaxed);
+        slot.store(Some(value.clone()));
+        drop(loading);
+        if let Some(budget) = &self.budget {
+            budget.admit(self, size(&value));
+        }
+        Ok(Held(Guard::from_inner(Some(value))))
+    }
+
+    fn read_filter(&self) -> Result<PinnedFilter> {
         let at = self.footer.filter;
-        let filter = match self.footer.filter_kind {
+        Ok(match self.footer.filter_kind {
             FilterKind::Whole => PinnedFilter::Whole(
                 BloomFilter::new(self.read_raw(at)?).map_err(|e| e.at(&self.path, at.offset))?,
             ),
             FilterKind::Partitioned => {
                 PinnedFilter::Partitions(RootIndex::new(self.read_index_root(at)?))
             }
-        };
-        let root = self.read_index_root(self.footer.index)?;
-        let pinned = Arc::new(Pinned {
-            filter,
-            root: RootIndex::new(root),
-        });
-        self.used.store(true, atomic::Ordering::Relaxed);
-        self.pinned.store(Some(pinned.clone()));
-        drop(loading);
-        if let Some(budget) = &self.budget {
-            budget.admit(self, pinned.size());
-        }
-        Ok(PinnedRef(Guard::from_inner(Some(pinned))))
+        })
+    }
+
+    fn read_root(&self) -> Result<RootIndex> {
+        Ok(RootIndex::new(self.read_index_root(self.footer.index)?))
     }
 
     /// Reads the root block of the index, or the index of the filter's partitions, from the
@@ -496,10 +533,11 @@ impl Table {
         self.used.swap(false, atomic::Ordering::Relaxed)
     }
 
-    /// Lets the pinned blocks go (lookups holding them keep them until they end); returns the
-    /// bytes they took.
+    /// Lets the filter and root index go (lookups holding them keep them until they end);
+    /// returns the bytes they took.
     pub(super) fn unpin(&self) -> usize {
-        self.pinned.swap(None).map_or(0, |p| p.size())
+        self.filter.swap(None).map_or(0, |f| f.size())
+            + self.index.swap(None).map_or(0, |r| r.size())
     }
 
     fn with_path(&self, e: Error, offset: u64) -> Error {
@@ -516,12 +554,12 @@ impl Table {
     /// lookup finds is always in the partition asked.
     pub(crate) fn may_contain(
         &self,
-        pinned: &Pinned,
+        filter: &PinnedFilter,
         lookup: &[u8],
         user_key: &[u8],
         fill_cache: bool,
     ) -> Result<bool> {
-        let index = match &pinned.filter {
+        let index = match filter {
             PinnedFilter::Whole(f) => return Ok(f.view().may_contain(user_key)),
             PinnedFilter::Partitions(index) => index,
         };
@@ -581,20 +619,20 @@ impl Table {
         Ok(out)
     }
 
-    /// Descends the index, from the root in `pinned`, to the handle of the data block that
-    /// may hold `target`.
+    /// Descends the index, from its root `root`, to the handle of the data block that may
+    /// hold `target`.
     pub(crate) fn find_data_block(
         &self,
-        pinned: &Pinned,
+        root: &RootIndex,
         target: &[u8],
         fill_cache: bool,
     ) -> Result<Option<BlockHandle>> {
         let mut handle = self.footer.index;
         for depth in 0..self.footer.index_depth {
             let found = if depth == 0 {
-                match pinned.root.settled(target) {
+                match root.settled(target) {
                     Some(settled) => settled,
-                    None => self.seek_index(&pinned.root.block, handle, target)?,
+                    None => self.seek_index(&root.block, handle, target)?,
                 }
             } else {
                 let block = self.read_block(handle, fill_cache)?;
@@ -632,14 +670,27 @@ impl Table {
         user_key: &[u8],
         fill_cache: bool,
     ) -> Result<Option<TableEntry>> {
-        let pinned = self.pinned()?;
-        if !self.may_contain(&pinned, lookup, user_key, fill_cache)? {
+        self.get_reading(lookup, user_key, fill_cache, &mut false)
+    }
+
+    /// [`Table::get`], setting `read_data` when the lookup went as far as a data block (the
+    /// filter passed the key and the index named a block): the cost that read-triggered
+    /// compaction counts.
+    pub(crate) fn get_reading(
+        self: &Arc<Self>,
+        lookup: &[u8],
+        user_key: &[u8],
+        fill_cache: bool,
+        read_data: &mut bool,
+    ) -> Result<Option<TableEntry>> {
+        if !self.may_contain(&*self.filter()?, lookup, user_key, fill_cache)? {
             return Ok(None);
         }
-        let Some(handle) = self.find_data_block(&pinned, lookup, fill_cache)? else {
+        let Some(handle) = self.find_data_block(&*self.index()?, lookup, fill_cache)? else {
             self.false_positive();
             return Ok(None);
         };
+        *read_data = true;
         // A cached block is searched where it lies, under the cache's read lock.
         let cached = self.cache.with(&(self.number.0, handle.offset), |block| {
             self.get_in_block(block, handle, lookup, user_key)
@@ -733,7 +784,7 @@ impl Table {
     /// Verifies the checksum of every block and the order of every key (for `check`);
     /// returns the number of entries.
     pub(crate) fn verify(self: &Arc<Self>) -> Result<u64> {
-        self.pinned()?;
+        self.warm()?;
         self.properties()?;
         self.range_tombstones()?;
         for h in self.filter_partition_handles()? {
@@ -838,10 +889,10 @@ impl TableIter {
             return Ok((root.iter(compare_internal), offset));
         }
         let root = if self.fill_cache {
-            self.table.pinned()?.root.block.clone()
+            self.table.index()?.block.clone()
         } else {
-            match self.table.pinned.load().as_deref() {
-                Some(p) => p.root.block.clone(),
+            match self.table.index.load().as_deref() {
+                Some(r) => r.block.clone(),
                 None => Arc::new(self.table.read_index_root(self.table.footer.index)?),
             }
         };
@@ -1074,7 +1125,8 @@ mod tests {
     fn tables_over_the_pin_budget_let_their_blocks_go_and_read_them_again() {
         let n = 500;
         let (fs, t) = build(n, IndexKind::Flat, Compression::None);
-        let one = t.pinned().unwrap().size();
+        t.warm().unwrap();
+        let one = t.held_bytes();
         drop(t);
         // Room for two tables' blocks, among six.
         let budget = Arc::new(PinBudget::new(2 * one + one / 2));
@@ -1101,11 +1153,11 @@ mod tests {
                 );
             }
         }
-        let holding = tables.iter().filter(|t| t.pinned.load().is_some()).count();
+        let holding = tables.iter().filter(|t| t.held_bytes() == one).count();
         assert_eq!(holding, 2, "the two tables used last hold their blocks");
         assert_eq!(budget.held(), 2 * one);
         // A lookup's hold outlives the table's: the blocks stay readable after they are let go.
-        let held = tables[5].pinned().unwrap();
+        let held = tables[5].filter().unwrap();
         assert_eq!(tables[5].unpin(), one);
         budget.release(one);
         let lookup = lookup_key(b"key000004", SeqNo::MAX);
@@ -1116,6 +1168,38 @@ mod tests {
         );
         drop(tables);
         assert_eq!(budget.held(), 0, "closed tables give their bytes back");
+    }
+
+    /// A lookup the filter answers reads the filter alone: the index is read by the first
+    /// lookup the filter passes.
+    #[test]
+    fn a_lookup_the_filter_refuses_never_reads_the_index() {
+        // `build` verifies its table, which reads everything: open the file afresh.
+        let (fs, _) = build(500, IndexKind::Flat, Compression::None);
+        let path = Path::new("/t/1.sst");
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let t = Table::open(fs.open(path).unwrap(), path, FileNumber(2), cache);
+        {
+            let t = Arc::new(t.unwrap());
+            // Odd keys were never written; about 1% pass the filter (10 bits a key).
+            let mut refused = 0;
+            for i in 0..200 {
+                let uk = format!("key{:06}", i * 2 + 1);
+                let lookup = lookup_key(uk.as_bytes(), SeqNo::MAX);
+                if !t
+                    .may_contain(&t.filter().unwrap(), &lookup, uk.as_bytes(), true)
+                    .unwrap()
+                {
+                    refused += 1;
+                    assert!(t.get(&lookup, uk.as_bytes(), true).unwrap().is_none());
+                    assert!(t.index.load().is_none(), "{uk}: the index was read");
+                }
+            }
+            assert!(refused > 150, "{refused}");
+            let lookup = lookup_key(b"key000004", SeqNo::MAX);
+            assert!(t.get(&lookup, b"key000004", true).unwrap().is_some());
+            assert!(t.index.load().is_some());
+        }
     }
 
     /// Every version of every key, and each key seen from before its newest versions: a
@@ -1141,7 +1225,7 @@ mod tests {
         let partitions = t.filter_partition_handles().unwrap().len();
         assert!(partitions > 10, "only {partitions} partitions");
         assert_eq!(t.verify().unwrap(), keys * VERSIONS);
-        let pinned = t.pinned().unwrap();
+        let pinned = t.filter().unwrap();
         for i in 0..keys {
             let uk = format!("key{:06}", i * 2);
             for v in 1..=VERSIONS {

@@ -4,9 +4,10 @@
 pub(crate) mod edit;
 pub(crate) mod set;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -16,7 +17,7 @@ use crate::sstable::block::Block;
 use crate::sstable::format::BlockHandle;
 use crate::sstable::mapped::MappedPages;
 use crate::sstable::pinned::PinBudget;
-use crate::sstable::reader::{PinnedRef, Table, TableEntry};
+use crate::sstable::reader::{Held, PinnedFilter, Table, TableEntry};
 
 /// Where the tables of one database live, and how they are opened.
 pub(crate) struct TableStore {
@@ -27,11 +28,75 @@ pub(crate) struct TableStore {
     pub pins: Arc<PinBudget>,
     /// Lookups whose key a table's filter passed and the table did not hold.
     pub filter_false_positives: Arc<AtomicU64>,
+    /// Tables that flush and compaction wrote and opened with their filter and index read,
+    /// waiting for the edit that installs them: the file's [`FileMeta`] takes its table
+    /// from here, so that no reader meets a cold table the engine itself just wrote.
+    pub warmed: Mutex<HashMap<FileNumber, Arc<Table>>>,
 }
 
 impl TableStore {
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        cache: Arc<BlockCache>,
+        mapped: Arc<MappedPages>,
+        pins: Arc<PinBudget>,
+    ) -> TableStore {
+        TableStore {
+            fs,
+            dir,
+            cache,
+            mapped,
+            pins,
+            filter_false_positives: Default::default(),
+            warmed: Mutex::new(HashMap::new()),
+        }
+    }
+
     pub(crate) fn table_path(&self, number: FileNumber) -> PathBuf {
         self.dir.join(table_file_name(number))
+    }
+
+    /// Opens table `number` under this store's cache, mapping and budget.
+    fn open_table(&self, number: FileNumber) -> Result<Table> {
+        let path = self.table_path(number);
+        let file = self
+            .fs
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        Ok(Table::open(file, &path, number, self.cache.clone())?
+            .with_mapping(&self.mapped)
+            .with_budget(&self.pins)
+            .with_false_positive_counter(&self.filter_false_positives))
+    }
+
+    /// Opens the table just written as `number` and reads its filter and index, for the
+    /// edit that installs it to find. A failure leaves the table to be opened by its first
+    /// reader, who meets the error, if any, itself.
+    pub(crate) fn warm(&self, number: FileNumber) {
+        let Ok(table) = self.open_table(number).map(Arc::new) else {
+            return;
+        };
+        if table.warm().is_ok() {
+            crate::mutex::lock(&self.warmed).insert(number, table);
+        }
+    }
+
+    /// The warm table of `number`, if flush or compaction left one.
+    fn take_warmed(&self, number: FileNumber) -> Option<Arc<Table>> {
+        let mut warmed = crate::mutex::lock(&self.warmed);
+        if warmed.is_empty() {
+            return None;
+        }
+        warmed.remove(&number)
+    }
+
+    /// Lets go of warm tables that no edit installed (their job failed).
+    pub(crate) fn forget_warmed(&self, numbers: impl Iterator<Item = FileNumber>) {
+        let mut warmed = crate::mutex::lock(&self.warmed);
+        for n in numbers {
+            warmed.remove(&n);
+        }
     }
 }
 
@@ -94,6 +159,10 @@ impl std::fmt::Debug for FileMeta {
 
 impl FileMeta {
     pub(crate) fn new(store: Arc<TableStore>, f: &edit::NewFile) -> FileMeta {
+        let table = OnceLock::new();
+        if let Some(warm) = store.take_warmed(f.number) {
+            let _ = table.set(warm);
+        }
         FileMeta {
             number: f.number,
             size: f.size,
@@ -104,7 +173,7 @@ impl FileMeta {
             range_deletions: f.range_deletions,
             filter_millibits: f.filter_millibits,
             store,
-            table: OnceLock::new(),
+            table,
             obsolete: AtomicBool::new(false),
             allowed_reads: AtomicI64::new(
                 i64::try_from(f.size / READ_COST_BYTES)
@@ -136,21 +205,12 @@ impl FileMeta {
         if let Some(t) = self.table.get() {
             return Ok(t);
         }
-        let path = self.path();
-        let file = self
-            .store
-            .fs
-            .open(&path)
-            .map_err(|e| Error::io("open", &path, e))?;
-        let table = Table::open(file, &path, self.number, self.store.cache.clone())?
-            .with_mapping(&self.store.mapped)
-            .with_budget(&self.store.pins)
-            .with_false_positive_counter(&self.store.filter_false_positives);
+        let table = self.store.open_table(self.number)?;
         // A racing opener may have won; either table is equally good.
         let _ = self.table.set(Arc::new(table));
         self.table
             .get()
-            .ok_or_else(|| Error::corruption(&path, 0, "table could not be opened"))
+            .ok_or_else(|| Error::corruption(self.path(), 0, "table could not be opened"))
     }
 
     pub(crate) fn smallest_user_key(&self) -> &[u8] {
@@ -184,7 +244,8 @@ impl Drop for FileMeta {
     }
 }
 
-/// The files one lookup consults, for charging the first when there is a second.
+/// The files one lookup consults, for charging the first that cost it a data block read in
+/// vain when the lookup goes on to another file.
 #[derive(Default)]
 struct ReadCharge<'a> {
     first: Option<(usize, &'a Arc<FileMeta>)>,
@@ -192,25 +253,25 @@ struct ReadCharge<'a> {
 }
 
 impl<'a> ReadCharge<'a> {
-    fn consult(
-        &mut self,
-        level: usize,
-        f: &'a Arc<FileMeta>,
-        exhausted: &mut Option<ReadCompaction>,
-    ) {
-        match self.first {
-            None => self.first = Some((level, f)),
-            Some((level, first)) if !self.charged => {
-                self.charged = true;
-                if first.charge_read() {
-                    *exhausted = Some(ReadCompaction {
-                        level,
-                        file: first.clone(),
-                    });
-                }
+    /// The lookup consults another file: the file that cost it a data block read before
+    /// this, if any, is charged (once a lookup).
+    fn consult(&mut self, exhausted: &mut Option<ReadCompaction>) {
+        if let Some((level, first)) = self.first
+            && !self.charged
+        {
+            self.charged = true;
+            if first.charge_read() {
+                *exhausted = Some(ReadCompaction {
+                    level,
+                    file: first.clone(),
+                });
             }
-            Some(_) => {}
         }
+    }
+
+    /// The lookup read a data block of `f` (in `level`) and did not find its key there.
+    fn missed(&mut self, level: usize, f: &'a Arc<FileMeta>) {
+        self.first.get_or_insert((level, f));
     }
 }
 
@@ -221,9 +282,11 @@ pub(crate) struct Probes<'a> {
     charges: Vec<ReadCharge<'a>>,
     /// (key, file): the file of the current level or level-0 file that may hold the key.
     files: Vec<(usize, &'a Arc<FileMeta>)>,
-    tables: Vec<(usize, &'a Table, PinnedRef)>,
+    tables: Vec<(usize, &'a Arc<Table>, Held<PinnedFilter>)>,
     handles: Vec<(usize, &'a Table, BlockHandle)>,
     blocks: Vec<(usize, &'a Table, BlockHandle, Arc<Block>)>,
+    /// By key: whether the last probe read a data block for it.
+    read_data: Vec<bool>,
 }
 
 impl<'a> Probes<'a> {
@@ -246,23 +309,28 @@ impl<'a> Probes<'a> {
             }
         };
         self.tables.clear();
+        self.read_data.clear();
+        self.read_data.resize(keys.len(), false);
         for &(i, f) in &self.files {
-            match f.table().and_then(|t| Ok((t, t.pinned()?))) {
-                Ok((t, pinned)) => {
-                    pinned.prefetch_filter(key(i));
-                    self.tables.push((i, t, pinned));
+            match f.table().and_then(|t| Ok((t, t.filter()?))) {
+                Ok((t, filter)) => {
+                    filter.prefetch(key(i));
+                    self.tables.push((i, t, filter));
                 }
                 Err(e) => fail(i, e),
             }
         }
         self.handles.clear();
-        // Each key's hold on its table's pinned blocks ends with this step.
-        for (i, t, pinned) in self.tables.drain(..) {
+        // Each key's hold on its table's filter ends with this step; the index is read only
+        // for the keys the filter passes.
+        for (i, t, filter) in self.tables.drain(..) {
             let found = t
-                .may_contain(&pinned, lookup(i), key(i), fill_cache)
+                .may_contain(&filter, lookup(i), key(i), fill_cache)
                 .and_then(|maybe| {
                     if maybe {
-                        let h = t.find_data_block(&pinned, lookup(i), fill_cache);
+                        let h = t
+                            .index()
+                            .and_then(|root| t.find_data_block(&root, lookup(i), fill_cache));
                         if matches!(h, Ok(None)) {
                             t.false_positive();
                         }
@@ -291,12 +359,30 @@ impl<'a> Probes<'a> {
             b.prefetch_restart_keys();
         }
         for (i, t, h, b) in self.blocks.drain(..) {
+            if let Some(r) = self.read_data.get_mut(i) {
+                *r = true;
+            }
             let found = t.get_in_block(&b, h, lookup(i), key(i));
             if let Some(o) = out.get_mut(i) {
                 match found {
                     Ok(None) => t.false_positive(),
                     r => *o = Some(r),
                 }
+            }
+        }
+    }
+}
+
+impl<'a> Probes<'a> {
+    /// After a probe of `level`'s files: each key still unfound whose probe read a data block
+    /// charges that file, should the key go on to another.
+    fn charge_misses(&mut self, level: usize, out: &[Option<Result<Option<TableEntry>>>]) {
+        for &(i, f) in &self.files {
+            if self.read_data.get(i) == Some(&true)
+                && out.get(i).is_some_and(Option::is_none)
+                && let Some(charge) = self.charges.get_mut(i)
+            {
+                charge.missed(level, f);
             }
         }
     }
@@ -370,7 +456,9 @@ impl Version {
     /// Looks `user_key` up at the sequence number encoded in `lookup`, newest data first.
     ///
     /// A lookup that consults a file in vain and goes on to another charges the first file
-    /// (see [`FileMeta::charge_read`]); `exhausted` receives the file whose allowance this
+    /// (see [`FileMeta::charge_read`]) when it read a data block of the first in vain: a
+    /// lookup its filter answered cost the file nothing to speak of; `exhausted` receives
+    /// the file whose allowance this
     /// lookup used up.
     pub(crate) fn get(
         &self,
@@ -380,20 +468,24 @@ impl Version {
         exhausted: &mut Option<ReadCompaction>,
     ) -> Result<Option<TableEntry>> {
         let mut charge = ReadCharge::default();
-        for f in &self.levels[0] {
-            if f.covers(key) {
-                charge.consult(0, f, exhausted);
-                if let Some(e) = f.table()?.get(lookup, key, fill_cache)? {
-                    return Ok(Some(e));
-                }
+        let level0 = self.levels[0]
+            .iter()
+            .filter(|f| f.covers(key))
+            .map(|f| (0, f));
+        let deeper = self.levels.iter().enumerate().skip(1);
+        let deeper =
+            deeper.filter_map(|(level, files)| Some((level, file_for(files, lookup, key)?)));
+        for (level, f) in level0.chain(deeper) {
+            charge.consult(exhausted);
+            let mut read_data = false;
+            if let Some(e) = f
+                .table()?
+                .get_reading(lookup, key, fill_cache, &mut read_data)?
+            {
+                return Ok(Some(e));
             }
-        }
-        for (level, files) in self.levels.iter().enumerate().skip(1) {
-            if let Some(f) = file_for(files, lookup, key) {
-                charge.consult(level, f, exhausted);
-                if let Some(e) = f.table()?.get(lookup, key, fill_cache)? {
-                    return Ok(Some(e));
-                }
+            if read_data {
+                charge.missed(level, f);
             }
         }
         Ok(None)
@@ -422,11 +514,12 @@ impl Version {
             probes.files.clear();
             for (i, (key, charge)) in keys.iter().zip(&mut probes.charges).enumerate() {
                 if out.get(i).is_some_and(Option::is_none) && f.covers(key) {
-                    charge.consult(0, f, exhausted);
+                    charge.consult(exhausted);
                     probes.files.push((i, f));
                 }
             }
             probes.probe(lookups, keys, fill_cache, out);
+            probes.charge_misses(0, out);
         }
         for (level, files) in self.levels.iter().enumerate().skip(1) {
             if files.is_empty() {
@@ -443,11 +536,12 @@ impl Version {
                     continue;
                 }
                 if let Some(f) = file_for(files, lookup, key) {
-                    charge.consult(level, f, exhausted);
+                    charge.consult(exhausted);
                     probes.files.push((i, f));
                 }
             }
             probes.probe(lookups, keys, fill_cache, out);
+            probes.charge_misses(level, out);
         }
     }
 
@@ -459,7 +553,8 @@ impl Version {
         let mut exhausted = None;
         for f in &self.levels[0] {
             if f.covers(user_key) {
-                charge.consult(0, f, &mut exhausted);
+                charge.consult(&mut exhausted);
+                charge.missed(0, f);
             }
         }
         for (level, files) in self.levels.iter().enumerate().skip(1) {
@@ -467,7 +562,8 @@ impl Version {
             if let Some(f) = files.get(i)
                 && user_key >= f.smallest_user_key()
             {
-                charge.consult(level, f, &mut exhausted);
+                charge.consult(&mut exhausted);
+                charge.missed(level, f);
             }
         }
         exhausted

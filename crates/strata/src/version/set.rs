@@ -473,14 +473,13 @@ mod tests {
         let dir = Path::new("/db");
         fault.create_dir_all(dir).unwrap();
         let store = |fs: Arc<dyn FileSystem>| {
-            Arc::new(TableStore {
+            Arc::new(TableStore::new(
                 fs,
-                dir: dir.to_path_buf(),
-                cache: Arc::new(BlockCache::new(1 << 20)),
-                mapped: Arc::new(MappedPages::new(0)),
-                pins: Arc::new(PinBudget::new(1 << 20)),
-                filter_false_positives: Default::default(),
-            })
+                dir.to_path_buf(),
+                Arc::new(BlockCache::new(1 << 20)),
+                Arc::new(MappedPages::new(0)),
+                Arc::new(PinBudget::new(1 << 20)),
+            ))
         };
         let mut versions = VersionSet::empty(store(Arc::new(fault.clone())));
         let edit = |seq: u64| VersionEdit {
