@@ -2,8 +2,10 @@
 # The engine comparisons docs/BENCHMARKS.md records, each writing its table to
 # docs/bench/NAME.txt and its chart to docs/bench/NAME.svg:
 #   scripts/bench-engines.sh [SCENARIO...]     (default: all of them, about 1.5 hours)
-# Scenarios: 1m, 1m-idle, 1m-lz4, 1m-zstd, fillsync, big, big-lz4, big-zstd. The big ones run under a
-# 384 MiB memory limit (page cache included) with scripts/memory-limit.sh, as root.
+# Scenarios: 1m, 1m-idle, 1m-lz4, 1m-zstd, fillsync, big, big-lz4, big-zstd, huge. The big ones
+# run under a 384 MiB memory limit (page cache included) with scripts/memory-limit.sh, as root;
+# huge (100M writes, about 12 GB) under 1 GiB, in about an hour and a half. Reads while writing
+# hold every engine's writer to one rate (db_bench's --benchmark_write_rate_limit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${STRATA_COMPARE_TARGET:-$HOME/.cache/strata-compare-target}"
@@ -16,7 +18,11 @@ db="${STRATA_BENCH_DB:-/tmp/strata-bench}"
 one_million="fillseq,fillrandom,overwrite,waitforcompaction,readrandom,readmissing,readseq"
 one_million+=",readreverse,seekrandom,compact,readrandom,readseq,readreverse,seekrandom"
 compressed="fillseq,fillrandom,overwrite,waitforcompaction,readrandom,compact,readrandom,readseq"
-big="fillrandom,waitforcompaction,readrandom,readmissing,seekrandom,readwhilewriting"
+big="fillrandom,waitforcompaction,readrandom,readmissing,seekrandom,multireadrandom"
+big+=",readwhilewriting"
+huge="fillrandom,waitforcompaction,readrandom,readmissing,seekrandom"
+# 2 MiB/s: about 18,000 puts a second of 16+100 bytes.
+write_rate=$((2 << 20))
 
 run() {
   local name=$1 title=$2
@@ -49,7 +55,8 @@ scenario() {
   # see docs/BENCHMARKS.md.
   big) run big "20M entries under 384 MiB, page cache included: one round" \
         scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb \
-        --rounds=1 --num=20000000 --reads=100000 --benchmarks="$big" ;;
+        --rounds=1 --num=20000000 --reads=100000 --benchmark_write_rate_limit=$write_rate \
+        --benchmarks="$big" ;;
   big-lz4) run big-lz4 "20M entries under 384 MiB, lz4: one round" \
         scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb --rounds=1 \
         --num=20000000 --reads=100000 --compression_type=lz4 \
@@ -58,6 +65,9 @@ scenario() {
         scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb --rounds=1 \
         --num=20000000 --reads=100000 --compression_type=zstd \
         --benchmarks=fillrandom,waitforcompaction,readrandom ;;
+  huge) run huge "100M entries under 1 GiB, page cache included: one round" \
+        scripts/memory-limit.sh 1024 "$bench" --compare=strata,rocksdb \
+        --rounds=1 --num=100000000 --reads=100000 --benchmarks="$huge" ;;
   *) echo "unknown scenario $1" >&2; exit 2 ;;
   esac
 }

@@ -73,6 +73,10 @@ struct Cli {
     /// Sync every write of every workload (fillsync always does).
     #[arg(long)]
     sync: bool,
+    /// Bytes per second readwhilewriting's writer may write, for every engine (db_bench's
+    /// flag of the name); 0 writes as fast as it can.
+    #[arg(long, default_value_t = 0)]
+    benchmark_write_rate_limit: u64,
     /// Keep and reuse the database in --db instead of starting empty.
     #[arg(long)]
     use_existing_db: bool,
@@ -136,6 +140,7 @@ fn params(cli: &Cli) -> Params {
         value_size: cli.value_size,
         seed: cli.seed,
         batch_size: cli.batch_size,
+        write_rate_limit: cli.benchmark_write_rate_limit,
         sync: cli.sync,
         generation: 0,
     }
@@ -175,6 +180,12 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
     }
     if let Some(found) = answer(o) {
         line.push_str(&format!(" ({found})"));
+    }
+    if let Some((puts, rate)) = o.writer {
+        line.push_str(&format!(
+            "; its writer put {puts} entries at {:.2} MB/s",
+            rate / 1048576.0
+        ));
     }
     println!("{line}");
     let h = &o.hist;
@@ -224,6 +235,8 @@ fn json_report(engine: &str, r: &Report) -> serde_json::Value {
         "micros_per_op": o.micros_per_op(),
         "found": o.found,
         "answer_hash": o.answer_hash.map(|h| format!("{h:016x}")),
+        "writer_puts": o.writer.map(|w| w.0),
+        "writer_bytes_per_sec": o.writer.map(|w| w.1),
         "p50_us": o.hist.value_at_quantile(0.5) as f64 / 1000.0,
         "p99_us": o.hist.value_at_quantile(0.99) as f64 / 1000.0,
         "p999_us": o.hist.value_at_quantile(0.999) as f64 / 1000.0,
@@ -265,6 +278,7 @@ fn run_engine(
         let _ = std::fs::remove_dir_all(dir);
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    sys::reset_peak_rss();
     let mut engine: Arc<dyn Engine> = Arc::from(engines::open(engine_name, dir, &s)?);
     let (mut reports, mut steps) = (Vec::new(), Vec::new());
     let mut last_write: Option<WriteMark> = None;
@@ -499,7 +513,8 @@ fn labels(list: &str) -> Vec<String> {
 fn header(cli: &Cli, engines: &[&str]) -> String {
     format!(
         "num={} reads={} threads={} key_size={} value_size={} write_buffer_size={} \
-         cache_size={} bloom_bits={} block_size={} compression={} sync={}\n\
+         cache_size={} bloom_bits={} block_size={} compression={} sync={} \
+         benchmark_write_rate_limit={}\n\
          machine: {}\ncommit: {}\nengines: {}",
         cli.num,
         cli.reads.unwrap_or(cli.num),
@@ -512,6 +527,7 @@ fn header(cli: &Cli, engines: &[&str]) -> String {
         cli.block_size,
         cli.compression_type,
         cli.sync,
+        cli.benchmark_write_rate_limit,
         machine::describe(&cli.db),
         machine::commit(),
         machine::engine_versions(engines),
@@ -581,6 +597,16 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
             let e = engines[ei];
             eprintln!("round {round}/{}: {e}", cli.rounds);
             let (reports, steps) = run_engine(cli, e, &cli.db.join(e), true)?;
+            if let Some(peak) = reports
+                .last()
+                .and_then(|r| r.peak_rss)
+                .filter(|_| !cli.json)
+            {
+                println!(
+                    "{e} round {round}: peak RSS {:.0} MB",
+                    peak as f64 / 1048576.0
+                );
+            }
             for step in &steps {
                 println!("{}", step_line(e, round, step, cli.json));
             }
@@ -594,6 +620,13 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
                         ratio(r.write_amp),
                         ratio(r.engine_write_amp),
                         r.disk_bytes as f64 / 1048576.0
+                    );
+                }
+                if let Some((puts, rate)) = r.outcome.writer.filter(|_| !cli.json) {
+                    println!(
+                        "{e}/{} round {round}: its writer put {puts} entries at {:.2} MB/s",
+                        r.outcome.name,
+                        rate / 1048576.0
                     );
                 }
                 answers[ei][bi].push(answer(&r.outcome));

@@ -13,6 +13,12 @@ pub fn peak_rss_bytes() -> Option<u64> {
     proc_field("/proc/self/status", "VmHWM:").map(|kb| kb * 1024)
 }
 
+/// Starts the peak resident set size over from the current size (Linux's `clear_refs`), so
+/// that the peak measured next is one engine's, not the largest of the engines run before.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 /// Bytes this process has written to storage (all its threads): the file pages it dirtied,
 /// through `write` or a shared mapping alike, and its direct writes. The same count for
 /// every engine. A page dirtied again before the kernel writes it back counts once; a file

@@ -38,6 +38,8 @@ pub struct Outcome {
     /// digest, or the key a seek landed on, in any order.
     pub answer_hash: Option<u64>,
     pub hist: Histogram<u64>,
+    /// For readwhilewriting: its writer's puts and the bytes per second they wrote.
+    pub writer: Option<(u64, f64)>,
 }
 
 impl Outcome {
@@ -62,6 +64,9 @@ pub struct Params {
     pub batch_size: usize,
     /// Sync every write, in every workload (fillsync always does).
     pub sync: bool,
+    /// Bytes per second readwhilewriting's writer may write (db_bench's
+    /// `--benchmark_write_rate_limit`); 0 for as fast as it can.
+    pub write_rate_limit: u64,
     /// Which write this is of the run (the workload's place in the list): a key's value
     /// depends on the key and the generation alone, so engines that ran the same list hold
     /// the same values whatever the threads' interleaving, and an engine answering a value
@@ -228,6 +233,7 @@ fn write(
         found,
         answer_hash: None,
         hist,
+        writer: None,
     })
 }
 
@@ -262,6 +268,7 @@ fn delete(
         found,
         answer_hash: None,
         hist,
+        writer: None,
     })
 }
 
@@ -309,6 +316,7 @@ fn read_random(
         found,
         answer_hash: Some(answers.into_inner()),
         hist,
+        writer: None,
     })
 }
 
@@ -354,6 +362,7 @@ fn multi_read_random(
         found,
         answer_hash: Some(answers.into_inner()),
         hist,
+        writer: None,
     })
 }
 
@@ -381,6 +390,7 @@ fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Re
         found,
         answer_hash: Some(answers.into_inner()),
         hist,
+        writer: None,
     })
 }
 
@@ -445,6 +455,7 @@ fn scan(
         found,
         answer_hash: hashes.first().copied(),
         hist,
+        writer: None,
     })
 }
 
@@ -482,31 +493,41 @@ pub fn run(
                 let engine = engine.clone();
                 let stop = stop.clone();
                 let p = p.clone();
-                std::thread::spawn(move || -> Result<u64> {
+                std::thread::spawn(move || -> Result<(u64, f64)> {
                     let mut rng = Rng::new(p.seed ^ 0xabcdef);
                     let mut values = Values::new(p.seed ^ 0x1234);
-                    let mut n = 0;
+                    let (mut n, mut bytes) = (0u64, 0u64);
+                    let start = Instant::now();
                     while !stop.load(Ordering::SeqCst) {
-                        engine.put(
-                            &key(rng.below(p.num), p.key_size),
-                            values.next(p.value_size),
-                            p.sync,
-                        )?;
+                        let k = key(rng.below(p.num), p.key_size);
+                        let v = values.next(p.value_size);
+                        engine.put(&k, v, p.sync)?;
                         n += 1;
-                        if n % 1024 == 0 {
+                        bytes += (k.len() + v.len()) as u64;
+                        if p.write_rate_limit > 0 {
+                            // Ahead of the rate: wait until the bytes written are due.
+                            let due =
+                                Duration::from_secs_f64(bytes as f64 / p.write_rate_limit as f64);
+                            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                                std::thread::sleep(wait);
+                            }
+                        } else if n % 1024 == 0 {
                             // db_bench rate-limits nothing here; yield so readers keep a core.
                             std::thread::sleep(Duration::from_micros(1));
                         }
                     }
-                    Ok(n)
+                    Ok((n, bytes as f64 / start.elapsed().as_secs_f64().max(1e-9)))
                 })
             };
             let out = read_random(e, p, name, false, Some(&stop), progress);
             stop.store(true, Ordering::SeqCst);
-            writer
+            let written = writer
                 .join()
                 .map_err(|_| "the writer thread panicked".to_string())??;
-            out
+            out.map(|o| Outcome {
+                writer: Some(written),
+                ..o
+            })
         }
         other => Err(format!(
             "unknown benchmark {other:?} (one of {})",

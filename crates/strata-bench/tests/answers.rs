@@ -156,3 +156,27 @@ fn reads_after_readwhilewriting_are_not_compared() {
     );
     assert!(ok, "{text}");
 }
+
+#[test]
+fn readwhilewriting_holds_its_writer_to_the_rate_limit() {
+    // 100 KB/s: the writer waits until each put's bytes are due, so its rate cannot exceed
+    // the limit by more than one put.
+    let (ok, text) = compare_with(
+        "strata",
+        "fillseq,readwhilewriting",
+        &["--reads=50000", "--benchmark_write_rate_limit=102400"],
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("benchmark_write_rate_limit=102400"), "{text}");
+    let rate: f64 = text
+        .split("its writer put ")
+        .nth(1)
+        .and_then(|rest| rest.split(" entries at ").nth(1))
+        .and_then(|rest| rest.split(" MB/s").next())
+        .and_then(|mb| mb.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no writer rate in:\n{text}"));
+    assert!(
+        rate > 0.0 && rate <= 0.1 + 0.01,
+        "the writer wrote {rate} MB/s:\n{text}"
+    );
+}

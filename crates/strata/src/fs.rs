@@ -72,6 +72,13 @@ pub trait RandomAccessFile: Send + Sync {
     fn map(&self) -> Option<Arc<FileMap>> {
         None
     }
+    /// The operating system's descriptor of the file, where reads of it may go around this
+    /// trait: batched lookups read many blocks at once through io_uring
+    /// (`sstable/parallel_read.rs`). A file system that must see every read (one that
+    /// injects faults, or keeps files in memory) has none.
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// A read-only shared mapping of a whole file, unmapped when dropped.
@@ -344,6 +351,10 @@ impl RandomAccessFile for StdRandomAccess {
     #[cfg(target_os = "linux")]
     fn map(&self) -> Option<Arc<FileMap>> {
         FileMap::new(&self.file).map(Arc::new)
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.file.as_raw_fd())
     }
 }
 

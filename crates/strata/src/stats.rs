@@ -140,6 +140,10 @@ pub struct Stats {
     /// entry of the key: the wasted probes that `expected_false_positives` predicts, per
     /// lookup of a missing key.
     pub filter_false_positives: u64,
+    /// Data blocks that batched lookups ([`crate::Db::get_many`]) read from files together,
+    /// in flight at once through io_uring; 0 where the kernel refuses it or files have no
+    /// descriptor, and such lookups read one block at a time.
+    pub parallel_block_reads: u64,
     /// The sequence number of the last visible write.
     pub last_sequence: u64,
     /// Snapshots held.

@@ -1018,6 +1018,7 @@ impl DbInner {
             wal_bytes,
             expected_false_positives: filter_policy::expected_false_positives(&v, fallback_bits),
             filter_false_positives: self.store.filter_false_positives.load(Ordering::Relaxed),
+            parallel_block_reads: self.store.parallel_reads.load(Ordering::Relaxed),
             last_sequence: self.visible.load(Ordering::Acquire),
             live_snapshots: self.snapshots.count(),
             poisoned: st.bg_error.as_ref().map(|e| e.to_string()),

@@ -5,6 +5,7 @@ pub(crate) mod builder;
 pub(crate) mod filter;
 pub(crate) mod format;
 pub(crate) mod mapped;
+pub(crate) mod parallel_read;
 pub(crate) mod pinned;
 pub(crate) mod reader;
 

@@ -22,6 +22,7 @@ use super::format::{
     check_block, decompress_block, unwrap_block,
 };
 use super::mapped::{MappedPages, MappedTable};
+use super::parallel_read::ReadRequest;
 use super::pinned::PinBudget;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -321,17 +322,23 @@ impl Table {
 
     fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
         let len = self.stored_len(handle)?;
-        let stored = self
-            .file
-            .read_at(handle.offset, len)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => Error::corruption(
-                    &self.path,
-                    handle.offset,
-                    "block extends past the end of the file",
-                ),
-                _ => Error::io("read", &self.path, e),
-            })?;
+        self.unwrap_read(handle, self.file.read_at(handle.offset, len))
+    }
+
+    /// The block in `stored`, the answer of a read of `handle`'s bytes, checked.
+    fn unwrap_read(
+        &self,
+        handle: BlockHandle,
+        stored: std::io::Result<Vec<u8>>,
+    ) -> Result<Vec<u8>> {
+        let stored = stored.map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => Error::corruption(
+                &self.path,
+                handle.offset,
+                "block extends past the end of the file",
+            ),
+            _ => Error::io("read", &self.path, e),
+        })?;
         unwrap_block(stored).map_err(|e| e.at(&self.path, handle.offset))
     }
 
@@ -430,6 +437,47 @@ impl Table {
         };
         let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
         if cache {
+            self.cache
+                .insert((self.number.0, handle.offset), block.clone());
+        }
+        Ok(block)
+    }
+
+    /// The read that [`Table::read_block`] of `handle` would make with `pread`, for a batch
+    /// to make it together with others ([`super::parallel_read`]): `None` when the block is
+    /// cached, would be read in place from the mapping, or the file has no descriptor.
+    pub(crate) fn pread_of(&self, handle: BlockHandle, fill_cache: bool) -> Option<ReadRequest> {
+        let fd = self.file.raw_fd()?;
+        if let Some((pages, table)) = &self.mapped
+            && fill_cache
+        {
+            let start = usize::try_from(handle.offset).ok()?;
+            let len = self.stored_len(handle).ok()?;
+            if pages.holds_all() || table.is_resident(start, len) {
+                return None;
+            }
+        }
+        if self.cache.get(&(self.number.0, handle.offset)).is_some() {
+            return None;
+        }
+        Some(ReadRequest {
+            fd,
+            offset: handle.offset,
+            len: self.stored_len(handle).ok()?,
+        })
+    }
+
+    /// The block of `handle` from the answer of its [`Table::pread_of`] read: checked,
+    /// parsed and cached as [`Table::read_block`] would.
+    pub(crate) fn block_from_read(
+        &self,
+        handle: BlockHandle,
+        stored: std::io::Result<Vec<u8>>,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        let data = BlockData::Owned(self.unwrap_read(handle, stored)?);
+        let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
+        if fill_cache {
             self.cache
                 .insert((self.number.0, handle.offset), block.clone());
         }

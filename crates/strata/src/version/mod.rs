@@ -16,6 +16,7 @@ use crate::key::{FileNumber, Level, NUM_LEVELS, compare_internal, user_key};
 use crate::sstable::block::Block;
 use crate::sstable::format::BlockHandle;
 use crate::sstable::mapped::MappedPages;
+use crate::sstable::parallel_read::{self, ReadRequest};
 use crate::sstable::pinned::PinBudget;
 use crate::sstable::reader::{Held, PinnedFilter, Table, TableEntry};
 
@@ -32,6 +33,8 @@ pub(crate) struct TableStore {
     /// waiting for the edit that installs them: the file's [`FileMeta`] takes its table
     /// from here, so that no reader meets a cold table the engine itself just wrote.
     pub warmed: Mutex<HashMap<FileNumber, Arc<Table>>>,
+    /// Data blocks that batched lookups read together, in flight at once.
+    pub parallel_reads: AtomicU64,
 }
 
 impl TableStore {
@@ -50,6 +53,7 @@ impl TableStore {
             pins,
             filter_false_positives: Default::default(),
             warmed: Mutex::new(HashMap::new()),
+            parallel_reads: AtomicU64::new(0),
         }
     }
 
@@ -287,6 +291,10 @@ pub(crate) struct Probes<'a> {
     blocks: Vec<(usize, &'a Table, BlockHandle, Arc<Block>)>,
     /// By key: whether the last probe read a data block for it.
     read_data: Vec<bool>,
+    /// The data blocks a probe reads from files, made together: (key, table, block, the
+    /// read, the earlier entry reading the same block).
+    reads: Vec<(usize, &'a Table, BlockHandle, ReadRequest, Option<usize>)>,
+    requests: Vec<ReadRequest>,
 }
 
 impl<'a> Probes<'a> {
@@ -346,7 +354,17 @@ impl<'a> Probes<'a> {
             }
         }
         self.blocks.clear();
+        self.reads.clear();
         for &(i, t, h) in &self.handles {
+            if let Some(read) = t.pread_of(h, fill_cache) {
+                // Two keys in one block read it once.
+                let same = self
+                    .reads
+                    .iter()
+                    .position(|r| std::ptr::eq(r.1, t) && r.2.offset == h.offset);
+                self.reads.push((i, t, h, read, same));
+                continue;
+            }
             match t.read_block(h, fill_cache) {
                 Ok(b) => {
                     crate::prefetch::line(Arc::as_ptr(&b));
@@ -355,6 +373,7 @@ impl<'a> Probes<'a> {
                 Err(e) => fail(i, e),
             }
         }
+        self.read_together(fill_cache, &mut fail);
         for (_, _, _, b) in &self.blocks {
             b.prefetch_restart_keys();
         }
@@ -374,6 +393,59 @@ impl<'a> Probes<'a> {
 }
 
 impl<'a> Probes<'a> {
+    /// Reads the blocks of `self.reads` into `self.blocks`: all in flight at once where the
+    /// kernel allows it, else one after another.
+    fn read_together(&mut self, fill_cache: bool, fail: &mut impl FnMut(usize, Error)) {
+        self.requests.clear();
+        self.requests
+            .extend(self.reads.iter().filter(|r| r.4.is_none()).map(|r| r.3));
+        let answers = match self.requests.len() {
+            0 => return,
+            1 => None,
+            _ => parallel_read::read_all(&self.requests),
+        };
+        let Some(answers) = answers else {
+            for &(i, t, h, _, _) in &self.reads {
+                match t.read_block(h, fill_cache) {
+                    Ok(b) => self.blocks.push((i, t, h, b)),
+                    Err(e) => fail(i, e),
+                }
+            }
+            return;
+        };
+        // The blocks made from the answers, by entry of `self.reads` (`None`: it failed).
+        let mut made: Vec<Option<Arc<Block>>> = Vec::with_capacity(self.reads.len());
+        let mut answers = answers.into_iter();
+        for &(i, t, h, _, same) in &self.reads {
+            let block = match same {
+                None => {
+                    let answer = answers
+                        .next()
+                        .unwrap_or_else(|| Err(std::io::Error::other("no answer")));
+                    t.block_from_read(h, answer, fill_cache)
+                }
+                Some(j) => match made.get(j) {
+                    Some(Some(b)) => Ok(b.clone()),
+                    _ => t.read_block(h, fill_cache),
+                },
+            };
+            match block {
+                Ok(b) => {
+                    self.blocks.push((i, t, h, b.clone()));
+                    made.push(Some(b));
+                }
+                Err(e) => {
+                    fail(i, e);
+                    made.push(None);
+                }
+            }
+        }
+        if let Some(first) = self.files.first() {
+            let n = self.requests.len() as u64;
+            first.1.store.parallel_reads.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     /// After a probe of `level`'s files: each key still unfound whose probe read a data block
     /// charges that file, should the key go on to another.
     fn charge_misses(&mut self, level: usize, out: &[Option<Result<Option<TableEntry>>>]) {

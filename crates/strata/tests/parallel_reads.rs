@@ -1,0 +1,70 @@
+//! Batched lookups over real files: the data blocks of a batch are read together (through
+//! io_uring where the kernel allows it), and every answer is the one a lookup at a time
+//! gives, found keys, missing keys, overwritten and deleted ones alike.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use strata::{Db, Options, ReadOptions};
+
+#[test]
+fn batched_lookups_read_their_blocks_together_and_answer_as_single_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        // Blocks come from the files: a small cache, no mapping.
+        block_cache_bytes: 64 * 1024,
+        table_map_bytes: 0,
+        write_buffer_size: 256 * 1024,
+        target_file_size: 256 * 1024,
+        ..common::options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut rng = common::Rng(99);
+    let mut model = BTreeMap::new();
+    for i in 0..60_000u64 {
+        let k = format!("key{:08}", rng.below(40_000)).into_bytes();
+        if i % 11 == 0 {
+            db.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            let v = format!("value-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes();
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+    }
+    db.flush().unwrap();
+    let start = std::time::Instant::now();
+    while db.stats().compaction_pending {
+        assert!(start.elapsed().as_secs() < 60, "compactions did not settle");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for round in 0..20 {
+        // Present, absent and deleted keys mixed, some twice in a batch.
+        let keys: Vec<Vec<u8>> = (0..64)
+            .map(|j| match j % 9 {
+                8 => format!("key{:08}x", rng.below(40_000)).into_bytes(),
+                7 if j > 0 => format!("key{:08}", (round * 64 + j - 1) % 40_000).into_bytes(),
+                _ => format!("key{:08}", rng.below(40_000)).into_bytes(),
+            })
+            .collect();
+        let batched = db.get_many(&keys, &ReadOptions::default());
+        for (k, got) in keys.iter().zip(batched) {
+            let got = got.unwrap();
+            assert_eq!(got.as_ref(), model.get(k), "round {round}: {k:?}");
+            assert_eq!(got, db.get(k).unwrap(), "round {round}: {k:?}");
+        }
+    }
+    let parallel = db.stats().parallel_block_reads;
+    if parallel == 0 {
+        assert!(
+            std::env::var_os("STRATA_REQUIRE_IO_URING").is_none(),
+            "no block was read in parallel, and STRATA_REQUIRE_IO_URING is set"
+        );
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: batched_lookups_read_their_blocks_together: this kernel refuses \
+              io_uring; batched lookups read one block at a time\n",
+        );
+    }
+}
