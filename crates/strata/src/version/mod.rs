@@ -279,63 +279,80 @@ impl<'a> ReadCharge<'a> {
     }
 }
 
+/// A data block that may hold a key of a batched lookup: the file it is in, its level, the
+/// block, and the file's place among those the key's lookup consulted (0 for the first).
+/// A lookup that failed before it named a block carries its error instead.
+struct Candidate<'a> {
+    key: usize,
+    level: usize,
+    file: &'a Arc<FileMeta>,
+    table: Option<&'a Table>,
+    handle: Result<BlockHandle>,
+    place: u32,
+}
+
+/// A key of a batched lookup at a file whose filter it is about to ask: (key, file, table,
+/// filter).
+type FilterProbe<'a> = (usize, &'a Arc<FileMeta>, &'a Arc<Table>, Held<PinnedFilter>);
+
 /// The lists a batched lookup works through, kept from one batch to the next so that a
-/// batch allocates nothing of its own.
+/// batch allocates little of its own.
 #[derive(Default)]
 pub(crate) struct Probes<'a> {
-    charges: Vec<ReadCharge<'a>>,
     /// (key, file): the file of the current level or level-0 file that may hold the key.
     files: Vec<(usize, &'a Arc<FileMeta>)>,
-    tables: Vec<(usize, &'a Arc<Table>, Held<PinnedFilter>)>,
-    handles: Vec<(usize, &'a Table, BlockHandle)>,
-    blocks: Vec<(usize, &'a Table, BlockHandle, Arc<Block>)>,
-    /// By key: whether the last probe read a data block for it.
-    read_data: Vec<bool>,
-    /// The data blocks a probe reads from files, made together: (key, table, block, the
-    /// read, the earlier entry reading the same block).
-    reads: Vec<(usize, &'a Table, BlockHandle, ReadRequest, Option<usize>)>,
+    tables: Vec<FilterProbe<'a>>,
+    /// Every block that may hold a key, found level by level from the filters and indexes
+    /// the tables hold; the blocks are read after, all together.
+    candidates: Vec<Candidate<'a>>,
+    /// By key: how many files its lookup consulted.
+    consulted: Vec<u32>,
+    /// By candidate: its block, once read.
+    blocks: Vec<Option<Arc<Block>>>,
+    /// The blocks to read from files, by candidate, with the earlier candidate of the same
+    /// block, if any.
+    reads: Vec<(usize, ReadRequest, Option<usize>)>,
     requests: Vec<ReadRequest>,
 }
 
 impl<'a> Probes<'a> {
-    /// Looks each `(key, file)` of `self.files` up. The steps of [`Version::get_many`]: the
-    /// Bloom filters' bits, then the index searches for the keys the filters pass, then the
-    /// data blocks' headers, then their restart keys, then the block searches; each asks for
-    /// the next one's memory before it is read.
-    fn probe(
-        &mut self,
-        lookups: &[&[u8]],
-        keys: &[&[u8]],
-        fill_cache: bool,
-        out: &mut [Option<Result<Option<TableEntry>>>],
-    ) {
+    /// Finds, for each `(key, file)` of `self.files` (files of `level`), the data block that
+    /// may hold the key: the Bloom filters' bits first (asked for before they are read),
+    /// then the index searches for the keys the filters pass. Reads no data block.
+    fn find(&mut self, level: usize, lookups: &[&[u8]], keys: &[&[u8]], fill_cache: bool) {
         let key = |i: usize| keys.get(i).copied().unwrap_or_default();
         let lookup = |i: usize| lookups.get(i).copied().unwrap_or_default();
-        let mut fail = |i: usize, e: Error| {
-            if let Some(o) = out.get_mut(i) {
-                *o = Some(Err(e));
-            }
-        };
         self.tables.clear();
-        self.read_data.clear();
-        self.read_data.resize(keys.len(), false);
         for &(i, f) in &self.files {
+            let Some(place) = self.consulted.get_mut(i) else {
+                continue;
+            };
+            let place_now = *place;
+            *place += 1;
+            let failed = |e| Candidate {
+                key: i,
+                level,
+                file: f,
+                table: None,
+                handle: Err(e),
+                place: place_now,
+            };
             match f.table().and_then(|t| Ok((t, t.filter()?))) {
                 Ok((t, filter)) => {
                     filter.prefetch(key(i));
-                    self.tables.push((i, t, filter));
+                    self.tables.push((i, f, t, filter));
                 }
-                Err(e) => fail(i, e),
+                Err(e) => self.candidates.push(failed(e)),
             }
         }
-        self.handles.clear();
         // Each key's hold on its table's filter ends with this step; the index is read only
         // for the keys the filter passes.
-        for (i, t, filter) in self.tables.drain(..) {
+        for (i, f, t, filter) in self.tables.drain(..) {
+            let place = self.consulted.get(i).map_or(0, |c| c - 1);
             let found = t
                 .may_contain(&filter, lookup(i), key(i), fill_cache)
-                .and_then(|maybe| {
-                    if maybe {
+                .and_then(|maybe| match maybe {
+                    true => {
                         let h = t
                             .index()
                             .and_then(|root| t.find_data_block(&root, lookup(i), fill_cache));
@@ -343,118 +360,155 @@ impl<'a> Probes<'a> {
                             t.false_positive();
                         }
                         h
-                    } else {
-                        Ok(None)
                     }
+                    false => Ok(None),
                 });
-            match found {
-                Ok(Some(h)) => self.handles.push((i, t, h)),
-                Ok(None) => {}
-                Err(e) => fail(i, e),
-            }
+            let handle = match found {
+                Ok(Some(h)) => Ok(h),
+                Ok(None) => continue,
+                Err(e) => Err(e),
+            };
+            self.candidates.push(Candidate {
+                key: i,
+                level,
+                file: f,
+                table: Some(t),
+                handle,
+                place,
+            });
         }
+    }
+
+    /// Reads the candidates' blocks: those in the cache or the mapping at once, the rest from
+    /// their files all in flight together where the kernel allows it. A read that fails
+    /// here is made again by the search, which reports its error where the lookup needs it.
+    fn read(&mut self, fill_cache: bool) {
         self.blocks.clear();
+        self.blocks.resize(self.candidates.len(), None);
         self.reads.clear();
-        for &(i, t, h) in &self.handles {
+        for (c, cand) in self.candidates.iter().enumerate() {
+            let (Ok(h), Some(t)) = (&cand.handle, cand.table) else {
+                continue;
+            };
+            let h = *h;
             if let Some(read) = t.pread_of(h, fill_cache) {
                 // Two keys in one block read it once.
-                let same = self
-                    .reads
-                    .iter()
-                    .position(|r| std::ptr::eq(r.1, t) && r.2.offset == h.offset);
-                self.reads.push((i, t, h, read, same));
-                continue;
-            }
-            match t.read_block(h, fill_cache) {
-                Ok(b) => {
-                    crate::prefetch::line(Arc::as_ptr(&b));
-                    self.blocks.push((i, t, h, b));
-                }
-                Err(e) => fail(i, e),
+                let same = self.reads.iter().position(|&(d, _, _)| {
+                    self.candidates.get(d).is_some_and(|o| {
+                        o.table.is_some_and(|ot| std::ptr::eq(ot, t))
+                            && o.handle.as_ref().is_ok_and(|oh| oh.offset == h.offset)
+                    })
+                });
+                self.reads.push((c, read, same));
+            } else if let Ok(b) = t.read_block(h, fill_cache) {
+                crate::prefetch::line(Arc::as_ptr(&b));
+                self.blocks[c] = Some(b);
             }
         }
-        self.read_together(fill_cache, &mut fail);
-        for (_, _, _, b) in &self.blocks {
-            b.prefetch_restart_keys();
-        }
-        for (i, t, h, b) in self.blocks.drain(..) {
-            if let Some(r) = self.read_data.get_mut(i) {
-                *r = true;
-            }
-            let found = t.get_in_block(&b, h, lookup(i), key(i));
-            if let Some(o) = out.get_mut(i) {
-                match found {
-                    Ok(None) => t.false_positive(),
-                    r => *o = Some(r),
-                }
-            }
-        }
-    }
-}
-
-impl<'a> Probes<'a> {
-    /// Reads the blocks of `self.reads` into `self.blocks`: all in flight at once where the
-    /// kernel allows it, else one after another.
-    fn read_together(&mut self, fill_cache: bool, fail: &mut impl FnMut(usize, Error)) {
         self.requests.clear();
         self.requests
-            .extend(self.reads.iter().filter(|r| r.4.is_none()).map(|r| r.3));
-        let answers = match self.requests.len() {
-            0 => return,
-            1 => None,
-            _ => parallel_read::read_all(&self.requests),
-        };
-        let Some(answers) = answers else {
-            for &(i, t, h, _, _) in &self.reads {
-                match t.read_block(h, fill_cache) {
-                    Ok(b) => self.blocks.push((i, t, h, b)),
-                    Err(e) => fail(i, e),
-                }
-            }
+            .extend(self.reads.iter().filter(|r| r.2.is_none()).map(|r| r.1));
+        if self.requests.len() < 2 {
+            return;
+        }
+        let Some(answers) = parallel_read::read_all(&self.requests) else {
             return;
         };
-        // The blocks made from the answers, by entry of `self.reads` (`None`: it failed).
-        let mut made: Vec<Option<Arc<Block>>> = Vec::with_capacity(self.reads.len());
         let mut answers = answers.into_iter();
-        for &(i, t, h, _, same) in &self.reads {
+        for r in 0..self.reads.len() {
+            let (c, _, same) = self.reads[r];
             let block = match same {
                 None => {
-                    let answer = answers
-                        .next()
-                        .unwrap_or_else(|| Err(std::io::Error::other("no answer")));
-                    t.block_from_read(h, answer, fill_cache)
+                    let Some(answer) = answers.next() else { break };
+                    let Some((t, &Ok(h))) = self
+                        .candidates
+                        .get(c)
+                        .and_then(|c| Some((c.table?, &c.handle)))
+                    else {
+                        continue;
+                    };
+                    t.block_from_read(h, answer, fill_cache).ok()
                 }
-                Some(j) => match made.get(j) {
-                    Some(Some(b)) => Ok(b.clone()),
-                    _ => t.read_block(h, fill_cache),
-                },
+                Some(d) => self
+                    .reads
+                    .get(d)
+                    .and_then(|&(dc, _, _)| self.blocks.get(dc).cloned().flatten()),
             };
-            match block {
-                Ok(b) => {
-                    self.blocks.push((i, t, h, b.clone()));
-                    made.push(Some(b));
-                }
-                Err(e) => {
-                    fail(i, e);
-                    made.push(None);
-                }
+            if let Some(b) = block {
+                crate::prefetch::line(Arc::as_ptr(&b));
+                self.blocks[c] = Some(b);
             }
         }
-        if let Some(first) = self.files.first() {
+        if let Some(first) = self.candidates.first() {
             let n = self.requests.len() as u64;
-            first.1.store.parallel_reads.fetch_add(n, Ordering::Relaxed);
+            first
+                .file
+                .store
+                .parallel_reads
+                .fetch_add(n, Ordering::Relaxed);
         }
     }
 
-    /// After a probe of `level`'s files: each key still unfound whose probe read a data block
-    /// charges that file, should the key go on to another.
-    fn charge_misses(&mut self, level: usize, out: &[Option<Result<Option<TableEntry>>>]) {
-        for &(i, f) in &self.files {
-            if self.read_data.get(i) == Some(&true)
-                && out.get(i).is_some_and(Option::is_none)
-                && let Some(charge) = self.charges.get_mut(i)
-            {
-                charge.missed(level, f);
+    /// Searches each key's candidate blocks in the order its lookup consulted their files,
+    /// until one holds an entry of the key; charges a file read in vain when the lookup went
+    /// on to another (see [`ReadCharge`]).
+    fn search(
+        &mut self,
+        lookups: &[&[u8]],
+        keys: &[&[u8]],
+        fill_cache: bool,
+        out: &mut [Option<Result<Option<TableEntry>>>],
+        exhausted: &mut Option<ReadCompaction>,
+    ) {
+        let key = |i: usize| keys.get(i).copied().unwrap_or_default();
+        let lookup = |i: usize| lookups.get(i).copied().unwrap_or_default();
+        let mut order: Vec<usize> = (0..self.candidates.len()).collect();
+        // Level by level they were found: by key, then in the order consulted.
+        order.sort_by_key(|&c| self.candidates.get(c).map(|c| (c.key, c.place)));
+        let mut charge = ReadCharge::default();
+        let mut last_key = usize::MAX;
+        for c in order {
+            let Some(cand) = self.candidates.get_mut(c) else {
+                continue;
+            };
+            let i = cand.key;
+            if i != last_key {
+                charge = ReadCharge::default();
+                last_key = i;
+            }
+            let Some(o) = out.get_mut(i) else { continue };
+            if o.is_some() {
+                continue;
+            }
+            let (h, t) = match (
+                std::mem::replace(&mut cand.handle, Err(Error::Closed)),
+                cand.table,
+            ) {
+                (Ok(h), Some(t)) => (h, t),
+                (Err(e), _) => {
+                    *o = Some(Err(e));
+                    continue;
+                }
+                (Ok(_), None) => continue,
+            };
+            cand.handle = Ok(h);
+            let block = match self.blocks.get_mut(c).and_then(Option::take) {
+                Some(b) => Ok(b),
+                None => t.read_block(h, fill_cache),
+            };
+            let found = block.and_then(|b| {
+                b.prefetch_restart_keys();
+                t.get_in_block(&b, h, lookup(i), key(i))
+            });
+            match found {
+                Ok(None) => {
+                    t.false_positive();
+                    charge.missed(cand.level, cand.file);
+                    if cand.place + 1 < self.consulted.get(i).copied().unwrap_or(0) {
+                        charge.consult(exhausted);
+                    }
+                }
+                r => *o = Some(r),
             }
         }
     }
@@ -580,41 +634,35 @@ impl Version {
         probes: &mut Probes<'a>,
         exhausted: &mut Option<ReadCompaction>,
     ) {
-        probes.charges.clear();
-        probes.charges.resize_with(keys.len(), ReadCharge::default);
+        probes.candidates.clear();
+        probes.consulted.clear();
+        probes.consulted.resize(keys.len(), 0);
         for f in &self.levels[0] {
             probes.files.clear();
-            for (i, (key, charge)) in keys.iter().zip(&mut probes.charges).enumerate() {
+            for (i, key) in keys.iter().enumerate() {
                 if out.get(i).is_some_and(Option::is_none) && f.covers(key) {
-                    charge.consult(exhausted);
                     probes.files.push((i, f));
                 }
             }
-            probes.probe(lookups, keys, fill_cache, out);
-            probes.charge_misses(0, out);
+            probes.find(0, lookups, keys, fill_cache);
         }
         for (level, files) in self.levels.iter().enumerate().skip(1) {
             if files.is_empty() {
                 continue;
             }
             probes.files.clear();
-            for (i, ((key, lookup), charge)) in keys
-                .iter()
-                .zip(lookups)
-                .zip(&mut probes.charges)
-                .enumerate()
-            {
+            for (i, (key, lookup)) in keys.iter().zip(lookups).enumerate() {
                 if out.get(i).is_none_or(Option::is_some) {
                     continue;
                 }
                 if let Some(f) = file_for(files, lookup, key) {
-                    charge.consult(exhausted);
                     probes.files.push((i, f));
                 }
             }
-            probes.probe(lookups, keys, fill_cache, out);
-            probes.charge_misses(level, out);
+            probes.find(level, lookups, keys, fill_cache);
         }
+        probes.read(fill_cache);
+        probes.search(lookups, keys, fill_cache, out, exhausted);
     }
 
     /// Charges for a key an iterator read (see `DbIterator`'s sampling): when files of more
