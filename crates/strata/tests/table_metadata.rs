@@ -52,8 +52,9 @@ fn settle(db: &Db) {
     }
 }
 
-#[test]
-fn tables_written_by_flush_and_compaction_are_installed_warm() {
+/// A database of 4,000 keys over a file system that counts reads, its flushes and the
+/// compactions they started done.
+fn filled() -> (FaultFs, Db) {
     let fault = FaultFs::new(Arc::new(MemFs::new()));
     let db = Db::open("/db", options(&fault)).unwrap();
     for i in 0..4000 {
@@ -61,6 +62,12 @@ fn tables_written_by_flush_and_compaction_are_installed_warm() {
     }
     db.flush().unwrap();
     settle(&db);
+    (fault, db)
+}
+
+#[test]
+fn tables_written_by_flush_and_compaction_are_installed_warm() {
+    let (fault, db) = filled();
     // Flushes and the compactions they started wrote every table there is.
     let tables = db.stats().files.len();
     assert!(tables >= 8, "only {tables} tables");
@@ -97,13 +104,7 @@ fn tables_written_by_flush_and_compaction_are_installed_warm() {
 fn tables_opened_again_after_a_reopen_are_cold_and_the_count_shows_it() {
     // The check above can see a cold table: after a reopen, which writes no table, each
     // table's first lookup reads its filter.
-    let fault = FaultFs::new(Arc::new(MemFs::new()));
-    let db = Db::open("/db", options(&fault)).unwrap();
-    for i in 0..4000 {
-        db.put(&key(i), format!("value{i}").as_bytes()).unwrap();
-    }
-    db.flush().unwrap();
-    settle(&db);
+    let (fault, db) = filled();
     db.close().unwrap();
     let db = Db::open("/db", options(&fault)).unwrap();
     let tables = db.stats().files.len() as u64;

@@ -228,11 +228,13 @@ pub fn open(name: &str, dir: &Path, s: &Settings) -> Result<Box<dyn Engine>> {
             };
             Ok(Box::new(strata_engine::StrataEngine::open(dir, &s, false)?))
         }
-        WRONG => Ok(Box::new(strata_engine::Wrong(
+        WRONG => Ok(Box::new(strata_engine::Faulty(
             strata_engine::StrataEngine::open(dir, s, false)?,
+            strata_engine::Fault::DropKeys,
         ))),
-        STALE => Ok(Box::new(strata_engine::Stale(
+        STALE => Ok(Box::new(strata_engine::Faulty(
             strata_engine::StrataEngine::open(dir, s, false)?,
+            strata_engine::Fault::StaleValues,
         ))),
         #[cfg(feature = "compare")]
         "rocksdb" => Ok(Box::new(rocksdb_engine::RocksEngine::open(dir, s)?)),

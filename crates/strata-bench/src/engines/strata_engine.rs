@@ -213,66 +213,37 @@ fn table_files(dir: &Path, asked: Compression) -> Result<String> {
     ))
 }
 
-/// Strata with every 997th key of a write dropped: the answer check's own test engine.
-pub struct Wrong(pub StrataEngine);
-
-fn dropped(key: &[u8]) -> bool {
-    let n = key
-        .iter()
-        .fold(0u64, |n, &b| n.wrapping_mul(31).wrapping_add(u64::from(b)));
-    n % 997 == 0
+/// How a [`Faulty`] engine answers wrongly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Every 997th key (by a hash) is dropped on the way in.
+    DropKeys,
+    /// Every 97th key (by another hash) keeps its first version: later writes of it are
+    /// ignored, so lookups and scans answer a stale value of the right length.
+    StaleValues,
 }
 
-impl Engine for Wrong {
+/// Strata that answers wrongly on purpose: the answer check's own test engines.
+pub struct Faulty(pub StrataEngine, pub Fault);
+
+fn hashed(key: &[u8], seed: u64, multiplier: u64) -> u64 {
+    key.iter().fold(seed, |n, &b| {
+        n.wrapping_mul(multiplier).wrapping_add(u64::from(b))
+    })
+}
+
+impl Engine for Faulty {
     fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
-        match dropped(key) {
+        let skip = match self.1 {
+            Fault::DropKeys => hashed(key, 0, 31).is_multiple_of(997),
+            Fault::StaleValues => {
+                hashed(key, 7, 131).is_multiple_of(97) && self.0.get(key)?.is_some()
+            }
+        };
+        match skip {
             true => Ok(()),
             false => self.0.put(key, value, sync),
         }
-    }
-    fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
-        self.0.get(key)
-    }
-    fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
-        self.0.delete(key, sync)
-    }
-    fn scan(
-        &self,
-        start: Start<'_>,
-        limit: u64,
-        visit: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<u64> {
-        self.0.scan(start, limit, visit)
-    }
-    fn seek(&self, key: &[u8], landed: &mut dyn FnMut(&[u8])) -> Result<bool> {
-        self.0.seek(key, landed)
-    }
-    fn wait_for_compaction(&self) -> Result<()> {
-        self.0.wait_for_compaction()
-    }
-    fn compact(&self) -> Result<()> {
-        self.0.compact()
-    }
-}
-
-/// Strata that keeps the first version of every 97th key (by a hash) and ignores later
-/// writes of it: lookups and scans of those keys answer a stale value of the right length.
-/// The answer check's own test engine for values.
-pub struct Stale(pub StrataEngine);
-
-fn kept_stale(key: &[u8]) -> bool {
-    let n = key
-        .iter()
-        .fold(7u64, |n, &b| n.wrapping_mul(131).wrapping_add(u64::from(b)));
-    n % 97 == 0
-}
-
-impl Engine for Stale {
-    fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
-        if kept_stale(key) && self.0.get(key)?.is_some() {
-            return Ok(());
-        }
-        self.0.put(key, value, sync)
     }
     fn get(&self, key: &[u8]) -> Result<Option<Seen>> {
         self.0.get(key)
