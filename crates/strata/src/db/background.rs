@@ -296,6 +296,7 @@ impl DbInner {
                 .map_err(io_err("fsync", &self.dir));
         }
         let remove_tables = |files: &[NewFile]| {
+            self.store.forget_warmed(files.iter().map(|f| f.number));
             for f in files {
                 let _ = self
                     .store
@@ -544,11 +545,12 @@ impl DbInner {
             merge: family.opts.merge_operator.as_deref(),
         };
         let job = compaction::run(c, &ctx).and_then(|job| {
-            if job.as_ref().is_some_and(|j| !j.edit.added.is_empty()) {
+            if let Some(j) = job.as_ref().filter(|j| !j.edit.added.is_empty())
+                && let Err(e) = self.store.fs.sync_dir(&self.dir)
+            {
                 self.store
-                    .fs
-                    .sync_dir(&self.dir)
-                    .map_err(io_err("fsync", &self.dir))?;
+                    .forget_warmed(j.edit.added.iter().map(|f| f.number));
+                return Err(io_err("fsync", &self.dir)(e));
             }
             Ok(job)
         });
@@ -570,6 +572,8 @@ impl DbInner {
         };
         if st.family(family.id).is_none() {
             // Dropped meanwhile (by a drop that came during a manual compaction).
+            self.store
+                .forget_warmed(job.edit.added.iter().map(|f| f.number));
             for f in &job.edit.added {
                 let _ = self
                     .store

@@ -856,15 +856,21 @@ impl DbInner {
     /// never see a memtable and the table made of it together, where a merge would find
     /// its operands twice).
     fn log_and_apply_unpublished(&self, st: &mut State, mut edit: VersionEdit) -> Result<()> {
+        // Warm tables of the edit that no version took (it failed) are let go after.
+        let added: Vec<FileNumber> = edit.added.iter().map(|f| f.number).collect();
         // After a failure nothing more is logged: the state on disk stays as the failure
         // left it, for the next open to recover.
-        if let Some(e) = &st.bg_error {
-            return Err(Error::Poisoned(e.to_string()));
-        }
-        edit.last_sequence = Some(st.last_allocated);
-        st.versions
-            .log_and_apply(edit)
-            .inspect_err(|e| self.poison(st, e))
+        let result = match &st.bg_error {
+            Some(e) => Err(Error::Poisoned(e.to_string())),
+            None => {
+                edit.last_sequence = Some(st.last_allocated);
+                st.versions
+                    .log_and_apply(edit)
+                    .inspect_err(|e| self.poison(st, e))
+            }
+        };
+        self.store.forget_warmed(added.into_iter());
+        result
     }
 
     fn poison(&self, st: &mut State, e: &Error) {

@@ -35,6 +35,16 @@ pub(crate) fn read_all(requests: &[ReadRequest]) -> Option<Vec<io::Result<Vec<u8
         let slot = cell.get_or_insert_with(|| io_uring::IoUring::new(64).ok());
         let ring = slot.as_mut()?;
         match uring::read_all(ring, requests) {
+            // A kernel whose rings lack the read operation (before 5.6) refuses every read
+            // as invalid: read one at a time on this thread from now on.
+            Ok(answers)
+                if answers.iter().all(|a| {
+                    a.as_ref().err().and_then(io::Error::raw_os_error) == Some(libc::EINVAL)
+                }) =>
+            {
+                *slot = None;
+                None
+            }
             Ok(answers) => Some(answers),
             Err(uring::Broken) => {
                 // The ring's reads may still land in buffers it leaked on purpose: never use

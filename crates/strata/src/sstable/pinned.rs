@@ -44,10 +44,15 @@ impl PinBudget {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// Records that `table` now holds `bytes` of pinned blocks, and lets other tables' blocks
-    /// go while the bytes held are over the budget.
-    pub(crate) fn admit(&self, table: &Arc<Table>, bytes: usize) {
+    /// Counts `bytes` a table is about to hold, before it holds them: a clock hand that lets
+    /// the table's blocks go meanwhile then gives back only bytes already counted.
+    pub(crate) fn charge(&self, bytes: usize) {
         self.held.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records that `table` holds the blocks [`PinBudget::charge`] counted, and lets other
+    /// tables' blocks go while the bytes held are over the budget.
+    pub(crate) fn admit(&self, table: &Arc<Table>) {
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         tables.retain(|t| t.strong_count() > 0);
         tables.push_back(Arc::downgrade(table));

@@ -544,10 +544,13 @@ impl Table {
         drop(held);
         let value = Arc::new(read(self)?);
         self.used.store(true, atomic::Ordering::Relaxed);
+        if let Some(budget) = &self.budget {
+            budget.charge(size(&value));
+        }
         slot.store(Some(value.clone()));
         drop(loading);
         if let Some(budget) = &self.budget {
-            budget.admit(self, size(&value));
+            budget.admit(self);
         }
         Ok(Held(Guard::from_inner(Some(value))))
     }
