@@ -287,7 +287,8 @@ struct Candidate<'a> {
     level: usize,
     file: &'a Arc<FileMeta>,
     table: Option<&'a Table>,
-    handle: Result<BlockHandle>,
+    /// `Ok(None)`: the filter passed the key, and the index names no block for it.
+    handle: Result<Option<BlockHandle>>,
     place: u32,
 }
 
@@ -349,23 +350,13 @@ impl<'a> Probes<'a> {
         // for the keys the filter passes.
         for (i, f, t, filter) in self.tables.drain(..) {
             let place = self.consulted.get(i).map_or(0, |c| c - 1);
-            let found = t
-                .may_contain(&filter, lookup(i), key(i), fill_cache)
-                .and_then(|maybe| match maybe {
-                    true => {
-                        let h = t
-                            .index()
-                            .and_then(|root| t.find_data_block(&root, lookup(i), fill_cache));
-                        if matches!(h, Ok(None)) {
-                            t.false_positive();
-                        }
-                        h
-                    }
-                    false => Ok(None),
-                });
-            let handle = match found {
-                Ok(Some(h)) => Ok(h),
-                Ok(None) => continue,
+            // The filter's answer, then the index's: a false positive of the filter counts
+            // only if the search reaches this file (a newer one may answer the key).
+            let handle = match t.may_contain(&filter, lookup(i), key(i), fill_cache) {
+                Ok(false) => continue,
+                Ok(true) => t
+                    .index()
+                    .and_then(|root| t.find_data_block(&root, lookup(i), fill_cache)),
                 Err(e) => Err(e),
             };
             self.candidates.push(Candidate {
@@ -387,7 +378,7 @@ impl<'a> Probes<'a> {
         self.blocks.resize(self.candidates.len(), None);
         self.reads.clear();
         for (c, cand) in self.candidates.iter().enumerate() {
-            let (Ok(h), Some(t)) = (&cand.handle, cand.table) else {
+            let (Ok(Some(h)), Some(t)) = (&cand.handle, cand.table) else {
                 continue;
             };
             let h = *h;
@@ -396,7 +387,7 @@ impl<'a> Probes<'a> {
                 let same = self.reads.iter().position(|&(d, _, _)| {
                     self.candidates.get(d).is_some_and(|o| {
                         o.table.is_some_and(|ot| std::ptr::eq(ot, t))
-                            && o.handle.as_ref().is_ok_and(|oh| oh.offset == h.offset)
+                            && matches!(o.handle, Ok(Some(oh)) if oh.offset == h.offset)
                     })
                 });
                 self.reads.push((c, read, same));
@@ -420,7 +411,7 @@ impl<'a> Probes<'a> {
             let block = match same {
                 None => {
                     let Some(answer) = answers.next() else { break };
-                    let Some((t, &Ok(h))) = self
+                    let Some((t, &Ok(Some(h)))) = self
                         .candidates
                         .get(c)
                         .and_then(|c| Some((c.table?, &c.handle)))
@@ -484,14 +475,18 @@ impl<'a> Probes<'a> {
                 std::mem::replace(&mut cand.handle, Err(Error::Closed)),
                 cand.table,
             ) {
-                (Ok(h), Some(t)) => (h, t),
+                (Ok(Some(h)), Some(t)) => (h, t),
+                (Ok(None), Some(t)) => {
+                    t.false_positive();
+                    continue;
+                }
                 (Err(e), _) => {
                     *o = Some(Err(e));
                     continue;
                 }
                 (Ok(_), None) => continue,
             };
-            cand.handle = Ok(h);
+            cand.handle = Ok(Some(h));
             let block = match self.blocks.get_mut(c).and_then(Option::take) {
                 Some(b) => Ok(b),
                 None => t.read_block(h, fill_cache),
