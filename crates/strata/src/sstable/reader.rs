@@ -443,9 +443,24 @@ impl Table {
         Ok(block)
     }
 
-    /// The read that [`Table::read_block`] of `handle` would make with `pread`, for a batch
-    /// to make it together with others ([`super::parallel_read`]): `None` when the block is
-    /// cached, would be read in place from the mapping, or the file has no descriptor.
+    /// The block of `handle` if the cache holds it.
+    pub(crate) fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
+        self.cache.get(&(self.number.0, handle.offset))
+    }
+
+    /// [`Table::read_block`] of a block the caller found missing from the cache.
+    pub(crate) fn read_uncached(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        self.load_block(handle, fill_cache, false)
+    }
+
+    /// The read that [`Table::read_uncached`] of `handle` would make with `pread`, for a
+    /// batch to make it together with others ([`super::parallel_read`]): `None` when the
+    /// block would be read in place from the mapping, or the file has no descriptor. The
+    /// caller has found the block missing from the cache.
     pub(crate) fn pread_of(&self, handle: BlockHandle, fill_cache: bool) -> Option<ReadRequest> {
         let fd = self.file.raw_fd()?;
         if let Some((pages, table)) = &self.mapped
@@ -456,9 +471,6 @@ impl Table {
             if pages.holds_all() || table.is_resident(start, len) {
                 return None;
             }
-        }
-        if self.cache.get(&(self.number.0, handle.offset)).is_some() {
-            return None;
         }
         Some(ReadRequest {
             fd,

@@ -382,7 +382,11 @@ impl<'a> Probes<'a> {
                 continue;
             };
             let h = *h;
-            if let Some(read) = t.pread_of(h, fill_cache) {
+            // One look at the cache a block: a hit is taken at once.
+            if let Some(b) = t.cached_block(h) {
+                crate::prefetch::line(Arc::as_ptr(&b));
+                self.blocks[c] = Some(b);
+            } else if let Some(read) = t.pread_of(h, fill_cache) {
                 // Two keys in one block read it once.
                 let same = self.reads.iter().position(|&(d, _, _)| {
                     self.candidates.get(d).is_some_and(|o| {
@@ -391,7 +395,7 @@ impl<'a> Probes<'a> {
                     })
                 });
                 self.reads.push((c, read, same));
-            } else if let Ok(b) = t.read_block(h, fill_cache) {
+            } else if let Ok(b) = t.read_uncached(h, fill_cache) {
                 crate::prefetch::line(Arc::as_ptr(&b));
                 self.blocks[c] = Some(b);
             }
