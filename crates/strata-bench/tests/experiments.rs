@@ -236,12 +236,12 @@ fn policies_writes_less_under_tiering_and_keeps_each_policys_shape() {
         "tiering should write less than leveling: {text}"
     );
     for r in &rows {
-        // The updates' flushes alone write each byte once; the older versions they leave
-        // make the tree larger than after the fill.
+        // The updates' flushes alone write each byte once, and the live data stays the size
+        // it was, so the tree holds at least every byte put. Whether older versions are
+        // still there when the updates end depends on when compactions ran, so this does
+        // not compare the space with the space after the fill.
         assert!(number(r, "update_write_amplification") >= 1.0, "{r:?}");
-        assert!(
-            number(r, "space_after_updates") > number(r, "space_amplification"),
-            "{r:?}"
-        );
+        assert!(number(r, "space_after_updates") >= 1.0, "{r:?}");
+        assert!(number(r, "space_amplification") >= 1.0, "{r:?}");
     }
 }
