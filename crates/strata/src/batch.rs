@@ -7,18 +7,12 @@
 #![deny(clippy::indexing_slicing)]
 
 use crate::coding::{Reader, put_len_prefixed, put_varint, varint_len};
-use crate::db::ColumnFamily;
 use crate::error::{DecodeError, Error, Result};
-use crate::key::{SeqNo, ValueKind};
+use crate::key::{MAX_KEY_BYTES, MAX_VALUE_BYTES, SeqNo, ValueKind};
 
 const HEADER_BYTES: usize = 12;
 /// Set in an op's kind byte when a column family id follows it.
 const FAMILY_FLAG: u8 = 0x80;
-
-/// The largest key accepted, in bytes.
-pub const MAX_KEY_BYTES: usize = 64 * 1024;
-/// The largest value accepted, in bytes.
-pub const MAX_VALUE_BYTES: usize = 64 * 1024 * 1024;
 
 /// A group of puts and deletes applied atomically: after any crash, all of it or none of it.
 ///
@@ -74,32 +68,32 @@ impl WriteBatch {
         self.put_kind(0, ValueKind::Value, key, value);
     }
 
-    /// [`WriteBatch::put`] into column family `cf`.
-    pub fn put_cf(&mut self, cf: &ColumnFamily, key: &[u8], value: &[u8]) {
-        self.put_kind(cf.id(), ValueKind::Value, key, value);
+    /// [`WriteBatch::put`] in column family `family` (its id).
+    pub(crate) fn put_in(&mut self, family: u32, key: &[u8], value: &[u8]) {
+        self.put_kind(family, ValueKind::Value, key, value);
     }
 
-    /// [`WriteBatch::delete`] in column family `cf`.
-    pub fn delete_cf(&mut self, cf: &ColumnFamily, key: &[u8]) {
+    /// [`WriteBatch::delete`] in column family `family` (its id).
+    pub(crate) fn delete_in(&mut self, family: u32, key: &[u8]) {
         self.check(key, None);
-        self.push_kind(cf.id(), ValueKind::Delete);
+        self.push_kind(family, ValueKind::Delete);
         put_len_prefixed(&mut self.rep, key);
         self.count += 1;
     }
 
-    /// [`WriteBatch::merge`] in column family `cf`, folded by that family's merge operator.
-    pub fn merge_cf(&mut self, cf: &ColumnFamily, key: &[u8], operand: &[u8]) {
+    /// [`WriteBatch::merge`] in column family `family` (its id).
+    pub(crate) fn merge_in(&mut self, family: u32, key: &[u8], operand: &[u8]) {
         self.merges = true;
-        self.put_kind(cf.id(), ValueKind::Merge, key, operand);
+        self.put_kind(family, ValueKind::Merge, key, operand);
     }
 
-    /// [`WriteBatch::delete_range`] in column family `cf`.
-    pub fn delete_range_cf(&mut self, cf: &ColumnFamily, begin: &[u8], end: &[u8]) {
+    /// [`WriteBatch::delete_range`] in column family `family` (its id).
+    pub(crate) fn delete_range_in(&mut self, family: u32, begin: &[u8], end: &[u8]) {
         if begin > end && self.invalid.is_none() {
             self.invalid = Some("delete_range: begin is after end".into());
         }
         self.check(end, None);
-        self.put_kind(cf.id(), ValueKind::RangeDelete, begin, end);
+        self.put_kind(family, ValueKind::RangeDelete, begin, end);
     }
 
     fn put_kind(&mut self, family: u32, kind: ValueKind, key: &[u8], value: &[u8]) {

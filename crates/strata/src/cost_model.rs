@@ -22,36 +22,9 @@
 //! space amplification is `1 + 1/T` with a leveled last level and `T - 1` for tiering
 //! (every run of the last level may hold a version of every key).
 
-use crate::filter_policy::{false_positive_rate, monkey_bits};
-
-/// How runs are merged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MergePolicy {
-    /// One sorted run per level (LevelDB, RocksDB, Strata today).
-    Leveling,
-    /// Up to `T - 1` runs per level, merged together into the next level when full.
-    Tiering,
-    /// Tiering at every level but the last, which is leveled.
-    LazyLeveling,
-}
-
-impl MergePolicy {
-    /// Every policy, for the tuner.
-    pub const ALL: [MergePolicy; 3] = [
-        MergePolicy::Leveling,
-        MergePolicy::Tiering,
-        MergePolicy::LazyLeveling,
-    ];
-
-    /// The policy's name as `strata tune` prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            MergePolicy::Leveling => "leveling",
-            MergePolicy::Tiering => "tiering",
-            MergePolicy::LazyLeveling => "lazy-leveling",
-        }
-    }
-}
+use crate::filter_policy::monkey_bits;
+pub use crate::options::MergePolicy;
+use crate::sstable::filter::false_positive_rate;
 
 /// A point of the design space.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -10,22 +10,6 @@
 //! to its number of entries (setting the derivative of `sum p_i` under the budget
 //! `sum n_i ln(1/p_i) / ln(2)^2` to zero gives `p_i = c n_i`). Runs whose rate would reach 1
 //! get no filter at all, and their bits go to the others.
-//!
-//! Bits are chosen when a table is written, for the tree's shape as its lookups will see it
-//! over the table's life: the deepest level at its size of the moment, the levels above at
-//! their size capped at their targets, and level-0 files only for level-0 tables (see
-//! [`runs`]). Entries move down the tree and are written again with the bits of their new
-//! level, so the bits the tree holds per entry approach the budget without meeting it
-//! exactly.
-//!
-//! Each table records the bits it was built with in its filter, so reads need nothing new;
-//! the MANIFEST records them too, for [`expected_false_positives`].
-
-use std::sync::Arc;
-
-use crate::compaction::{Compaction, LevelTargets};
-use crate::sstable::TableOptions;
-use crate::version::{FileMeta, Version};
 
 /// How Bloom filter memory is given out, from [`crate::Options::filter_policy`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,23 +49,6 @@ impl FilterPolicy {
 
 /// The most bits per key a table gets, however small its run (the most the options allow).
 const MAX_BITS_PER_KEY: f64 = 64.0;
-
-/// The number of probes a filter of `bits_per_key` makes, as the filter builder chooses it.
-pub(crate) fn probes(bits_per_key: f64) -> u32 {
-    (bits_per_key * std::f64::consts::LN_2)
-        .round()
-        .clamp(1.0, 30.0) as u32
-}
-
-/// The false-positive rate of a filter of `bits_per_key` (1 without bits: such a filter
-/// passes every key).
-pub(crate) fn false_positive_rate(bits_per_key: f64) -> f64 {
-    if bits_per_key <= 0.0 {
-        return 1.0;
-    }
-    let k = f64::from(probes(bits_per_key));
-    (1.0 - (-k / bits_per_key).exp()).powf(k)
-}
 
 /// Monkey's bits per key for runs of `entries` each, spending `total_bits_per_key` times
 /// their sum: `ln(1/p_i) / ln(2)^2` with `p_i` proportional to `entries[i]`, 0 for runs whose
@@ -132,146 +99,10 @@ pub(crate) fn table_bits(policy: FilterPolicy, entries: &[u64], target: usize) -
     }
 }
 
-/// What the allocation knows of the tree's shape besides the version: the level targets and
-/// the write buffer.
-pub(crate) struct TreeModel<'a> {
-    pub targets: &'a LevelTargets,
-    pub buffer_bytes: u64,
-}
-
-/// The sorted runs a table's lookups will probe over its life, as Monkey's allocation sees
-/// them. `add` entries join level `l` (`Some((l, n))`, a compaction's output, whose inputs
-/// `removed` leave their levels) or a new level-0 file (`None`, a flush of a write buffer).
-/// Returns the runs and the index of the one written.
-///
-/// - Levels 1 and down: each level at its size, those above the deepest at most at their
-///   targets. A level above the deepest is over its target only until compaction takes the
-///   excess down: a compaction from level 0 into level 1 swells it to several times its
-///   target, and allocating for that size would give its tables fewer bits than the level
-///   below. An empty level counts for nothing: after an idle merge the one run left gets
-///   the whole budget.
-/// - Level 0 counts only for level-0 tables, each file a run: its files live for seconds,
-///   and a level-1 table allocated beside them would give its bits to runs that are gone
-///   by the time it is read.
-///
-/// The sizes of the moment for every level (`git show 7dab2c1`) gave 4.6 bits per entry for
-/// a budget of 5, and more false positives than uniform bits: a level is at its fullest when
-/// written into; counting level 0 always, at half its trigger, gave 3.7
-/// (docs/DESIGN-SPACE.md).
-pub(crate) fn runs(
-    version: &Version,
-    removed: &[&Arc<FileMeta>],
-    add: Option<(usize, u64)>,
-    model: &TreeModel<'_>,
-) -> (Vec<u64>, usize) {
-    let kept = |f: &&Arc<FileMeta>| !removed.iter().any(|r| Arc::ptr_eq(r, f));
-    let (bytes, entries) = version
-        .files()
-        .fold((0u64, 0u64), |(b, n), (_, f)| (b + f.size, n + f.entries));
-    let entry_bytes = bytes.checked_div(entries).map_or(128, |b| b.max(1));
-    let mut level_entries: Vec<u64> = version
-        .levels
-        .iter()
-        .map(|files| files.iter().filter(kept).map(|f| f.entries).sum())
-        .collect();
-    if let Some((l, n)) = add {
-        level_entries[l] += n;
-    }
-    let deepest = (1..level_entries.len())
-        .rev()
-        .find(|&l| level_entries[l] > 0)
-        .unwrap_or(0);
-    let mut runs = Vec::new();
-    let mut target = 0;
-    if add.is_none() {
-        runs.push((model.buffer_bytes / entry_bytes).max(1));
-        runs.extend(
-            version.levels[0]
-                .iter()
-                .filter(kept)
-                .map(|f| f.entries.max(1)),
-        );
-    }
-    for (l, &n) in level_entries.iter().enumerate().take(deepest + 1).skip(1) {
-        if add.is_some_and(|(al, _)| al == l) {
-            target = runs.len();
-        }
-        let size = if l == deepest {
-            n
-        } else {
-            n.min(model.targets.target_bytes(l) / entry_bytes)
-        };
-        runs.push(size.max(1));
-    }
-    (runs, target)
-}
-
-/// `base` with the filter bits of a flush of a memtable into level 0 of `version`.
-pub(crate) fn flush_options(
-    policy: FilterPolicy,
-    base: &TableOptions,
-    version: &Version,
-    model: &TreeModel<'_>,
-) -> TableOptions {
-    let (runs, target) = runs(version, &[], None, model);
-    TableOptions {
-        bloom_bits_per_key: table_bits(policy, &runs, target),
-        ..base.clone()
-    }
-}
-
-/// `base` with the filter bits of the output of compaction `c`, whose level will hold what it
-/// holds now but `c`'s files from it, with all of `c`'s input entries.
-pub(crate) fn compaction_options(
-    policy: FilterPolicy,
-    base: &TableOptions,
-    c: &Compaction,
-    model: &TreeModel<'_>,
-) -> TableOptions {
-    let removed: Vec<&Arc<FileMeta>> = c.input_files().map(|(_, f)| f).collect();
-    let entries = removed.iter().map(|f| f.entries).sum();
-    let (runs, target) = runs(
-        &c.version,
-        &removed,
-        Some((c.output_level(), entries)),
-        model,
-    );
-    TableOptions {
-        bloom_bits_per_key: table_bits(policy, &runs, target),
-        ..base.clone()
-    }
-}
-
-/// The bits per key of `files`, averaged over their entries (`None` without entries).
-pub(crate) fn level_bits(files: &[Arc<FileMeta>], fallback_bits: f64) -> Option<f64> {
-    let entries: u64 = files.iter().map(|f| f.entries).sum();
-    let bits: f64 = files
-        .iter()
-        .map(|f| f.filter_bits().unwrap_or(fallback_bits) * f.entries as f64)
-        .sum();
-    (entries > 0).then(|| bits / entries as f64)
-}
-
-/// The expected number of tables a lookup of a missing key reads a block of in vain: the sum
-/// over sorted runs of their false-positive rates, each level's being the average of its
-/// files' weighted by entries (a key falls in one file's range). Files whose bits the
-/// MANIFEST does not record (written before it did) count with `fallback_bits`.
-pub(crate) fn expected_false_positives(version: &Version, fallback_bits: f64) -> f64 {
-    let rate = |f: &Arc<FileMeta>| false_positive_rate(f.filter_bits().unwrap_or(fallback_bits));
-    let mut sum: f64 = version.levels[0].iter().map(rate).sum();
-    for files in version.levels.iter().skip(1) {
-        let entries: u64 = files.iter().map(|f| f.entries).sum();
-        if entries > 0 {
-            let weighted: f64 = files.iter().map(|f| rate(f) * f.entries as f64).sum();
-            sum += weighted / entries as f64;
-        }
-    }
-    sum
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sstable::filter::false_positive_rate;
 
     fn spent(entries: &[u64], bits: &[f64]) -> f64 {
         entries.iter().zip(bits).map(|(&n, b)| n as f64 * b).sum()

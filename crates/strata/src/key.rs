@@ -6,6 +6,11 @@
 
 use std::cmp::Ordering;
 
+/// The largest key accepted, in bytes.
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+/// The largest value accepted, in bytes.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024 * 1024;
+
 /// A sequence number: the position of a write in the total order of all writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct SeqNo(pub u64);

@@ -70,21 +70,22 @@ mod snapshot;
 mod sstable;
 mod stats;
 mod version;
+mod wal;
 
 pub use backup::{BackupEngine, BackupInfo, NewBackup};
-pub use batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES, WriteBatch};
+pub use batch::WriteBatch;
 pub use compaction_filter::{CompactionFilter, FilterDecision};
-pub use cost_model::MergePolicy;
-pub use db::{ColumnFamily, Db, DbIterator, Scan, Transaction};
+pub use db::{ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction};
 pub use error::{Error, Result};
 #[cfg(feature = "test-util")]
 pub use fault::{FaultFs, FaultOp};
 pub use filter_policy::FilterPolicy;
 pub use fs::{FileLock, FileSystem, MemFs, PendingSync, RandomAccessFile, StdFs, WritableFile};
+pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use log::RecoveryMode;
 pub use memory::process_memory_limit;
 pub use merge::MergeOperator;
-pub use options::{Options, ReadOptions, WriteOptions};
+pub use options::{MergePolicy, Options, WriteOptions};
 pub use snapshot::Snapshot;
 pub use sstable::{Compression, FilterKind, IndexKind};
 pub use stats::{FamilyStats, FileInfo, LevelStats, Stats};

@@ -33,12 +33,12 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::batch::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{
     FileNumber, SeqNo, ValueKind, compare_internal, pack_trailer, parse_internal_key, user_key,
 };
+use crate::key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::mutex::lock;
 use crate::range_del::{Fragmented, RangeTombstone};
 

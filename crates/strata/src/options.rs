@@ -6,7 +6,6 @@ use std::time::Duration;
 use crate::filter_policy::FilterPolicy;
 use crate::fs::{FileSystem, StdFs};
 use crate::log::RecoveryMode;
-use crate::snapshot::Snapshot;
 use crate::sstable::{Compression, FilterKind, IndexKind};
 
 /// How a database is opened and shaped. `Options::default()` suits most uses.
@@ -94,7 +93,7 @@ pub struct Options {
     /// (`read_triggered_compaction` is ignored), which would undo the policy's trade, and
     /// the idle merge judges the tree by its levels. The policy is not stored in the
     /// database: open it with the same one.
-    pub merge_policy: crate::MergePolicy,
+    pub merge_policy: MergePolicy,
     /// Target bytes of level 1; level `n` aims at this times `T^(n-1)` (256 MiB, as RocksDB's
     /// `max_bytes_for_level_base`: with level 0 merged down several 64 MiB memtables at a
     /// time, a smaller level 1 is rewritten into level 2 after nearly every level-0
@@ -195,7 +194,7 @@ impl Default for Options {
             table_pinned_bytes: default_pinned_bytes(),
             table_map_bytes: default_map_bytes(),
             size_ratio: 10,
-            merge_policy: crate::MergePolicy::Leveling,
+            merge_policy: MergePolicy::Leveling,
             level1_max_bytes: 256 << 20,
             target_file_size: 16 << 20,
             level0_compaction_trigger: 8,
@@ -256,17 +255,31 @@ pub struct WriteOptions {
     pub sync: bool,
 }
 
-/// How a read is made.
-#[derive(Debug, Clone, Default)]
-pub struct ReadOptions {
-    /// Read the state as of this snapshot instead of the latest.
-    pub snapshot: Option<Snapshot>,
-    /// Iterators start at this key (inclusive).
-    pub lower_bound: Option<Vec<u8>>,
-    /// Iterators end before this key (exclusive).
-    pub upper_bound: Option<Vec<u8>>,
-    /// Keep blocks read for this operation out of the block cache (for large scans).
-    pub skip_cache: bool,
-    /// The column family to read (`None`: the default one).
-    pub family: Option<crate::ColumnFamily>,
+/// How runs are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergePolicy {
+    /// One sorted run per level (LevelDB, RocksDB, and Strata by default).
+    Leveling,
+    /// Up to `T - 1` runs per level, merged together into the next level when full.
+    Tiering,
+    /// Tiering at every level but the last, which is leveled.
+    LazyLeveling,
+}
+
+impl MergePolicy {
+    /// Every policy, for the tuner.
+    pub const ALL: [MergePolicy; 3] = [
+        MergePolicy::Leveling,
+        MergePolicy::Tiering,
+        MergePolicy::LazyLeveling,
+    ];
+
+    /// The policy's name as `strata tune` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MergePolicy::Leveling => "leveling",
+            MergePolicy::Tiering => "tiering",
+            MergePolicy::LazyLeveling => "lazy-leveling",
+        }
+    }
 }

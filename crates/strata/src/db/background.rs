@@ -6,13 +6,11 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::family::Family;
-use super::write::QueuedWrite;
-use super::{DbInner, State, parse_file_name};
+use super::queue::QueuedWrite;
+use super::state::{DbInner, State, parse_file_name};
 use crate::compaction::{self, Compaction, JobContext};
 use crate::error::{Error, Result};
-use crate::filter_policy;
 use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, ValueKind, parse_internal_key};
-use crate::log::{LogKind, LogWriter, header_record};
 use crate::memtable::MemTable;
 use crate::merge::MergeOperator;
 use crate::mutex::lock;
@@ -21,26 +19,6 @@ use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
 use crate::version::set::VersionSet;
 use crate::version::{TableStore, io_err, table_file_name, wal_file_name};
-
-pub(super) fn create_wal(store: &TableStore, number: FileNumber) -> Result<LogWriter> {
-    create_wal_in(store.fs.as_ref(), &store.dir, number)
-}
-
-/// [`create_wal`] in any directory: a checkpoint's too.
-pub(super) fn create_wal_in(
-    fs: &dyn crate::fs::FileSystem,
-    dir: &std::path::Path,
-    number: FileNumber,
-) -> Result<LogWriter> {
-    let path = dir.join(wal_file_name(number));
-    let file = fs.create_log(&path).map_err(io_err("create", &path))?;
-    let mut w = LogWriter::new(file, path);
-    w.add_record(&header_record(LogKind::Wal))?;
-    w.flush()?;
-    // The WAL's directory entry must be durable before synced writes land in it.
-    fs.sync_dir(dir).map_err(io_err("fsync", dir))?;
-    Ok(w)
-}
 
 /// Writes a memtable of column family `family` to a new level-0 SST while the database
 /// opens, and describes it for an edit.
@@ -51,7 +29,7 @@ pub(super) fn write_level0(
     mem: &Arc<MemTable>,
 ) -> Result<NewFile> {
     let number = versions.new_file_number();
-    let opts = filter_policy::flush_options(
+    let opts = compaction::flush_options(
         family.opts.filter_policy,
         &family.table_options,
         &versions.current(family.id),
@@ -240,7 +218,7 @@ impl DbInner {
             .collect();
         for (family, mem) in waiting {
             let number = st.versions.new_file_number();
-            let table_options = filter_policy::flush_options(
+            let table_options = compaction::flush_options(
                 family.opts.filter_policy,
                 &family.table_options,
                 &st.versions.current(family.id),
@@ -526,7 +504,7 @@ impl DbInner {
         // otherwise pile up in level 0 behind a job that rewrites the whole tree.
         let started_at = self.visible.load(Ordering::Acquire);
         let cancel = || c.idle_merge && self.visible.load(Ordering::Acquire) != started_at;
-        let table_options = filter_policy::compaction_options(
+        let table_options = compaction::compaction_options(
             family.opts.filter_policy,
             &family.table_options,
             c,
@@ -644,7 +622,7 @@ impl DbInner {
         end: Option<&[u8]>,
     ) -> Result<()> {
         let current = || lock(&self.state).versions.current(family.id);
-        if family.targets.policy != crate::MergePolicy::Leveling {
+        if family.targets.policy != crate::options::MergePolicy::Leveling {
             return self.manual_compaction_tiered(family, &current());
         }
         let deepest = {

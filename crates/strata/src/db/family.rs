@@ -12,14 +12,25 @@ use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
-use super::SuperVersion;
+use crate::batch::WriteBatch;
 use crate::compaction::LevelTargets;
-use crate::filter_policy::TreeModel;
-use crate::key::NUM_LEVELS;
+use crate::compaction::TreeModel;
+use crate::key::{NUM_LEVELS, SeqNo};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sstable::TableOptions;
-use crate::version::ReadCompaction;
+use crate::version::{ReadCompaction, Version};
+
+/// What readers see: the memtables and the level structure, installed together.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables, newest first.
+    pub imm: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
+    /// The newest sequence number up to which the flushes and compactions behind these
+    /// tables folded or dropped versions: a read below it could miss what it should see.
+    pub horizon: SeqNo,
+}
 
 /// A column family's fixed part: what it is and how its tree is built.
 pub(crate) struct Family {
@@ -128,5 +139,28 @@ impl std::fmt::Debug for ColumnFamily {
             .field("name", &self.family.name)
             .field("id", &self.family.id)
             .finish()
+    }
+}
+
+/// Writes into a named column family; the WAL record names the family's id.
+impl WriteBatch {
+    /// [`WriteBatch::put`] into column family `cf`.
+    pub fn put_cf(&mut self, cf: &ColumnFamily, key: &[u8], value: &[u8]) {
+        self.put_in(cf.id(), key, value);
+    }
+
+    /// [`WriteBatch::delete`] in column family `cf`.
+    pub fn delete_cf(&mut self, cf: &ColumnFamily, key: &[u8]) {
+        self.delete_in(cf.id(), key);
+    }
+
+    /// [`WriteBatch::merge`] in column family `cf`, folded by that family's merge operator.
+    pub fn merge_cf(&mut self, cf: &ColumnFamily, key: &[u8], operand: &[u8]) {
+        self.merge_in(cf.id(), key, operand);
+    }
+
+    /// [`WriteBatch::delete_range`] in column family `cf`.
+    pub fn delete_range_cf(&mut self, cf: &ColumnFamily, begin: &[u8], end: &[u8]) {
+        self.delete_range_in(cf.id(), begin, end);
     }
 }

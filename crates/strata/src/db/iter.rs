@@ -3,13 +3,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use super::{DbInner, SuperVersion};
+use super::family::SuperVersion;
+use super::read_options::ReadOptions;
+use super::state::DbInner;
 use crate::error::{Error, Result};
 use crate::iter::BoxedIter;
 use crate::iter::db_iter::DbIter;
 use crate::iter::level::LevelIterator;
 use crate::iter::merge::MergingIterator;
-use crate::options::ReadOptions;
 use crate::snapshot::Snapshot;
 use crate::version::Version;
 

@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::family::Family;
-use super::{DbInner, SuperVersion};
+use super::family::SuperVersion;
+use super::read_options::ReadOptions;
+use super::state::DbInner;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator as _;
 use crate::key::{
@@ -13,10 +15,19 @@ use crate::key::{
 };
 use crate::memtable::Lookup;
 use crate::mutex::lock;
-use crate::options::ReadOptions;
 use crate::range_del::Fragmented;
 use crate::sstable::reader::TableEntry;
 use crate::version::{Probes, ReadCompaction};
+
+impl DbInner {
+    /// The column family a read names.
+    pub(super) fn family_of<'a>(&'a self, options: &'a ReadOptions) -> &'a Arc<Family> {
+        options
+            .family
+            .as_ref()
+            .map_or(&self.default, |cf| &cf.family)
+    }
+}
 
 /// Keys [`Db::get_many`] looks up together.
 pub(super) const GET_MANY_BATCH: usize = 32;
@@ -350,7 +361,7 @@ impl DbInner {
         }
         let mut st = lock(&self.state);
         if let Some(f) = st.family_mut(family)
-            && f.family.targets.policy == crate::MergePolicy::Leveling
+            && f.family.targets.policy == crate::options::MergePolicy::Leveling
             && f.read_compaction.is_none()
         {
             f.read_compaction = Some(rc);

@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use super::background::{create_wal, write_level0};
+use super::Db;
+use super::background::write_level0;
+use super::family::SuperVersion;
 use super::family::{Family, FamilyState};
-use super::{Counters, Db, DbInner, State, SuperVersion, parse_file_name};
+use super::state::{Counters, DbInner, State, parse_file_name};
 use crate::batch::{WriteBatch, decode_record};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -24,6 +26,7 @@ use crate::sstable::pinned::PinBudget;
 use crate::version::edit::VersionEdit;
 use crate::version::set::VersionSet;
 use crate::version::{TableStore, io_err, table_file_name, wal_file_name};
+use crate::wal::create_wal;
 
 impl Db {
     /// Opens the database in `path`, creating it when `options.create_if_missing` is set.

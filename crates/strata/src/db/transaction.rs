@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, RangeBounds};
 
 use super::Db;
-use super::write::QueuedWrite;
+use super::queue::QueuedWrite;
+use super::read_options::ReadOptions;
 use crate::batch::WriteBatch;
 use crate::error::Result;
-use crate::options::{ReadOptions, WriteOptions};
+use crate::options::WriteOptions;
 use crate::snapshot::Snapshot;
 
 /// An optimistic transaction, begun by [`Db::transaction`].

@@ -5,13 +5,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::background::create_wal;
-use super::{DbInner, State};
+use super::queue::{QueuedWrite, Writer};
+use super::state::{DbInner, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::mutex::lock;
+use crate::wal::create_wal;
 
 /// Batches grouped into one WAL record stop growing past this size.
 const MAX_GROUP_BYTES: usize = 1 << 20;
@@ -49,29 +50,6 @@ fn yield_until_done(w: &Writer) -> bool {
         last = now;
     }
     true
-}
-
-/// What a writer in the queue brings. A memtable switch queues with the batches because it
-/// replaces the WAL, which only the write leader touches.
-pub(super) enum QueuedWrite {
-    Batch(WriteBatch),
-    /// A transaction's writes, written only if none of `keys` was written after `snapshot`.
-    /// It forms a group of its own, so that the check sees every write before it.
-    Checked {
-        batch: WriteBatch,
-        snapshot: SeqNo,
-        keys: Vec<Vec<u8>>,
-    },
-    /// Turn the active memtable immutable (for `flush` and the age timer).
-    SwitchMemtable,
-}
-
-/// A thread in the write queue, waiting for its turn or for the leader to do its write.
-pub(super) struct Writer {
-    kind: QueuedWrite,
-    sync: bool,
-    done: AtomicBool,
-    result: Mutex<Option<Result<()>>>,
 }
 
 impl DbInner {

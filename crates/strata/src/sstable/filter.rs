@@ -7,6 +7,23 @@
 
 use crate::error::DecodeError;
 
+/// The number of probes a filter of `bits_per_key` makes, as the filter builder chooses it.
+pub(crate) fn probes(bits_per_key: f64) -> u32 {
+    (bits_per_key * std::f64::consts::LN_2)
+        .round()
+        .clamp(1.0, 30.0) as u32
+}
+
+/// The false-positive rate of a filter of `bits_per_key` (1 without bits: such a filter
+/// passes every key).
+pub(crate) fn false_positive_rate(bits_per_key: f64) -> f64 {
+    if bits_per_key <= 0.0 {
+        return 1.0;
+    }
+    let k = f64::from(probes(bits_per_key));
+    (1.0 - (-k / bits_per_key).exp()).powf(k)
+}
+
 /// A 64-bit hash of a byte string (multiply-mix over 8-byte words). Written into filters: the
 /// function is frozen for the filter format.
 pub(crate) fn hash64(data: &[u8]) -> u64 {
@@ -64,7 +81,7 @@ impl FilterBuilder {
     }
 
     pub(crate) fn finish(&mut self) -> Vec<u8> {
-        let k = crate::filter_policy::probes(self.bits_per_key) as usize;
+        let k = probes(self.bits_per_key) as usize;
         if self.bits_per_key <= 0.0 {
             self.hashes.clear();
             return vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1];
