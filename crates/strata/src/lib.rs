@@ -42,8 +42,6 @@ mod compaction_filter;
 pub mod cost_model;
 mod db;
 mod error;
-#[cfg(feature = "test-util")]
-mod fault;
 mod filter_policy;
 mod fs;
 #[doc(hidden)]
@@ -77,9 +75,9 @@ pub use batch::WriteBatch;
 pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use db::{ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction};
 pub use error::{Error, Result};
-#[cfg(feature = "test-util")]
-pub use fault::{FaultFs, FaultOp};
 pub use filter_policy::FilterPolicy;
+#[cfg(feature = "test-util")]
+pub use fs::{FaultFs, FaultOp};
 pub use fs::{FileLock, FileSystem, MemFs, PendingSync, RandomAccessFile, StdFs, WritableFile};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use log::RecoveryMode;

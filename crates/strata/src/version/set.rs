@@ -458,7 +458,7 @@ mod tests {
 
     use super::*;
     use crate::cache::BlockCache;
-    use crate::fault::FaultFs;
+    use crate::fs::FaultFs;
     use crate::fs::{FileSystem, MemFs};
     use crate::sstable::mapped::MappedPages;
     use crate::sstable::pinned::PinBudget;
