@@ -1,0 +1,234 @@
+use super::arena::CHUNK_BYTES;
+use super::iter::MemTableIter;
+use super::*;
+use crate::iter::InternalIterator;
+use crate::key::lookup_key;
+use crate::key::user_key;
+
+/// The user key of the entry a memtable cursor is on (test helper).
+fn current_user_key(it: &MemTableIter) -> Vec<u8> {
+    crate::key::user_key(it.key()).to_vec()
+}
+
+#[test]
+fn get_sees_the_newest_visible_version() {
+    let m = MemTable::new(FileNumber(1), 4096);
+    m.add(SeqNo(1), ValueKind::Value, b"k", b"v1");
+    m.add(SeqNo(2), ValueKind::Value, b"k", b"v2");
+    m.add(SeqNo(3), ValueKind::Delete, b"k", b"");
+    assert_eq!(
+        m.get(b"k", SeqNo(1)),
+        Lookup::Found(b"v1".to_vec(), SeqNo(1))
+    );
+    assert_eq!(
+        m.get(b"k", SeqNo(2)),
+        Lookup::Found(b"v2".to_vec(), SeqNo(2))
+    );
+    assert_eq!(m.get(b"k", SeqNo(3)), Lookup::Deleted(SeqNo(3)));
+    assert_eq!(m.get(b"k", SeqNo(0)), Lookup::Absent);
+    assert_eq!(m.get(b"j", SeqNo(9)), Lookup::Absent);
+}
+
+#[test]
+fn hash_lookups_agree_with_the_list_at_every_snapshot() {
+    // A tiny table: few buckets, long chains mixing keys and versions.
+    let m = MemTable::new(FileNumber(1), 64);
+    let mut seq = 0;
+    for round in 0..5u64 {
+        for k in 0..200u64 {
+            if (k + round) % 3 == 0 {
+                continue;
+            }
+            seq += 1;
+            let key = format!("k{k}");
+            let kind = if (k * round) % 7 == 3 {
+                ValueKind::Delete
+            } else {
+                ValueKind::Value
+            };
+            m.add(
+                SeqNo(seq),
+                kind,
+                key.as_bytes(),
+                format!("{round}").as_bytes(),
+            );
+        }
+    }
+    for at in (0..=seq + 1).step_by(37) {
+        for k in 0..210u64 {
+            let key = format!("k{k}");
+            assert_eq!(
+                m.get(key.as_bytes(), SeqNo(at)),
+                m.get_by_list(key.as_bytes(), SeqNo(at)),
+                "key {key} at {at}"
+            );
+        }
+    }
+}
+
+#[test]
+fn large_and_small_entries_share_the_arena() {
+    let m = MemTable::new(FileNumber(1), 4096);
+    let big = vec![7u8; CHUNK_BYTES];
+    for i in 0..3000u64 {
+        let key = format!("{i:06}");
+        let value: &[u8] = if i % 1000 == 0 { &big } else { key.as_bytes() };
+        m.add(SeqNo(i + 1), ValueKind::Value, key.as_bytes(), value);
+    }
+    for i in 0..3000u64 {
+        let key = format!("{i:06}");
+        let want = if i % 1000 == 0 {
+            big.clone()
+        } else {
+            key.clone().into_bytes()
+        };
+        assert!(
+            matches!(m.get(key.as_bytes(), SeqNo::MAX), Lookup::Found(v, _) if v == want),
+            "{key}"
+        );
+    }
+    assert!(m.arena_bytes() >= m.approximate_size());
+    assert!(m.approximate_size() >= 3 * CHUNK_BYTES);
+}
+
+#[test]
+fn iterates_in_order_both_ways() {
+    let m = Arc::new(MemTable::new(FileNumber(1), 4096));
+    for (i, k) in [5u8, 1, 9, 3, 7].iter().enumerate() {
+        m.add(SeqNo(i as u64 + 1), ValueKind::Value, &[*k], b"");
+    }
+    let mut it = m.iter();
+    it.seek_to_first().unwrap();
+    let mut fwd = Vec::new();
+    while it.valid() {
+        fwd.push(current_user_key(&it)[0]);
+        it.next().unwrap();
+    }
+    assert_eq!(fwd, vec![1, 3, 5, 7, 9]);
+    it.seek_to_last().unwrap();
+    let mut back = Vec::new();
+    while it.valid() {
+        back.push(current_user_key(&it)[0]);
+        it.prev().unwrap();
+    }
+    assert_eq!(back, vec![9, 7, 5, 3, 1]);
+    it.seek(&lookup_key(&[4], SeqNo::MAX)).unwrap();
+    assert_eq!(current_user_key(&it), vec![5]);
+}
+
+/// Every key of the table, in list order.
+fn listed_keys(m: &Arc<MemTable>) -> Vec<Vec<u8>> {
+    let mut it = m.iter();
+    it.seek_to_first().unwrap();
+    let mut keys = Vec::new();
+    while it.valid() {
+        keys.push(it.key().to_vec());
+        it.next().unwrap();
+    }
+    keys
+}
+
+#[test]
+fn sort_prefixes_order_keys_as_the_keys_do() {
+    // Short keys over the smallest, a middle and the largest byte, and the same around
+    // the 16-byte mark.
+    let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+    for _ in 0..3 {
+        let longer: Vec<Vec<u8>> = keys
+            .iter()
+            .flat_map(|k| [0u8, 1, 255].map(|b| [k.as_slice(), &[b]].concat()))
+            .collect();
+        keys.extend(longer);
+    }
+    let long: Vec<Vec<u8>> = keys.iter().map(|k| [&[7u8; 14][..], k].concat()).collect();
+    keys.extend(long);
+    let internal: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| crate::key::internal_key(k, SeqNo(1), ValueKind::Value))
+        .collect();
+    for a in &internal {
+        for b in &internal {
+            let (pa, pb) = (sort_prefix(a), sort_prefix(b));
+            if pa != pb {
+                assert_eq!(pa.cmp(&pb), user_key(a).cmp(user_key(b)), "{a:?} {b:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn iterators_see_every_entry_added_before_them_across_batches() {
+    let m = Arc::new(MemTable::new(FileNumber(1), 1 << 20));
+    let mut model = std::collections::BTreeSet::new();
+    let mut x = 7u64;
+    let mut seq = 0;
+    // Batches of several sizes, an iterator after each: some nodes are listed by the
+    // writer's batches, the rest by the iterator.
+    for step in [
+        1usize,
+        100,
+        LIST_BATCH - 1,
+        1,
+        LIST_BATCH + 17,
+        3 * LIST_BATCH,
+        5,
+    ] {
+        for _ in 0..step {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            seq += 1;
+            let key = format!("{:08}", (x >> 33) % 50_000);
+            m.add(SeqNo(seq), ValueKind::Value, key.as_bytes(), b"v");
+            model.insert(crate::key::internal_key(
+                key.as_bytes(),
+                SeqNo(seq),
+                ValueKind::Value,
+            ));
+        }
+        let keys = listed_keys(&m);
+        assert_eq!(keys.len(), model.len());
+        let mut want: Vec<Vec<u8>> = model.iter().cloned().collect();
+        want.sort_by(|a, b| compare_internal(a, b));
+        assert_eq!(keys, want, "after {seq} entries");
+    }
+}
+
+#[test]
+fn concurrent_inserts_and_reads_lose_nothing() {
+    let m = Arc::new(MemTable::new(FileNumber(1), 4096));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                // Together more than a batch, so that batches are listed while other
+                // threads add.
+                for i in 0..(LIST_BATCH as u64 / 2) {
+                    let seq = t * 1_000_000 + i + 1;
+                    let key = format!("{:08}", i * 4 + t);
+                    m.add(SeqNo(seq), ValueKind::Value, key.as_bytes(), key.as_bytes());
+                    assert!(matches!(
+                        m.get(key.as_bytes(), SeqNo::MAX),
+                        Lookup::Found(..)
+                    ));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let total = 4 * (LIST_BATCH as u64 / 2);
+    assert_eq!(m.len(), total);
+    let mut it = m.iter();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    let mut last: Option<Vec<u8>> = None;
+    while it.valid() {
+        if let Some(l) = &last {
+            assert_eq!(compare_internal(l, it.key()), CmpOrdering::Less);
+        }
+        last = Some(it.key().to_vec());
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, total);
+}
