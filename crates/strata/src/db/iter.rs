@@ -62,7 +62,7 @@ pub(super) fn internal_iter(sv: &SuperVersion, fill: bool) -> MergingIterator {
 struct LazyTable {
     file: Arc<crate::version::FileMeta>,
     fill: bool,
-    it: Option<crate::sstable::reader::TableIter>,
+    it: Option<crate::sstable::TableIter>,
 }
 
 impl LazyTable {
@@ -74,7 +74,7 @@ impl LazyTable {
         }
     }
 
-    fn it(&mut self) -> Result<&mut crate::sstable::reader::TableIter> {
+    fn it(&mut self) -> Result<&mut crate::sstable::TableIter> {
         if self.it.is_none() {
             self.it = Some(self.file.table()?.iter(self.fill));
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::InternalIterator;
 use crate::error::Result;
 use crate::key::compare_internal;
-use crate::sstable::reader::TableIter;
+use crate::sstable::TableIter;
 use crate::version::FileMeta;
 
 pub(crate) struct LevelIterator {

@@ -1,6 +1,7 @@
 //! Sorted string tables: the immutable files of the tree. [`format`] has the file layout.
 
 pub(crate) mod block;
+mod block_io;
 pub(crate) mod builder;
 pub(crate) mod filter;
 pub(crate) mod format;
@@ -8,8 +9,12 @@ pub(crate) mod mapped;
 pub(crate) mod parallel_read;
 pub(crate) mod pinned;
 pub(crate) mod reader;
+mod table_iter;
+#[cfg(test)]
+mod tests;
 
 pub use format::{Compression, FilterKind, IndexKind};
+pub(crate) use table_iter::TableIter;
 
 /// How tables are built.
 #[derive(Debug, Clone)]

@@ -1,0 +1,200 @@
+//! How a table reads a block: from the block cache, through its file's mapping, or with a
+//! read of the file (alone, or batched by `parallel_read`), checked and decompressed.
+
+use std::sync::Arc;
+
+use super::block::{Block, BlockData};
+use super::format::{
+    BLOCK_TRAILER_BYTES, BlockHandle, Compression, check_block, decompress_block, unwrap_block,
+};
+use super::mapped::{MappedPages, MappedTable};
+use super::parallel_read::ReadRequest;
+use super::reader::Table;
+use crate::error::{Error, Result};
+use crate::fs::MappedBytes;
+
+impl Table {
+    /// Bytes a block occupies in the file: its contents and trailer.
+    pub(super) fn stored_len(&self, handle: BlockHandle) -> Result<usize> {
+        usize::try_from(handle.size)
+            .ok()
+            .and_then(|s| s.checked_add(BLOCK_TRAILER_BYTES))
+            .ok_or_else(|| Error::corruption(&self.path, handle.offset, "block size overflows"))
+    }
+
+    pub(super) fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+        let len = self.stored_len(handle)?;
+        self.unwrap_read(handle, self.file.read_at(handle.offset, len))
+    }
+
+    /// The block in `stored`, the answer of a read of `handle`'s bytes, checked.
+    pub(super) fn unwrap_read(
+        &self,
+        handle: BlockHandle,
+        stored: std::io::Result<Vec<u8>>,
+    ) -> Result<Vec<u8>> {
+        let stored = stored.map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => Error::corruption(
+                &self.path,
+                handle.offset,
+                "block extends past the end of the file",
+            ),
+            _ => Error::io("read", &self.path, e),
+        })?;
+        unwrap_block(stored).map_err(|e| e.at(&self.path, handle.offset))
+    }
+
+    /// A block read in place from the mapping; checked, as every block read from the file,
+    /// unless it passed its check since its pages were mapped (see `MappedTable::is_checked`).
+    pub(super) fn read_mapped(
+        &self,
+        pages: &MappedPages,
+        table: &MappedTable,
+        handle: BlockHandle,
+    ) -> Result<BlockData> {
+        let past_end = || {
+            Error::corruption(
+                &self.path,
+                handle.offset,
+                "block extends past the end of the file",
+            )
+        };
+        let start = usize::try_from(handle.offset).map_err(|_| past_end())?;
+        let len = self.stored_len(handle)?;
+        let stored = MappedBytes::new(table.map().clone(), start, len).ok_or_else(past_end)?;
+        let verify = !table.is_checked(start, len);
+        let (body, kind) =
+            check_block(stored.bytes(), verify).map_err(|e| e.at(&self.path, handle.offset))?;
+        if verify {
+            table.mark_checked(start, len);
+        }
+        let data = match kind {
+            Compression::None => {
+                let body_len = body.len();
+                BlockData::Mapped(stored.truncated(body_len))
+            }
+            _ => BlockData::Owned(
+                decompress_block(body, kind).map_err(|e| e.at(&self.path, handle.offset))?,
+            ),
+        };
+        pages.touch(table, start, len);
+        Ok(data)
+    }
+
+    pub(crate) fn read_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        self.read_block_in(handle, fill_cache, false)
+    }
+
+    /// Reads a block, from the cache when it is there. A scan stepping to the next block
+    /// (`in_order`) reads it through the mapping: one page fault maps the cached pages of 64
+    /// KiB, the next fifteen blocks or so. A random read is cheaper with `pread` unless the
+    /// page is mapped already, so it reads that way unless the table's mapping says its
+    /// window is resident, or every open table fits in the mapping budget (then each window
+    /// is faulted in once and stays). Reads that skip the cache (compactions,
+    /// checks) read each block once and would only crowd the mapped pages out.
+    ///
+    /// A block read in place does not enter the block cache: the mapping holds it already,
+    /// and a scan's blocks would only evict the blocks point reads come back to.
+    pub(super) fn read_block_in(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        in_order: bool,
+    ) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(&(self.number.0, handle.offset)) {
+            return Ok(b);
+        }
+        self.load_block(handle, fill_cache, in_order)
+    }
+
+    /// Reads a block that is not in the cache, and caches it when `fill_cache` says so and it
+    /// was not read in place.
+    pub(super) fn load_block(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        in_order: bool,
+    ) -> Result<Arc<Block>> {
+        // A random read takes the block in place too when its pages are mapped already:
+        // then it costs no fault, and saves the system call, the copy and the allocation.
+        let resident = |table: &MappedTable| {
+            let start = usize::try_from(handle.offset).ok();
+            let len = self.stored_len(handle).ok();
+            start
+                .zip(len)
+                .is_some_and(|(start, len)| table.is_resident(start, len))
+        };
+        let (data, cache) = match &self.mapped {
+            Some((pages, table))
+                if fill_cache && (in_order || pages.holds_all() || resident(table)) =>
+            {
+                // A compressed block comes out of the mapping decompressed into a buffer of
+                // its own: a random read caches that, as a block read with `pread` is cached,
+                // so that the next lookup does not decompress it again.
+                let data = self.read_mapped(pages, table, handle)?;
+                let owned = matches!(data, BlockData::Owned(_));
+                (data, owned && !in_order)
+            }
+            _ => (BlockData::Owned(self.read_raw(handle)?), fill_cache),
+        };
+        let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
+        if cache {
+            self.cache
+                .insert((self.number.0, handle.offset), block.clone());
+        }
+        Ok(block)
+    }
+
+    /// The block of `handle` if the cache holds it.
+    pub(crate) fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
+        self.cache.get(&(self.number.0, handle.offset))
+    }
+
+    /// [`Table::read_block`] of a block the caller found missing from the cache.
+    pub(crate) fn read_uncached(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        self.load_block(handle, fill_cache, false)
+    }
+
+    /// The read that [`Table::read_uncached`] of `handle` would make with `pread`, for a
+    /// batch to make it together with others ([`super::parallel_read`]): `None` when the
+    /// block would be read in place from the mapping, or the file has no descriptor. The
+    /// caller has found the block missing from the cache.
+    pub(crate) fn pread_of(&self, handle: BlockHandle, fill_cache: bool) -> Option<ReadRequest> {
+        let fd = self.file.raw_fd()?;
+        if let Some((pages, table)) = &self.mapped
+            && fill_cache
+        {
+            let start = usize::try_from(handle.offset).ok()?;
+            let len = self.stored_len(handle).ok()?;
+            if pages.holds_all() || table.is_resident(start, len) {
+                return None;
+            }
+        }
+        Some(ReadRequest {
+            fd,
+            offset: handle.offset,
+            len: self.stored_len(handle).ok()?,
+        })
+    }
+
+    /// The block of `handle` from the answer of its [`Table::pread_of`] read: checked,
+    /// parsed and cached as [`Table::read_block`] would.
+    pub(crate) fn block_from_read(
+        &self,
+        handle: BlockHandle,
+        stored: std::io::Result<Vec<u8>>,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        let data = BlockData::Owned(self.unwrap_read(handle, stored)?);
+        let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
+        if fill_cache {
+            self.cache
+                .insert((self.number.0, handle.offset), block.clone());
+        }
+        Ok(block)
+    }
+}

@@ -1,0 +1,342 @@
+//! Tables built and read back: every index and filter kind, the pin budget, corruption.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::builder::TableBuilder;
+use super::format::{BLOCK_TRAILER_BYTES, FOOTER_BYTES, Footer};
+use super::reader::*;
+use super::{Compression, FilterKind, IndexKind, TableOptions};
+use crate::cache::BlockCache;
+use crate::error::Error;
+use crate::fs::{FileSystem, MemFs};
+use crate::iter::InternalIterator;
+use crate::key::{FileNumber, SeqNo, ValueKind, internal_key, lookup_key};
+use crate::sstable::pinned::PinBudget;
+
+fn options(kind: IndexKind, compression: Compression, filter: FilterKind) -> TableOptions {
+    TableOptions {
+        block_size: 256,
+        restart_interval: 4,
+        bloom_bits_per_key: 10.0,
+        compression,
+        index_kind: kind,
+        filter_kind: filter,
+    }
+}
+
+/// A table at `/t/1.sst` of `entries` (internal key, value), opened.
+fn build_from(
+    opts: TableOptions,
+    entries: impl Iterator<Item = (Vec<u8>, Vec<u8>)>,
+) -> (MemFs, Arc<Table>) {
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/t")).unwrap();
+    let path = Path::new("/t/1.sst");
+    let mut b = TableBuilder::new(fs.create(path).unwrap(), path.to_path_buf(), opts);
+    for (k, v) in entries {
+        b.add(&k, &v).unwrap();
+    }
+    b.finish().unwrap();
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let t = Table::open(fs.open(path).unwrap(), path, FileNumber(1), cache).unwrap();
+    (fs, Arc::new(t))
+}
+
+/// `n` entries, `key000000` = `value0`, `key000002` = `value1`, ...
+fn build_with(n: u32, opts: TableOptions) -> (MemFs, Arc<Table>) {
+    let entries = (0..n).map(|i| {
+        let k = internal_key(
+            format!("key{:06}", i * 2).as_bytes(),
+            SeqNo(u64::from(i) + 1),
+            ValueKind::Value,
+        );
+        (k, format!("value{i}").into_bytes())
+    });
+    let (fs, t) = build_from(opts, entries);
+    assert_eq!(t.verify().unwrap(), u64::from(n));
+    (fs, t)
+}
+
+fn build(n: u32, kind: IndexKind, compression: Compression) -> (MemFs, Arc<Table>) {
+    build_with(n, options(kind, compression, FilterKind::Whole))
+}
+
+#[test]
+fn both_index_kinds_find_every_key_and_iterate_both_ways() {
+    let kinds = [IndexKind::Flat, IndexKind::BTree]
+        .into_iter()
+        .flat_map(|k| [FilterKind::Whole, FilterKind::Partitioned].map(|f| (k, f)));
+    for (kind, filter) in kinds {
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            let n = 2000;
+            let (_fs, t) = build_with(n, options(kind, c, filter));
+            assert_eq!(t.footer().filter_kind, filter);
+            if kind == IndexKind::BTree {
+                assert!(
+                    t.footer().index_depth >= 2,
+                    "btree of {n} entries should have levels"
+                );
+            }
+            for i in 0..n {
+                let uk = format!("key{:06}", i * 2);
+                let e = t
+                    .get(&lookup_key(uk.as_bytes(), SeqNo::MAX), uk.as_bytes(), true)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(e.value, format!("value{i}").as_bytes());
+                let miss = format!("key{:06}", i * 2 + 1);
+                assert!(
+                    t.get(
+                        &lookup_key(miss.as_bytes(), SeqNo::MAX),
+                        miss.as_bytes(),
+                        true
+                    )
+                    .unwrap()
+                    .is_none()
+                );
+            }
+            let mut it = t.iter(true);
+            it.seek_to_first().unwrap();
+            let mut count = 0;
+            while it.valid() {
+                count += 1;
+                it.next().unwrap();
+            }
+            assert_eq!(count, n);
+            it.seek_to_last().unwrap();
+            let mut back = 0;
+            while it.valid() {
+                back += 1;
+                it.prev().unwrap();
+            }
+            assert_eq!(back, n);
+            it.seek(&lookup_key(b"key000101", SeqNo::MAX)).unwrap();
+            assert_eq!(crate::key::user_key(it.key()), b"key000102");
+            it.prev().unwrap();
+            assert_eq!(crate::key::user_key(it.key()), b"key000100");
+            it.seek(&lookup_key(b"zzz", SeqNo::MAX)).unwrap();
+            assert!(!it.valid());
+            assert!(t.verify().unwrap() == u64::from(n));
+        }
+    }
+}
+
+#[test]
+fn tables_over_the_pin_budget_let_their_blocks_go_and_read_them_again() {
+    let n = 500;
+    let (fs, t) = build(n, IndexKind::Flat, Compression::None);
+    t.warm().unwrap();
+    let one = t.held_bytes();
+    drop(t);
+    // Room for two tables' blocks, among six.
+    let budget = Arc::new(PinBudget::new(2 * one + one / 2));
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let path = Path::new("/t/1.sst");
+    let tables: Vec<Arc<Table>> = (1..=6)
+        .map(|i| {
+            let t = Table::open(fs.open(path).unwrap(), path, FileNumber(i), cache.clone());
+            Arc::new(t.unwrap().with_budget(&budget))
+        })
+        .collect();
+    for round in 0..3 {
+        for (j, t) in tables.iter().enumerate() {
+            for i in (round..n).step_by(7) {
+                let uk = format!("key{:06}", i * 2);
+                let lookup = lookup_key(uk.as_bytes(), SeqNo::MAX);
+                let e = t.get(&lookup, uk.as_bytes(), true).unwrap().unwrap();
+                assert_eq!(e.value, format!("value{i}").as_bytes());
+            }
+            assert!(
+                budget.held() <= 2 * one + one / 2,
+                "table {j}: {}",
+                budget.held()
+            );
+        }
+    }
+    let holding = tables.iter().filter(|t| t.held_bytes() == one).count();
+    assert_eq!(holding, 2, "the two tables used last hold their blocks");
+    assert_eq!(budget.held(), 2 * one);
+    // A lookup's hold outlives the table's: the blocks stay readable after they are let go.
+    let held = tables[5].filter().unwrap();
+    assert_eq!(tables[5].unpin(), one);
+    budget.release(one);
+    let lookup = lookup_key(b"key000004", SeqNo::MAX);
+    assert!(
+        tables[5]
+            .may_contain(&held, &lookup, b"key000004", true)
+            .unwrap()
+    );
+    drop(tables);
+    assert_eq!(budget.held(), 0, "closed tables give their bytes back");
+}
+
+/// A lookup the filter answers reads the filter alone: the index is read by the first
+/// lookup the filter passes.
+#[test]
+fn a_lookup_the_filter_refuses_never_reads_the_index() {
+    // `build` verifies its table, which reads everything: open the file afresh.
+    let (fs, _) = build(500, IndexKind::Flat, Compression::None);
+    let path = Path::new("/t/1.sst");
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let t = Table::open(fs.open(path).unwrap(), path, FileNumber(2), cache);
+    {
+        let t = Arc::new(t.unwrap());
+        // Odd keys were never written; about 1% pass the filter (10 bits a key).
+        let mut refused = 0;
+        for i in 0..200 {
+            let uk = format!("key{:06}", i * 2 + 1);
+            let lookup = lookup_key(uk.as_bytes(), SeqNo::MAX);
+            if !t
+                .may_contain(&t.filter().unwrap(), &lookup, uk.as_bytes(), true)
+                .unwrap()
+            {
+                refused += 1;
+                assert!(t.get(&lookup, uk.as_bytes(), true).unwrap().is_none());
+                assert!(t.index.load().is_none(), "{uk}: the index was read");
+            }
+        }
+        assert!(refused > 150, "{refused}");
+        let lookup = lookup_key(b"key000004", SeqNo::MAX);
+        assert!(t.get(&lookup, b"key000004", true).unwrap().is_some());
+        assert!(t.index.load().is_some());
+    }
+}
+
+/// Every version of every key, and each key seen from before its newest versions: a
+/// lookup must find the newest version at or below its sequence number when the versions
+/// of a key straddle the boundary of two filter partitions.
+#[test]
+fn partitioned_filters_find_every_version_across_partition_boundaries() {
+    const VERSIONS: u64 = 12;
+    let keys = 3000u64;
+    let entries = (0..keys).flat_map(|i| {
+        // Newest first, as internal keys order.
+        (1..=VERSIONS).rev().map(move |v| {
+            let k = internal_key(
+                format!("key{:06}", i * 2).as_bytes(),
+                SeqNo(i * VERSIONS + v),
+                ValueKind::Value,
+            );
+            (k, format!("v{i}.{v}").into_bytes())
+        })
+    });
+    let opts = options(IndexKind::BTree, Compression::None, FilterKind::Partitioned);
+    let (_fs, t) = build_from(opts, entries);
+    let partitions = t.filter_partition_handles().unwrap().len();
+    assert!(partitions > 10, "only {partitions} partitions");
+    assert_eq!(t.verify().unwrap(), keys * VERSIONS);
+    let pinned = t.filter().unwrap();
+    for i in 0..keys {
+        let uk = format!("key{:06}", i * 2);
+        for v in 1..=VERSIONS {
+            let lookup = lookup_key(uk.as_bytes(), SeqNo(i * VERSIONS + v));
+            assert!(
+                t.may_contain(&pinned, &lookup, uk.as_bytes(), true)
+                    .unwrap()
+            );
+            let e = t.get(&lookup, uk.as_bytes(), true).unwrap().unwrap();
+            assert_eq!(e.value, format!("v{i}.{v}").as_bytes());
+        }
+    }
+    // Absent keys: the partitions answer no for nearly all (10 bits a key: about 1%).
+    let mut maybe = 0;
+    for i in 0..keys {
+        let uk = format!("key{:06}", i * 2 + 1);
+        let lookup = lookup_key(uk.as_bytes(), SeqNo::MAX);
+        maybe += usize::from(
+            t.may_contain(&pinned, &lookup, uk.as_bytes(), true)
+                .unwrap(),
+        );
+        assert!(t.get(&lookup, uk.as_bytes(), true).unwrap().is_none());
+    }
+    assert!(
+        maybe < 100,
+        "{maybe} of {keys} absent keys passed the filters"
+    );
+    // Past the last key, no partition is asked at all.
+    let past = lookup_key(b"zzz", SeqNo::MAX);
+    assert!(!t.may_contain(&pinned, &past, b"zzz", true).unwrap());
+}
+
+/// Regression (found by fuzzing with checksum checks off): a footer whose block size is
+/// near `u64::MAX` overflowed the bounds check.
+#[test]
+fn a_footer_handle_of_any_size_is_corruption() {
+    let opts = options(IndexKind::Flat, Compression::None, FilterKind::Whole);
+    let (fs, t) = build_with(50, opts);
+    drop(t);
+    let mut data = fs.read_all(Path::new("/t/1.sst")).unwrap();
+    let at = data.len() - FOOTER_BYTES;
+    for size in [
+        u64::MAX,
+        u64::MAX - BLOCK_TRAILER_BYTES as u64 + 1,
+        at as u64,
+    ] {
+        let Ok(mut footer) = Footer::decode(&data[at..]) else {
+            panic!("the footer of a table just written")
+        };
+        footer.filter.size = size;
+        data.truncate(at);
+        data.extend_from_slice(&footer.encode());
+        let fs2 = MemFs::new();
+        fs2.create_dir_all(Path::new("/t")).unwrap();
+        let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
+        f.append(&data).unwrap();
+        drop(f);
+        let opened = Table::open(
+            fs2.open(Path::new("/t/1.sst")).unwrap(),
+            Path::new("/t/1.sst"),
+            FileNumber(1),
+            Arc::new(BlockCache::new(1 << 20)),
+        );
+        match opened {
+            Err(Error::Corruption { reason, .. }) => {
+                assert_eq!(reason, "footer points past the file", "size {size}")
+            }
+            Err(other) => panic!("size {size}: {other}"),
+            Ok(_) => panic!("size {size}: opened"),
+        }
+    }
+}
+
+#[test]
+fn flipped_bytes_are_reported_with_the_file_name() {
+    for filter in [FilterKind::Whole, FilterKind::Partitioned] {
+        flipped_bytes_are_reported(filter);
+    }
+}
+
+fn flipped_bytes_are_reported(filter: FilterKind) {
+    let opts = options(IndexKind::Flat, Compression::None, filter);
+    let (fs, t) = build_with(500, opts);
+    let size = fs.file_size(Path::new("/t/1.sst")).unwrap() as usize;
+    drop(t);
+    let mut detected = 0;
+    for pos in (0..size).step_by(97) {
+        let fs2 = MemFs::new();
+        fs2.create_dir_all(Path::new("/t")).unwrap();
+        let mut data = fs.read_all(Path::new("/t/1.sst")).unwrap();
+        data[pos] ^= 0x40;
+        let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
+        f.append(&data).unwrap();
+        drop(f);
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let opened = Table::open(
+            fs2.open(Path::new("/t/1.sst")).unwrap(),
+            Path::new("/t/1.sst"),
+            FileNumber(1),
+            cache,
+        );
+        let res = opened.and_then(|t| Arc::new(t).verify());
+        match res {
+            Err(Error::Corruption { file, .. }) => {
+                assert_eq!(file, Path::new("/t/1.sst"));
+                detected += 1;
+            }
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(_) => panic!("flip at {pos} not detected"),
+        }
+    }
+    assert!(detected > 0);
+}
