@@ -10,7 +10,9 @@ use crate::fs::FileSystem;
 use crate::iter::level::LevelIterator;
 use crate::iter::merge::MergingIterator;
 use crate::iter::{BoxedIter, InternalIterator};
-use crate::key::{FileNumber, Level, SeqNo, ValueKind, internal_key, parse_internal_key};
+use crate::key::{
+    FileNumber, Level, ParsedKey, SeqNo, ValueKind, internal_key, parse_internal_key,
+};
 use crate::merge::MergeOperator;
 use crate::range_del::{Fragmented, RangeTombstone};
 use crate::sstable::TableOptions;
@@ -97,36 +99,12 @@ fn merge_into(
     ctx: &JobContext<'_>,
     outputs: &mut Vec<NewFile>,
 ) -> Result<Option<u64>> {
-    let mut children: Vec<BoxedIter> = Vec::new();
-    if c.level == 0 {
-        for f in &c.inputs {
-            children.push(Box::new(f.table()?.iter(false)));
-        }
-    } else {
-        children.push(Box::new(LevelIterator::new(c.inputs.clone(), false)));
-    }
     // The inputs' range tombstones, by begin. Each goes into the output file being written
     // when the merge reaches its begin, and a file is not cut until the merge is past the
     // end of every tombstone in it: a file's range covers its tombstones whole, and files of
     // a level stay apart.
     let tombstones = input_tombstones(c)?;
-    // Deeper inputs that a tombstone hides whole are left out of the merge, unread.
-    let unread = |files: &[Arc<FileMeta>]| -> Result<Vec<Arc<FileMeta>>> {
-        let mut kept = Vec::with_capacity(files.len());
-        for f in files {
-            if !hidden_whole(f, &tombstones, ctx.smallest_snapshot)? {
-                kept.push(f.clone());
-            }
-        }
-        Ok(kept)
-    };
-    for (_, files) in &c.between {
-        children.push(Box::new(LevelIterator::new(unread(files)?, false)));
-    }
-    if !c.next_inputs.is_empty() {
-        children.push(Box::new(LevelIterator::new(unread(&c.next_inputs)?, false)));
-    }
-    let mut it = MergingIterator::new(children);
+    let mut it = merge_inputs(c, ctx, &tombstones)?;
     it.seek_to_first()?;
 
     let fs: &dyn FileSystem = ctx.store.fs.as_ref();
@@ -143,12 +121,8 @@ fn merge_into(
         since_check += 1;
         if since_check >= 1024 {
             since_check = 0;
-            // Relaxed: a late observation only delays the abort.
-            if ctx.shutting_down.load(Ordering::Relaxed) {
-                return Err(Error::Closed);
-            }
-            if (ctx.cancel)() {
-                return Ok(None);
+            if let Some(stop) = interrupted(ctx) {
+                return stop;
             }
         }
         let key = it.key();
@@ -197,17 +171,7 @@ fn merge_into(
             && ctx.filter.is_some_and(|f| {
                 f.filter(c.output_level(), p.user_key, it.value()) == FilterDecision::Remove
             });
-        let drop = if last_seq_for_key <= ctx.smallest_snapshot {
-            // A newer version of this key is visible to every reader.
-            true
-        } else if covered.covering(p.user_key, ctx.smallest_snapshot) > p.seq {
-            // So is a range tombstone newer than this version.
-            true
-        } else {
-            (p.kind == ValueKind::Delete || removed)
-                && p.seq <= ctx.smallest_snapshot
-                && is_bottom_for_key(&c.version, c.output_level(), p.user_key)
-        };
+        let drop = obsolete(c, ctx, &p, last_seq_for_key, &covered, removed);
         if !drop
             && p.kind == ValueKind::Merge
             && p.seq <= ctx.smallest_snapshot
@@ -243,15 +207,100 @@ fn merge_into(
         }
         it.next()?;
     }
-    for t in tombstones.get(next_tombstone..).unwrap_or_default() {
-        if !drop_tombstone(c, ctx, t) {
-            open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
-        }
-    }
+    let rest = tombstones.get(next_tombstone..).unwrap_or_default();
+    add_tombstones(c, ctx, fs, &mut builder, rest)?;
     if let Some((b, number)) = builder.take() {
         bytes_written += finish_output(b, number, c.output_level(), outputs, ctx.store)?;
     }
     Ok(Some(bytes_written))
+}
+
+/// One iterator over every input of `c`, leaving out the deeper inputs that one of
+/// `tombstones` hides whole.
+fn merge_inputs(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    tombstones: &[RangeTombstone],
+) -> Result<MergingIterator> {
+    let mut children: Vec<BoxedIter> = Vec::new();
+    if c.level == 0 {
+        for f in &c.inputs {
+            children.push(Box::new(f.table()?.iter(false)));
+        }
+    } else {
+        children.push(Box::new(LevelIterator::new(c.inputs.clone(), false)));
+    }
+    // Deeper inputs that a tombstone hides whole are left out of the merge, unread.
+    let unread = |files: &[Arc<FileMeta>]| -> Result<Vec<Arc<FileMeta>>> {
+        let mut kept = Vec::with_capacity(files.len());
+        for f in files {
+            if !hidden_whole(f, tombstones, ctx.smallest_snapshot)? {
+                kept.push(f.clone());
+            }
+        }
+        Ok(kept)
+    };
+    for (_, files) in &c.between {
+        children.push(Box::new(LevelIterator::new(unread(files)?, false)));
+    }
+    if !c.next_inputs.is_empty() {
+        children.push(Box::new(LevelIterator::new(unread(&c.next_inputs)?, false)));
+    }
+    Ok(MergingIterator::new(children))
+}
+
+/// Whether the merge drops entry `p`: a newer version of its key (last seen at
+/// `last_seq_for_key`) or a range tombstone newer than it is visible to every reader, or it is
+/// a deletion (or an entry the filter `removed`) that every reader sees with nothing older
+/// beneath the output level.
+fn obsolete(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    p: &ParsedKey<'_>,
+    last_seq_for_key: SeqNo,
+    covered: &Fragmented,
+    removed: bool,
+) -> bool {
+    if last_seq_for_key <= ctx.smallest_snapshot {
+        // A newer version of this key is visible to every reader.
+        true
+    } else if covered.covering(p.user_key, ctx.smallest_snapshot) > p.seq {
+        // So is a range tombstone newer than this version.
+        true
+    } else {
+        (p.kind == ValueKind::Delete || removed)
+            && p.seq <= ctx.smallest_snapshot
+            && is_bottom_for_key(&c.version, c.output_level(), p.user_key)
+    }
+}
+
+/// Adds to the output file the `tombstones` that some reader may still need.
+fn add_tombstones(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    fs: &dyn FileSystem,
+    builder: &mut Option<(TableBuilder, FileNumber)>,
+    tombstones: &[RangeTombstone],
+) -> Result<()> {
+    for t in tombstones {
+        if !drop_tombstone(c, ctx, t) {
+            open_builder(builder, ctx, fs)?.add_range_tombstone(t);
+        }
+    }
+    Ok(())
+}
+
+/// What a merge returns when it stops early: the database is closing, or the job was
+/// cancelled (`ctx.cancel`).
+fn interrupted(ctx: &JobContext<'_>) -> Option<Result<Option<u64>>> {
+    // Relaxed: a late observation only delays the abort.
+    if ctx.shutting_down.load(Ordering::Relaxed) {
+        return Some(Err(Error::Closed));
+    }
+    if (ctx.cancel)() {
+        return Some(Ok(None));
+    }
+    None
 }
 
 /// Whether every entry of `f` is older than a range tombstone that covers the whole file and

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::Db;
@@ -100,13 +101,7 @@ impl Db {
             std::io::ErrorKind::WouldBlock => Error::Locked(dir.clone()),
             _ => Error::io("lock", &lock_path, e),
         })?;
-        let store = Arc::new(TableStore::new(
-            fs.clone(),
-            dir.clone(),
-            Arc::new(BlockCache::new(options.block_cache_bytes)),
-            Arc::new(MappedPages::new(options.table_map_bytes)),
-            Arc::new(PinBudget::new(options.table_pinned_bytes)),
-        ));
+        let store = table_store(&dir, &options);
         let exists = fs.exists(&dir.join("CURRENT"));
         if exists && options.error_if_exists {
             return Err(Error::InvalidArgument(format!(
@@ -127,38 +122,14 @@ impl Db {
         };
         let counters = Counters::default();
         // The families the MANIFEST holds, each with its options.
-        let families: Vec<Arc<Family>> = versions
-            .families()
-            .iter()
-            .map(|(id, f)| {
-                let opts = match given.iter().find(|(name, _)| *name == f.name) {
-                    Some((_, o)) if *id != 0 => o.clone(),
-                    _ if *id == 0 => options.clone(),
-                    _ => Options {
-                        merge_operator: None,
-                        compaction_filter: None,
-                        ..options.clone()
-                    },
-                };
-                Arc::new(Family::new(*id, &f.name, opts, placeholder()))
-            })
-            .collect();
+        let families = families_of(&versions, &options, given);
 
         // Replay the WALs that hold writes not yet in an SST.
         let names = fs.list(&dir).map_err(io_err("list", &dir))?;
         if exists {
             check_manifest_against_directory(&versions, &dir, &names)?;
         }
-        let mut wals: Vec<FileNumber> = Vec::new();
-        for name in &names {
-            if let Some((n, ext)) = parse_file_name(name) {
-                versions.mark_file_number_used(n);
-                if ext == "wal" && n >= versions.log_number {
-                    wals.push(n);
-                }
-            }
-        }
-        wals.sort();
+        let wals = wals_to_replay(&mut versions, &names);
         let (mut edit, last_seq) =
             replay_wals(&store, &options, &families, &mut versions, &counters, &wals)?;
         if !edit.added.is_empty() {
@@ -225,25 +196,7 @@ impl Db {
         });
         inner.install_super_version(&lock(&inner.state));
         inner.delete_obsolete_files(&names);
-        let mut threads = Vec::new();
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(f)
-                .map_err(|e| Error::io("spawn thread", &inner.dir, e))
-        };
-        let i = inner.clone();
-        threads.push(spawn(
-            "strata-flush".into(),
-            Box::new(move || i.flush_loop()),
-        )?);
-        for n in 0..inner.opts.max_background_compactions {
-            let i = inner.clone();
-            threads.push(spawn(
-                format!("strata-compact-{n}"),
-                Box::new(move || i.compaction_loop()),
-            )?);
-        }
+        let threads = start_threads(&inner)?;
         Ok(Db { inner, threads })
     }
 }
@@ -292,6 +245,83 @@ pub(super) fn check_manifest_against_directory(
         ));
     }
     Ok(())
+}
+
+/// The tables of the database in `dir`, with the caches and budgets `options` size.
+fn table_store(dir: &Path, options: &Options) -> Arc<TableStore> {
+    Arc::new(TableStore::new(
+        options.fs.clone(),
+        dir.to_path_buf(),
+        Arc::new(BlockCache::new(options.block_cache_bytes)),
+        Arc::new(MappedPages::new(options.table_map_bytes)),
+        Arc::new(PinBudget::new(options.table_pinned_bytes)),
+    ))
+}
+
+/// The families the MANIFEST holds, each with its options: those `given` by name, the
+/// database's for the default family, and for the others the database's without a merge
+/// operator or compaction filter.
+fn families_of(
+    versions: &VersionSet,
+    options: &Options,
+    given: &[(String, Options)],
+) -> Vec<Arc<Family>> {
+    versions
+        .families()
+        .iter()
+        .map(|(id, f)| {
+            let opts = match given.iter().find(|(name, _)| *name == f.name) {
+                Some((_, o)) if *id != 0 => o.clone(),
+                _ if *id == 0 => options.clone(),
+                _ => Options {
+                    merge_operator: None,
+                    compaction_filter: None,
+                    ..options.clone()
+                },
+            };
+            Arc::new(Family::new(*id, &f.name, opts, placeholder()))
+        })
+        .collect()
+}
+
+/// The WALs in `names` that may hold writes not yet in a table, oldest first; every numbered
+/// file's number is marked used.
+fn wals_to_replay(versions: &mut VersionSet, names: &[String]) -> Vec<FileNumber> {
+    let mut wals: Vec<FileNumber> = Vec::new();
+    for name in names {
+        if let Some((n, ext)) = parse_file_name(name) {
+            versions.mark_file_number_used(n);
+            if ext == "wal" && n >= versions.log_number {
+                wals.push(n);
+            }
+        }
+    }
+    wals.sort();
+    wals
+}
+
+/// Starts the flush thread and the compaction threads.
+fn start_threads(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
+    let mut threads = Vec::new();
+    let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(f)
+            .map_err(|e| Error::io("spawn thread", &inner.dir, e))
+    };
+    let i = inner.clone();
+    threads.push(spawn(
+        "strata-flush".into(),
+        Box::new(move || i.flush_loop()),
+    )?);
+    for n in 0..inner.opts.max_background_compactions {
+        let i = inner.clone();
+        threads.push(spawn(
+            format!("strata-compact-{n}"),
+            Box::new(move || i.compaction_loop()),
+        )?);
+    }
+    Ok(threads)
 }
 
 /// Replays `wals` (oldest first) into one memtable per column family, writing each that fills

@@ -164,7 +164,18 @@ impl DbInner {
         drop(st);
 
         let result = self.write_group(&group, first_seq, sync_group, &mems, bytes);
+        self.complete_group(&w, &group, result, last_seq)
+    }
 
+    /// Publishes a group's writes to readers (or poisons the database when they failed),
+    /// hands every follower its result and takes the group off the queue.
+    fn complete_group(
+        &self,
+        leader: &Arc<Writer>,
+        group: &[Arc<Writer>],
+        result: Result<()>,
+        last_seq: SeqNo,
+    ) -> Result<()> {
         let mut st = lock(&self.state);
         match &result {
             Ok(()) => {
@@ -173,9 +184,9 @@ impl DbInner {
             }
             Err(e) => self.poison(&mut st, e),
         }
-        for g in &group {
+        for g in group {
             st.queue.pop_front();
-            if !Arc::ptr_eq(g, &w) {
+            if !Arc::ptr_eq(g, leader) {
                 *lock(&g.result) = Some(match &result {
                     Ok(()) => Ok(()),
                     Err(e) => Err(e.duplicate()),
