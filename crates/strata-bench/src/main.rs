@@ -706,6 +706,9 @@ fn print_table(
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Some(Mode::Server(args)) if args.mix == server_load::Mix::Transfer => {
+            transfer_load::run(args)
+        }
         Some(Mode::Server(args)) => server_load::run(args),
         Some(Mode::Experiment(e)) => experiment::run(e),
         None => match &cli.compare {

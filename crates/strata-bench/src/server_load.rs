@@ -541,11 +541,9 @@ pub fn measure(args: &Args) -> Result<Report, String> {
     })
 }
 
-/// Runs the workload and prints its report.
+/// Runs the workload and prints its report. The transfer mix has a runner of its own
+/// (`transfer_load::run`).
 pub fn run(args: &Args) -> Result<(), String> {
-    if args.mix == Mix::Transfer {
-        return crate::transfer_load::run(args);
-    }
     let Report {
         exponent: s,
         elapsed,
