@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::commands::{Command, TABLE};
+use crate::commands::{SPECS, Spec};
 use crate::glob;
 
 const BAD_HASH: &str = "The password hash must be exactly 64 characters and contain only \
@@ -102,7 +102,7 @@ pub(crate) struct User {
     /// Any password authenticates.
     pub nopass: bool,
     pub passwords: Vec<Digest32>,
-    /// One flag per row of [`TABLE`].
+    /// One flag per row of [`SPECS`].
     allowed: Vec<bool>,
     /// The command rules since the last `+@all` or `-@all`, for display.
     command_rules: Vec<String>,
@@ -132,7 +132,7 @@ impl User {
             enabled: false,
             nopass: false,
             passwords: Vec::new(),
-            allowed: vec![false; TABLE.len()],
+            allowed: vec![false; SPECS.len()],
             command_rules: Vec::new(),
             base_all: false,
             keys: Vec::new(),
@@ -177,7 +177,7 @@ impl User {
     }
 
     /// May this user run `cmd` (row `index`) with `args`?
-    pub(crate) fn check(&self, index: usize, cmd: &Command, args: &[&[u8]]) -> Result<(), Denied> {
+    pub(crate) fn check(&self, index: usize, cmd: &Spec, args: &[&[u8]]) -> Result<(), Denied> {
         self.check_with_hint(index, cmd, args, &mut 0)
     }
 
@@ -187,7 +187,7 @@ impl User {
     pub(crate) fn check_with_hint(
         &self,
         index: usize,
-        cmd: &Command,
+        cmd: &Spec,
         args: &[&[u8]],
         hint: &mut usize,
     ) -> Result<(), Denied> {
@@ -312,7 +312,7 @@ impl User {
                         if !CATEGORIES.contains(&category) {
                             return Err(unknown());
                         }
-                        for (i, c) in TABLE.iter().enumerate() {
+                        for (i, c) in SPECS.iter().enumerate() {
                             if c.categories.contains(&category)
                                 && let Some(a) = self.allowed.get_mut(i)
                             {
@@ -320,7 +320,7 @@ impl User {
                             }
                         }
                     } else {
-                        let i = TABLE
+                        let i = SPECS
                             .iter()
                             .position(|c| c.name == what)
                             .ok_or_else(unknown)?;
@@ -412,9 +412,9 @@ impl User {
 /// removes without showing anything of the old value: SET (without its GET option), SETNX,
 /// SETEX, PSETEX, MSET, MSETNX, DEL, UNLINK and the EXPIRE family and PERSIST. INCR, APPEND,
 /// GETSET, GETDEL, RENAME, COPY and the like show or move what they read, and need both.
-fn needs(index: usize, cmd: &Command, args: &[&[u8]]) -> (bool, bool) {
+fn needs(index: usize, cmd: &Spec, args: &[&[u8]]) -> (bool, bool) {
     static NEEDS: std::sync::OnceLock<Vec<(bool, bool)>> = std::sync::OnceLock::new();
-    let of = |c: &Command| {
+    let of = |c: &Spec| {
         if !c.flags.contains(&"write") {
             return (true, false);
         }
@@ -436,7 +436,7 @@ fn needs(index: usize, cmd: &Command, args: &[&[u8]]) -> (bool, bool) {
         );
         (!write_only, true)
     };
-    let rows = NEEDS.get_or_init(|| TABLE.iter().map(of).collect());
+    let rows = NEEDS.get_or_init(|| SPECS.iter().map(of).collect());
     let (read, write) = rows.get(index).copied().unwrap_or_else(|| of(cmd));
     // SET ... GET answers with the old value.
     let set_get = cmd.name == "set" && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
@@ -444,7 +444,7 @@ fn needs(index: usize, cmd: &Command, args: &[&[u8]]) -> (bool, bool) {
 }
 
 /// The argument positions of a command's keys, from its row.
-pub(crate) fn key_positions(cmd: &Command, argc: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn key_positions(cmd: &Spec, argc: usize) -> impl Iterator<Item = usize> {
     let (first, last, step) = cmd.keys;
     let n = argc as i64;
     let last = if last < 0 {
@@ -594,7 +594,7 @@ fn parse_digest(hex: &[u8]) -> Option<Digest32> {
 mod tests {
     use super::*;
 
-    fn row(name: &str) -> (usize, &'static Command) {
+    fn row(name: &str) -> (usize, &'static Spec) {
         crate::commands::lookup(name.as_bytes()).unwrap()
     }
 

@@ -24,277 +24,30 @@
 
 mod acl;
 mod commands;
+mod config;
 mod glob;
 mod hotcache;
 mod net;
 pub mod resp;
 mod save;
+mod shared;
 mod store;
 mod tls;
 
+pub use config::{Config, SyncMode};
 pub use store::Clock;
 pub use tls::{ClientAuth, TlsFiles};
 
-use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use strata::{Db, Options};
+use strata::Db;
 
 use crate::hotcache::HotCache;
-
-/// When writes become durable, in Redis's `appendfsync` words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncMode {
-    /// Every write is fsynced before its reply.
-    Always,
-    /// The WAL is fsynced once a second; a power loss loses at most about a second.
-    EverySec,
-    /// The operating system decides; a process crash loses nothing, a power loss may.
-    No,
-}
-
-impl std::str::FromStr for SyncMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "always" => Ok(SyncMode::Always),
-            "everysec" => Ok(SyncMode::EverySec),
-            "no" => Ok(SyncMode::No),
-            other => Err(format!(
-                "unknown sync mode {other:?} (always, everysec or no)"
-            )),
-        }
-    }
-}
-
-/// How the server runs.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The database directory (created if missing).
-    pub dir: PathBuf,
-    /// Address to listen on.
-    pub bind: String,
-    /// Port to listen on (0 picks a free one).
-    pub port: u16,
-    /// Durability of writes.
-    pub sync: SyncMode,
-    /// Connections beyond this are refused with an error.
-    pub max_clients: usize,
-    /// A bulk string longer than this gets an error and the connection is closed.
-    pub max_request_bytes: usize,
-    /// Close connections idle this long (`None`: never).
-    pub idle_timeout: Option<Duration>,
-    /// Bytes of the hot-key cache (0 turns it off).
-    pub cache_bytes: usize,
-    /// Worker threads serving connections (0: half the CPUs, at least one).
-    pub threads: usize,
-    /// Engine options (the directory's database is opened with them; the server adds its
-    /// compaction filter, which drops expired keys).
-    pub engine: Options,
-    /// The clock expiry is judged by.
-    pub clock: Clock,
-    /// How often the active-expiry cycle looks for due keys (`None`: never; reads still
-    /// hide expired keys, and compaction still removes them).
-    pub active_expiry: Option<Duration>,
-    /// The `default` user's password (`requirepass`): clients must `AUTH` with it.
-    pub requirepass: Option<String>,
-    /// The file ACL users are loaded from at start and by `ACL LOAD`, and saved to by
-    /// `ACL SAVE`.
-    pub aclfile: Option<PathBuf>,
-    /// Refuse clients from other hosts while `default` has no password. (Bound to the
-    /// loopback address, the server has no clients from other hosts to refuse.)
-    pub protected_mode: bool,
-    /// Serve plain TCP on `port` (off: only the TLS port, as Redis's `--port 0`).
-    pub plain: bool,
-    /// The TLS port (0 picks a free one), when TLS is served.
-    pub tls_port: Option<u16>,
-    /// A connection whose unparsed input passes this many bytes is closed.
-    pub query_buffer_limit: usize,
-    /// A connection whose unread replies pass this many bytes is closed (0: no limit).
-    pub output_buffer_limit: usize,
-    /// Seconds of silence before TCP keepalive probes a connection (0: none).
-    pub tcp_keepalive: u64,
-    /// The certificate, key and client-certificate settings of the TLS port.
-    pub tls: Option<TlsFiles>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            dir: PathBuf::from("strata-data"),
-            bind: "127.0.0.1".into(),
-            port: 6380,
-            sync: SyncMode::EverySec,
-            max_clients: 10_000,
-            max_request_bytes: 512 * 1024 * 1024,
-            idle_timeout: None,
-            cache_bytes: 64 * 1024 * 1024,
-            threads: 0,
-            engine: Options::default(),
-            clock: Clock::system(),
-            active_expiry: Some(Duration::from_millis(100)),
-            requirepass: None,
-            aclfile: None,
-            protected_mode: true,
-            plain: true,
-            tls_port: None,
-            tls: None,
-            // Redis's defaults: 1 GiB, and no hard limit for normal clients.
-            query_buffer_limit: 1 << 30,
-            output_buffer_limit: 0,
-            // Redis's default.
-            tcp_keepalive: 300,
-        }
-    }
-}
-
-const STRIPES: usize = 1024;
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub connections_received: AtomicU64,
-    pub connected: AtomicUsize,
-    pub rejected: AtomicU64,
-    pub commands: AtomicU64,
-    pub keyspace_hits: AtomicU64,
-    pub keyspace_misses: AtomicU64,
-    pub protocol_errors: AtomicU64,
-    /// Connections closed for a request past `client-query-buffer-limit`.
-    pub query_buffer_closed: AtomicU64,
-    /// Connections closed for unread replies past `client-output-buffer-limit`.
-    pub output_buffer_closed: AtomicU64,
-    pub expired_keys: AtomicU64,
-}
-
-/// State shared by every connection.
-pub(crate) struct Shared {
-    pub db: Db,
-    pub config: Config,
-    pub clock: Clock,
-    pub cache: HotCache,
-    /// Per-key locks for read-modify-write commands, chosen by hash.
-    pub stripes: Vec<Mutex<()>>,
-    /// FLUSHALL takes it for writing; every command that touches keys, for reading.
-    pub keyspace: RwLock<()>,
-    pub counters: Counters,
-    /// Users and the log of refusals.
-    pub acl: RwLock<acl::Acl>,
-    /// Bumped by every change of a user, so that connections pick up the change.
-    pub acl_generation: AtomicU64,
-    /// `protected-mode`, which CONFIG SET may change.
-    pub protected_mode: AtomicBool,
-    /// The TLS port's files and the configuration made of them; CONFIG SET of a file reads
-    /// them again, for the connections that come after.
-    pub tls: Mutex<Option<(TlsFiles, Arc<rustls::ServerConfig>)>>,
-    /// The TLS port, when one is served.
-    pub tls_port: Option<u16>,
-    /// `client-query-buffer-limit`, which CONFIG SET may change.
-    pub query_buffer_limit: AtomicUsize,
-    /// The hard `client-output-buffer-limit` of normal clients (0: none).
-    pub output_buffer_limit: AtomicUsize,
-    /// `tcp-keepalive` in seconds, for connections accepted from now on.
-    pub tcp_keepalive: AtomicU64,
-    /// One row per row of the command table.
-    pub command_stats: Vec<commands::CommandStats>,
-    pub started: Instant,
-    /// SAVE, BGSAVE and LASTSAVE.
-    pub saves: save::Saves,
-    pub run_id: u128,
-    pub shutdown: AtomicBool,
-    /// SCAN cursors: cursor number to the database and key to continue after.
-    pub cursors: Mutex<CursorTable>,
-    pub port: u16,
-    /// Settings CONFIG SET may change while the server runs.
-    pub max_clients: AtomicUsize,
-    pub max_bulk_bytes: AtomicUsize,
-    /// 0: never.
-    pub idle_timeout_ms: AtomicU64,
-    sync: AtomicU8,
-    next_client_id: AtomicU64,
-    random: AtomicU64,
-    /// The active-expiry cycle removed every index entry due before this time (Unix ms).
-    pub expiry_floor: AtomicU64,
-}
-
-#[derive(Default)]
-pub(crate) struct CursorTable {
-    pub next: u64,
-    pub map: HashMap<u64, (u8, Vec<u8>)>,
-    pub order: std::collections::VecDeque<u64>,
-}
-
-impl Shared {
-    // Relaxed throughout: settings and counters, each read on its own.
-    pub(crate) fn sync_mode(&self) -> SyncMode {
-        match self.sync.load(Ordering::Relaxed) {
-            0 => SyncMode::Always,
-            1 => SyncMode::EverySec,
-            _ => SyncMode::No,
-        }
-    }
-
-    pub(crate) fn set_sync_mode(&self, mode: SyncMode) {
-        let n = match mode {
-            SyncMode::Always => 0,
-            SyncMode::EverySec => 1,
-            SyncMode::No => 2,
-        };
-        self.sync.store(n, Ordering::Relaxed);
-    }
-
-    /// The TLS configuration new connections to the TLS port get.
-    pub(crate) fn tls_config(&self) -> Option<Arc<rustls::ServerConfig>> {
-        let tls = self.tls.lock().unwrap_or_else(|e| e.into_inner());
-        tls.as_ref().map(|(_, c)| c.clone())
-    }
-
-    pub(crate) fn new_client_id(&self) -> u64 {
-        self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// A pseudo-random number (xorshift), for RANDOMKEY.
-    pub(crate) fn random_seed(&self) -> u64 {
-        let mut x = self.random.load(Ordering::Relaxed);
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.random.store(x, Ordering::Relaxed);
-        x
-    }
-
-    pub(crate) fn reset_stats(&self) {
-        for s in &self.command_stats {
-            s.calls.store(0, Ordering::Relaxed);
-            s.micros.store(0, Ordering::Relaxed);
-            s.rejected.store(0, Ordering::Relaxed);
-            s.failed.store(0, Ordering::Relaxed);
-        }
-        let c = &self.counters;
-        for n in [
-            &c.commands,
-            &c.keyspace_hits,
-            &c.keyspace_misses,
-            &c.protocol_errors,
-            &c.expired_keys,
-            &c.rejected,
-        ] {
-            n.store(0, Ordering::Relaxed);
-        }
-    }
-
-    pub(crate) fn stripe(&self, key: &[u8]) -> usize {
-        let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-        for &b in key {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        (h as usize) % STRIPES
-    }
-}
+use crate::shared::{Counters, CursorTable, STRIPES, Shared};
 
 /// A running server.
 pub struct Server {
@@ -383,7 +136,7 @@ impl Server {
             query_buffer_limit: AtomicUsize::new(config.query_buffer_limit),
             output_buffer_limit: AtomicUsize::new(config.output_buffer_limit),
             tcp_keepalive: AtomicU64::new(config.tcp_keepalive),
-            command_stats: commands::TABLE.iter().map(|_| Default::default()).collect(),
+            command_stats: commands::SPECS.iter().map(|_| Default::default()).collect(),
             started: Instant::now(),
             saves,
             run_id: now.as_nanos() ^ (u128::from(std::process::id()) << 64),
@@ -435,7 +188,10 @@ impl Server {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("strata-save".into())
-                .spawn(move || shared.saves.saver_loop(&shared))
+                .spawn(move || {
+                    let s = &shared;
+                    s.saves.saver_loop(&s.db, &s.config.dir, &s.shutdown)
+                })
                 .map_err(|e| e.to_string())?
         };
         Ok(Server {
@@ -537,10 +293,4 @@ fn background(shared: &Shared) {
             last_expiry = Instant::now();
         }
     }
-}
-
-/// What a command asks of the connection.
-pub(crate) enum After {
-    Continue,
-    Close,
 }

@@ -30,8 +30,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::commands::{self, Connection};
 use crate::resp::{self, Args, Limits, Parsed, Reply};
+use crate::shared::{After, Shared};
+use crate::store;
 use crate::tls::Stream;
-use crate::{After, Shared, store};
 
 /// Stop running a connection's commands while this many reply bytes wait to be sent to it.
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
@@ -170,9 +171,6 @@ fn accept_all(
     next
 }
 
-/// The longest idle time the kernel takes for its first keepalive probe.
-pub(crate) const MAX_KEEPALIVE_SECS: u64 = 32_767;
-
 /// Turns on TCP keepalive probes after `secs` idle seconds (0: off), as Redis's
 /// `tcp-keepalive`: a peer that vanished without closing (a half-open connection) is found
 /// and closed by the kernel, and its connection with it.
@@ -181,7 +179,7 @@ pub(crate) fn keep_alive<S: std::os::fd::AsFd>(stream: &S, secs: u64) {
         return;
     }
     // As Redis: probes after `secs`, then every third of it, three times.
-    let secs = secs.min(MAX_KEEPALIVE_SECS);
+    let secs = secs.min(crate::config::MAX_KEEPALIVE_SECS);
     let probe = socket2::TcpKeepalive::new()
         .with_time(Duration::from_secs(secs))
         .with_interval(Duration::from_secs((secs / 3).max(1)))
@@ -189,21 +187,6 @@ pub(crate) fn keep_alive<S: std::os::fd::AsFd>(stream: &S, secs: u64) {
     // Best effort, as Redis: a socket that refuses keeps working without it.
     let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&probe);
 }
-
-/// Redis's answer to a client refused by protected mode.
-pub(crate) const PROTECTED: &str = "DENIED Redis is running in protected mode because \
-    protected mode is enabled and no password is set for the default user. In this mode \
-    connections are only accepted from the loopback interface. If you want to connect from \
-    external computers to Redis you may adopt one of the following solutions: 1) Just disable \
-    protected mode sending the command 'CONFIG SET protected-mode no' from the loopback \
-    interface by connecting to Redis from the same host the server is running, however MAKE \
-    SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to \
-    make this change permanent. 2) Alternatively you can just disable the protected mode by \
-    editing the Redis configuration file, and setting the protected mode option to 'no', and \
-    then restarting the server. 3) If you started the server manually just for testing, \
-    restart it with the '--protected-mode no' option. 4) Setup a an authentication password \
-    for the default user. NOTE: You only need to do one of the above things in order for the \
-    server to start accepting connections from the outside.";
 
 /// Protected mode refuses `peer` (`None`: its address is unknown, and it is refused as one
 /// from another host would be): it is not on this host, and `default` needs no password.

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::Shared;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use strata::Db;
 
 /// The name of the checkpoint in the data directory.
 pub(crate) const CHECKPOINT: &str = "checkpoint";
@@ -57,8 +59,9 @@ impl Saves {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// SAVE: writes the checkpoint now, unless a save is under way or asked for.
-    pub(crate) fn save(&self, shared: &Shared) -> Result<(), String> {
+    /// SAVE: writes the checkpoint of `db` into `dir` now, unless a save is under way or asked
+    /// for.
+    pub(crate) fn save(&self, db: &Db, dir: &Path) -> Result<(), String> {
         {
             let mut st = self.lock();
             if st.running || st.requested {
@@ -66,7 +69,7 @@ impl Saves {
             }
             st.running = true;
         }
-        let result = self.run(shared);
+        let result = self.run(db, dir);
         let mut st = self.lock();
         st.running = false;
         self.cv.notify_all();
@@ -89,12 +92,13 @@ impl Saves {
         Background::Started
     }
 
-    /// The saver thread: runs each BGSAVE asked for, until the server shuts down.
-    pub(crate) fn saver_loop(&self, shared: &Shared) {
+    /// The saver thread: runs each BGSAVE asked for (a checkpoint of `db` into `dir`), until
+    /// `shutdown` is set.
+    pub(crate) fn saver_loop(&self, db: &Db, dir: &Path, shutdown: &AtomicBool) {
         loop {
             let mut st = self.lock();
             while !st.requested || st.running {
-                if shared.shutdown.load(std::sync::atomic::Ordering::SeqCst) {
+                if shutdown.load(Ordering::SeqCst) {
                     return;
                 }
                 st = self
@@ -106,7 +110,7 @@ impl Saves {
             st.requested = false;
             st.running = true;
             drop(st);
-            let ok = self.run(shared).is_ok();
+            let ok = self.run(db, dir).is_ok();
             let mut st = self.lock();
             st.running = false;
             st.last_bgsave_ok = ok;
@@ -130,9 +134,9 @@ impl Saves {
         (st.running, st.last_bgsave_ok, st.last_save_seq)
     }
 
-    fn run(&self, shared: &Shared) -> Result<(), String> {
-        let seq = shared.db.snapshot().sequence();
-        write_checkpoint(shared, &shared.config.dir)?;
+    fn run(&self, db: &Db, dir: &Path) -> Result<(), String> {
+        let seq = db.snapshot().sequence();
+        write_checkpoint(db, dir)?;
         let mut st = self.lock();
         st.last_save_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -143,7 +147,7 @@ impl Saves {
 }
 
 /// Writes `dir/checkpoint.tmp` and renames it over `dir/checkpoint`.
-fn write_checkpoint(shared: &Shared, dir: &Path) -> Result<(), String> {
+fn write_checkpoint(db: &Db, dir: &Path) -> Result<(), String> {
     let path = |suffix: &str| -> PathBuf { dir.join(format!("{CHECKPOINT}{suffix}")) };
     let (tmp, old, target) = (path(".tmp"), path(".old"), path(""));
     let err = |what: &str, p: &Path, e: std::io::Error| format!("ERR {what} {}: {e}", p.display());
@@ -156,7 +160,7 @@ fn write_checkpoint(shared: &Shared, dir: &Path) -> Result<(), String> {
             std::fs::remove_dir_all(leftover).map_err(|e| err("removing", leftover, e))?;
         }
     }
-    shared.db.checkpoint(&tmp).map_err(|e| format!("ERR {e}"))?;
+    db.checkpoint(&tmp).map_err(|e| format!("ERR {e}"))?;
     if target.exists() {
         std::fs::rename(&target, &old).map_err(|e| err("renaming", &target, e))?;
     }

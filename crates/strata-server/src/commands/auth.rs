@@ -3,9 +3,25 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Command, Connection, Ctx, Outcome, TABLE, lookup, upper};
-use crate::Shared;
+use super::spec::{self, SPECS, Spec, lookup};
+use super::{Connection, Ctx, Outcome, upper};
 use crate::acl::{self, Acl, Denied, LogEntry, User};
+use crate::shared::Shared;
+
+/// Redis's answer to a client refused by protected mode.
+pub(crate) const PROTECTED: &str = "DENIED Redis is running in protected mode because \
+    protected mode is enabled and no password is set for the default user. In this mode \
+    connections are only accepted from the loopback interface. If you want to connect from \
+    external computers to Redis you may adopt one of the following solutions: 1) Just disable \
+    protected mode sending the command 'CONFIG SET protected-mode no' from the loopback \
+    interface by connecting to Redis from the same host the server is running, however MAKE \
+    SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to \
+    make this change permanent. 2) Alternatively you can just disable the protected mode by \
+    editing the Redis configuration file, and setting the protected mode option to 'no', and \
+    then restarting the server. 3) If you started the server manually just for testing, \
+    restart it with the '--protected-mode no' option. 4) Setup a an authentication password \
+    for the default user. NOTE: You only need to do one of the above things in order for the \
+    server to start accepting connections from the outside.";
 
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
@@ -26,7 +42,7 @@ fn changed(shared: &Shared) {
 
 /// The user named `name`, as it is now.
 pub(crate) fn user(shared: &Shared, name: &str) -> Option<Arc<User>> {
-    read(shared).users.get(name).cloned()
+    shared.user(name)
 }
 
 fn client_info(conn: &Connection, cmd: &str) -> String {
@@ -46,7 +62,7 @@ pub(crate) fn permitted(
     shared: &Shared,
     conn: &mut Connection,
     index: usize,
-    cmd: &Command,
+    cmd: &Spec,
     args: &[&[u8]],
 ) -> Outcome {
     let denied = match conn
@@ -262,7 +278,7 @@ pub(super) fn acl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 if !acl::CATEGORIES.contains(&cat.as_str()) {
                     return Err(format!("ERR Unknown category '{cat}'"));
                 }
-                let names: Vec<&str> = TABLE
+                let names: Vec<&str> = SPECS
                     .iter()
                     .filter(|c| c.categories.contains(&cat.as_str()))
                     .map(|c| c.name)
@@ -283,7 +299,7 @@ pub(super) fn acl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 ));
             };
             let args = &a[3..];
-            if !super::arity_ok(cmd, args.len()) {
+            if !spec::arity_ok(cmd, args.len()) {
                 return Err(super::wrong_args(cmd.name));
             }
             match u.check(i, cmd, args) {

@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 
 use strata::ReadOptions;
 
-use super::{Ctx, Outcome, Writes, engine, int_arg, syntax, upper};
-use crate::Shared;
+use super::keyspace::{Writes, lock_stripes, read_raw_locked};
+use super::{Ctx, Outcome, engine, exec_state, int_arg, syntax, upper};
+use crate::shared::Shared;
 use crate::store::{self, DATABASES};
 
 const MAX_SCAN_CURSORS: usize = 100_000;
@@ -83,7 +84,7 @@ fn walk_dir(
     } else {
         (from, Bound::Excluded(hi))
     };
-    if let Some(merged) = super::transaction::merged_range(cx.shared, &range)? {
+    if let Some(merged) = exec_state::merged_range(cx.shared, &range)? {
         let mut entries: Box<dyn Iterator<Item = (Vec<u8>, Vec<u8>)>> = if backward {
             Box::new(merged.into_iter().rev())
         } else {
@@ -398,11 +399,11 @@ fn relocate(cx: &Ctx<'_, '_>, src: &[u8], dst: &[u8], v: &store::Value) -> Outco
 fn delete_ranges(shared: &Shared, ranges: &[(Vec<u8>, Vec<u8>)]) -> Outcome {
     // Inside EXEC the deletes join the transaction's batch, after its earlier writes, key by
     // key (its reads see its own writes through that batch).
-    let mut in_exec = super::Writes::default();
+    let mut in_exec = Writes::default();
     let mut exec = false;
     for (lo, hi) in ranges {
         let range = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
-        if let Some(merged) = super::transaction::merged_range(shared, &range)? {
+        if let Some(merged) = exec_state::merged_range(shared, &range)? {
             exec = true;
             for k in merged.into_keys() {
                 in_exec.delete(&k);
@@ -588,11 +589,11 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
     let mut removed = 0;
     // A few keys at a time, so that writers wait for a short batch at most.
     for chunk in parsed.chunks(64) {
-        let _g = super::lock_stripes(shared, chunk.iter().map(|&(_, _, key)| key));
+        let _g = lock_stripes(shared, chunk.iter().map(|&(_, _, key)| key));
         let mut w = Writes::default();
         for &(entry, _, key) in chunk {
             w.delete_raw(entry);
-            let raw = super::read_raw_locked(shared, key)?;
+            let raw = read_raw_locked(shared, key)?;
             // The key goes if its value, as it is now, has expired: whatever entry led here.
             if let Some(raw) = raw
                 && let Ok((Some(t), _)) = store::parse_value(&raw)

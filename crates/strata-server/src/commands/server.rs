@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{Command, Ctx, Outcome, TABLE, int_arg, upper};
+use super::spec::{SPECS, Spec, lookup};
+use super::{Ctx, Outcome, int_arg, upper};
+use crate::config::SyncMode;
+use crate::shared::{After, Shared};
 use crate::store::DATABASES;
-use crate::{After, Shared, SyncMode};
 
 pub(super) fn ping(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     match a.len() {
@@ -172,7 +174,7 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
-fn command_info(cx: &mut Ctx<'_, '_>, c: &Command) {
+fn command_info(cx: &mut Ctx<'_, '_>, c: &Spec) {
     cx.out.array(10);
     cx.out.bulk(c.name.as_bytes());
     cx.out.int(i64::from(c.arity));
@@ -196,22 +198,22 @@ fn command_info(cx: &mut Ctx<'_, '_>, c: &Command) {
 pub(super) fn command(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     match a.get(1).map(|s| upper(s)).as_deref() {
         None => {
-            cx.out.array(TABLE.len());
-            for c in TABLE {
+            cx.out.array(SPECS.len());
+            for c in SPECS {
                 command_info(cx, c);
             }
         }
-        Some("COUNT") => cx.out.int(TABLE.len() as i64),
+        Some("COUNT") => cx.out.int(SPECS.len() as i64),
         Some("LIST") => {
-            cx.out.array(TABLE.len());
-            for c in TABLE {
+            cx.out.array(SPECS.len());
+            for c in SPECS {
                 cx.out.bulk(c.name.as_bytes());
             }
         }
         Some("INFO") => {
             cx.out.array(a.len() - 2);
             for name in &a[2..] {
-                match super::lookup(name) {
+                match lookup(name) {
                     Some((_, c)) => command_info(cx, c),
                     None => cx.out.null_array(),
                 }
@@ -436,7 +438,7 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
         "tcp-keepalive" => number()
-            .filter(|&n| n <= crate::net::MAX_KEEPALIVE_SECS)
+            .filter(|&n| n <= crate::config::MAX_KEEPALIVE_SECS)
             .map(Setting::TcpKeepalive)
             .ok_or_else(|| invalid("argument must be a number of seconds from 0 to 32767")),
         "client-query-buffer-limit" => bytes(&text)
@@ -590,7 +592,7 @@ pub(super) fn lastsave(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
 /// `SAVE`: a checkpoint of the database in `DIR/checkpoint`, written before the reply.
 /// Other clients go on meanwhile (the checkpoint is made while writes continue).
 pub(super) fn save(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
-    cx.shared.saves.save(cx.shared)?;
+    cx.shared.saves.save(&cx.shared.db, &cx.shared.config.dir)?;
     cx.out.ok();
     Ok(())
 }
@@ -832,7 +834,7 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
         }
         "commandstats" => {
             o.push_str("# Commandstats\r\n");
-            for (cmd, st) in TABLE.iter().zip(&shared.command_stats) {
+            for (cmd, st) in SPECS.iter().zip(&shared.command_stats) {
                 let calls = st.calls.load(Ordering::Relaxed);
                 let rejected = st.rejected.load(Ordering::Relaxed);
                 let failed = st.failed.load(Ordering::Relaxed);

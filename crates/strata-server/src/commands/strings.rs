@@ -1,6 +1,8 @@
 //! The string family: GET and SET with their options, counters, ranges, bits and LCS.
 
-use super::{Ctx, Outcome, Writes, int_arg, not_an_integer, parse_i64, syntax, upper};
+use super::batched::{ReadScratch, answer_value, read_many};
+use super::keyspace::{Writes, live_data};
+use super::{Ctx, Outcome, int_arg, not_an_integer, parse_i64, syntax, upper};
 use crate::store::Value;
 
 /// The largest string a key may hold: the engine's value limit less the stored value's
@@ -39,7 +41,7 @@ fn expiry_at(now: u64, unit: &str, arg: &[u8], cmd: &str) -> Result<u64, String>
 
 pub(super) fn get(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let v = cx.get(&cx.key(a[1]));
-    super::answer_value(cx.shared, v, cx.out);
+    answer_value(cx.shared, v, cx.out);
     Ok(())
 }
 
@@ -201,11 +203,11 @@ pub(super) fn mget(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     // Under the keys' stripe locks, the values are read as of one moment between other
     // clients' multi-key writes (MSET, EXEC), never half of one.
     let _g = cx.lock(keys.iter().map(Vec::as_slice));
-    super::read_many(
+    read_many(
         cx.shared,
         keys.iter().map(Vec::as_slice),
         true,
-        &mut super::ReadScratch::default(),
+        &mut ReadScratch::default(),
         &mut values,
     );
     // Every value is read and checked before the reply starts, so an error is the whole
@@ -213,7 +215,7 @@ pub(super) fn mget(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let mut live = Vec::with_capacity(values.len());
     for v in &values {
         live.push(match v {
-            Ok(Some(raw)) => super::live_data(raw, cx.now)?,
+            Ok(Some(raw)) => live_data(raw, cx.now)?,
             Ok(None) => None,
             Err(e) => return Err(e.clone()),
         });

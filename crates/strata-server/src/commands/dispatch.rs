@@ -1,0 +1,159 @@
+//! Dispatch: a command's checks (arity, authentication, ACL, transaction state) and the
+//! lock it runs under, then its handler.
+
+use std::sync::atomic::Ordering;
+
+use super::auth::{self, PROTECTED};
+use super::exec_state::{self, ExecLock};
+use super::handlers::HANDLERS;
+use super::keyspace::lock_stripes;
+use super::spec::{Spec, arity_ok, lookup};
+use super::{Connection, run, wrong_args};
+use crate::resp::Reply;
+use crate::shared::{After, Shared};
+
+/// True while the `default` user takes any password, as protected mode asks.
+pub(crate) fn default_needs_no_password(shared: &Shared) -> bool {
+    shared.user("default").is_none_or(|u| u.nopass)
+}
+
+/// Runs one command (`args[0]` is its name) and writes its reply.
+pub(crate) fn execute(
+    shared: &Shared,
+    conn: &mut Connection,
+    args: &[&[u8]],
+    out: &mut Reply<'_>,
+) -> After {
+    let Some(name) = args.first() else {
+        return After::Continue;
+    };
+    if conn.denied {
+        out.error(PROTECTED);
+        return After::Close;
+    }
+    let Some((i, cmd)) = lookup(name) else {
+        let shown: String = args
+            .iter()
+            .skip(1)
+            .take(3)
+            .map(|x| format!("'{}' ", String::from_utf8_lossy(x)))
+            .collect();
+        out.error(&format!(
+            "ERR unknown command '{}', with args beginning with: {shown}",
+            String::from_utf8_lossy(name)
+        ));
+        conn.multi_failed |= conn.multi.is_some();
+        return After::Continue;
+    };
+    let stats = shared.command_stats.get(i);
+    if !arity_ok(cmd, args.len()) {
+        if let Some(s) = stats {
+            s.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        out.error(&wrong_args(cmd.name));
+        conn.multi_failed |= conn.multi.is_some();
+        return After::Continue;
+    }
+    if !conn.refresh_user(shared) {
+        return After::Close;
+    }
+    let no_auth = cmd.flags.contains(&"no-auth");
+    if !conn.authenticated && !no_auth {
+        out.error("NOAUTH Authentication required.");
+        conn.multi_failed |= conn.multi.is_some();
+        return After::Continue;
+    }
+    if !conn.unrestricted
+        && !no_auth
+        && let Err(e) = auth::permitted(shared, conn, i, cmd, args)
+    {
+        out.error(&e);
+        conn.multi_failed |= conn.multi.is_some();
+        return After::Continue;
+    }
+    if conn.multi.is_some() && cmd.flags.contains(&"no_multi") {
+        out.error("ERR Command not allowed inside a transaction");
+        conn.multi_failed = true;
+        return After::Continue;
+    }
+    if let Some(queue) = conn.multi.as_mut()
+        && !runs_inside_multi(cmd.name)
+    {
+        queue.push(args.iter().map(|a| a.to_vec()).collect());
+        out.simple("QUEUED");
+        return After::Continue;
+    }
+    // FLUSHALL and FLUSHDB run alone: they wait for every other command and hold new ones
+    // back. EXEC holds its keys' stripes, or runs alone.
+    if cmd.name == "exec" {
+        let _locks = exec_lock(shared, conn);
+        run(shared, conn, i, cmd, HANDLERS, args, out)
+    } else if cmd.name.starts_with("flush") {
+        let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
+        run(shared, conn, i, cmd, HANDLERS, args, out)
+    } else {
+        let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+        run(shared, conn, i, cmd, HANDLERS, args, out)
+    }
+}
+
+/// Commands that run at once inside `MULTI` rather than being queued.
+fn runs_inside_multi(name: &str) -> bool {
+    matches!(
+        name,
+        "exec" | "discard" | "multi" | "watch" | "reset" | "quit"
+    )
+}
+
+/// The keys a queued command names, by its row's key positions; `None` when the command
+/// names none there, or may reach beyond them (another database).
+fn named_keys<'q>(cmd: &Spec, args: &'q [Vec<u8>]) -> Option<Vec<&'q [u8]>> {
+    let (first, last, step) = cmd.keys;
+    if first <= 0 || step <= 0 || matches!(cmd.name, "move" | "copy") {
+        return None;
+    }
+    let n = args.len() as i64;
+    let last = if last < 0 {
+        n + i64::from(last)
+    } else {
+        i64::from(last)
+    };
+    let mut keys = Vec::new();
+    let mut i = i64::from(first);
+    while i <= last.min(n - 1) {
+        keys.push(args[i as usize].as_slice());
+        i += i64::from(step);
+    }
+    Some(keys)
+}
+
+/// Takes the locks `EXEC` runs under: the stripes of every key it names and watches when
+/// the command table names them all, else the keyspace's write lock.
+pub(crate) fn exec_lock<'a>(shared: &'a Shared, conn: &Connection) -> ExecLock<'a> {
+    let mut keys: Vec<Vec<u8>> = conn.watched.iter().map(|w| w.key.clone()).collect();
+    for args in conn.multi.iter().flatten() {
+        let named = args
+            .first()
+            .and_then(|n| lookup(n))
+            .and_then(|(_, cmd)| named_keys(cmd, args));
+        let Some(named) = named else {
+            let all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
+            return ExecLock::Alone { _all: all };
+        };
+        keys.extend(
+            named
+                .into_iter()
+                .map(|k| crate::store::data_key(conn.db, k)),
+        );
+    }
+    let keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    let stripes = lock_stripes(shared, keys.iter().map(Vec::as_slice));
+    let mut held: Vec<usize> = keys.iter().map(|k| shared.stripe(k)).collect();
+    held.sort_unstable();
+    held.dedup();
+    ExecLock::Keys {
+        _keyspace: keyspace,
+        _stripes: stripes,
+        _held: exec_state::hold_stripes(held),
+    }
+}

@@ -1,0 +1,169 @@
+//! Reading and writing keys: through the hot-key cache and the writes of the `EXEC` this
+//! thread runs, under the stripe locks of the keys.
+
+use strata::WriteBatch;
+
+use super::exec_state;
+use super::{Ctx, Outcome, engine, write_opts};
+use crate::shared::Shared;
+use crate::store::{self, Value};
+
+/// Reads an engine key's stored bytes through the hot-key cache. On a miss the engine is
+/// read and the cache filled under the key's stripe lock, so that a concurrent write cannot
+/// be overtaken by a stale fill.
+pub(super) fn read_raw(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if let Some(v) = exec_state::pending(key) {
+        return Ok(v);
+    }
+    if !shared.cache.consult() {
+        return shared.db.get(key).map_err(engine);
+    }
+    if let Some(v) = shared.cache.get(key) {
+        return Ok(v);
+    }
+    let _stripe = lock_stripe(shared, key);
+    let v = shared.db.get(key).map_err(engine)?;
+    shared.cache.fill(key, &v);
+    Ok(v)
+}
+
+/// Reads an engine key while the caller holds its stripe lock.
+pub(crate) fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    if let Some(v) = exec_state::pending(key) {
+        return Ok(v);
+    }
+    if shared.cache.consult()
+        && let Some(v) = shared.cache.get(key)
+    {
+        return Ok(v);
+    }
+    shared.db.get(key).map_err(engine)
+}
+
+/// The data of stored bytes, read in place, unless expired at `now`.
+pub(crate) fn live_data(raw: &[u8], now: u64) -> Result<Option<&[u8]>, String> {
+    let (expires_at, data) = store::parse_value(raw).map_err(|e| format!("ERR {e}"))?;
+    Ok(expires_at.is_none_or(|t| t > now).then_some(data))
+}
+
+fn live(raw: Option<Vec<u8>>, now: u64) -> Result<Option<Value>, String> {
+    let Some(raw) = raw else { return Ok(None) };
+    let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
+    Ok(v.is_live(now).then_some(v))
+}
+
+impl<'a> Ctx<'a, '_> {
+    /// The engine key of `key` in the connection's database.
+    pub(crate) fn key(&self, key: &[u8]) -> Vec<u8> {
+        store::data_key(self.conn.db, key)
+    }
+
+    /// The live value of an engine key (`None` when absent or expired).
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Value>, String> {
+        live(read_raw(self.shared, key)?, self.now)
+    }
+
+    /// As [`Ctx::get`], for a caller that holds the key's stripe lock.
+    pub(crate) fn get_locked(&self, key: &[u8]) -> Result<Option<Value>, String> {
+        live(read_raw_locked(self.shared, key)?, self.now)
+    }
+
+    pub(crate) fn lock<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> Vec<std::sync::MutexGuard<'a, ()>> {
+        lock_stripes(self.shared, keys)
+    }
+}
+
+/// Writes to make as one atomic batch. Requires: the caller holds the stripe lock of every
+/// key written.
+#[derive(Default)]
+pub(crate) struct Writes {
+    batch: WriteBatch,
+    keys: Vec<Vec<u8>>,
+    /// Inside an `EXEC`, the same writes, engine key and stored bytes (`None` deletes).
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Writes {
+    /// Stores `data` under an engine key; an expiry also enters the expiry index.
+    pub(crate) fn put(&mut self, key: &[u8], data: &[u8], expires_at: Option<u64>) {
+        let stored = store::encode_value(data, expires_at);
+        self.batch.put(key, &stored);
+        let in_exec = exec_state::in_exec();
+        if in_exec {
+            self.ops.push((key.to_vec(), Some(stored)));
+        }
+        if let Some(t) = expires_at {
+            let index = store::index_key(t, key);
+            self.batch.put(&index, b"");
+            if in_exec {
+                self.ops.push((index, Some(Vec::new())));
+            }
+        }
+        self.keys.push(key.to_vec());
+    }
+
+    pub(crate) fn delete(&mut self, key: &[u8]) {
+        self.batch.delete(key);
+        if exec_state::in_exec() {
+            self.ops.push((key.to_vec(), None));
+        }
+        self.keys.push(key.to_vec());
+    }
+
+    /// Deletes a key of the server's own (an expiry index entry), not cached.
+    pub(crate) fn delete_raw(&mut self, key: &[u8]) {
+        self.batch.delete(key);
+        if exec_state::in_exec() {
+            self.ops.push((key.to_vec(), None));
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    pub(crate) fn commit(mut self, shared: &Shared) -> Outcome {
+        if exec_state::hold(&mut self.ops, &self.keys) {
+            return Ok(());
+        }
+        // A written key leaves the cache (the next read fills it): cheaper than copying every
+        // written value in, and right whatever the write's outcome. It leaves before the
+        // write, under the stripe locks a refill takes, so that no reader sees the cached old
+        // value of one key and the engine's new value of another.
+        for k in &self.keys {
+            shared.cache.remove(k);
+        }
+        shared
+            .db
+            .write(self.batch, write_opts(shared))
+            .map_err(engine)
+    }
+}
+
+/// Locks the stripe of one key, unless the `EXEC` running on this thread holds it: the read
+/// path's cache fill, without the vector [`lock_stripes`] makes.
+fn lock_stripe<'a>(shared: &'a Shared, key: &[u8]) -> Option<std::sync::MutexGuard<'a, ()>> {
+    let i = shared.stripe(key);
+    if exec_state::held_by_this_thread(i) {
+        return None;
+    }
+    Some(shared.stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Locks the stripes of `keys` in a fixed order (no deadlock between multi-key commands).
+/// Inside an `EXEC`, the stripes it already holds are not taken again.
+pub(crate) fn lock_stripes<'a, 'k>(
+    shared: &'a Shared,
+    keys: impl IntoIterator<Item = &'k [u8]>,
+) -> Vec<std::sync::MutexGuard<'a, ()>> {
+    let mut idx: Vec<usize> = keys.into_iter().map(|k| shared.stripe(k)).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    idx.retain(|&i| !exec_state::held_by_this_thread(i));
+    idx.into_iter()
+        .map(|i| shared.stripes[i].lock().unwrap_or_else(|e| e.into_inner()))
+        .collect()
+}

@@ -1,0 +1,99 @@
+//! A connection's state: its database, protocol, transaction, watched keys and user.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::acl::User;
+use crate::shared::Shared;
+
+/// Per-connection state.
+pub(crate) struct Connection {
+    pub id: u64,
+    pub name: Option<Vec<u8>>,
+    /// The database `SELECT` chose.
+    pub db: u8,
+    /// 2 or 3, as `HELLO` chose.
+    pub protocol: u8,
+    /// Commands queued since `MULTI`, when one is open.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command failed to queue since `MULTI`: `EXEC` discards the transaction.
+    pub multi_failed: bool,
+    /// Keys `WATCH`ed, as they were then.
+    pub watched: Vec<Watched>,
+    /// The user the connection runs as.
+    pub user: Arc<User>,
+    /// False until the connection authenticates, when `default` needs a password.
+    pub authenticated: bool,
+    /// The user may run every command on every key: nothing to check.
+    pub unrestricted: bool,
+    /// [`Shared::acl_generation`] when `user` was read.
+    pub(super) acl_seen: u64,
+    /// Refused by protected mode: every command is answered with its error, then closed.
+    pub denied: bool,
+    /// Where the user's key patterns are walked from: the one that granted the last key.
+    pub acl_hint: usize,
+}
+
+impl Connection {
+    pub(crate) fn new(id: u64, shared: &Shared, denied: bool) -> Self {
+        let user = shared
+            .user("default")
+            .unwrap_or_else(|| Arc::new(User::default_user()));
+        let mut c = Connection {
+            id,
+            name: None,
+            db: 0,
+            protocol: 2,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+            authenticated: false,
+            unrestricted: false,
+            acl_seen: 0,
+            user: user.clone(),
+            denied,
+            acl_hint: 0,
+        };
+        c.log_in(user, false);
+        c
+    }
+
+    /// Runs as `user` from now on; `authenticated`: it gave its password (else it is
+    /// authenticated only if it needs none).
+    pub(crate) fn log_in(&mut self, user: Arc<User>, authenticated: bool) {
+        // The user was read before now: the next command reads it again ([`refresh_user`]),
+        // in case it changed or went in between.
+        self.acl_seen = u64::MAX;
+        self.authenticated = authenticated || (user.enabled && user.nopass);
+        self.unrestricted = user.unrestricted();
+        self.user = user;
+    }
+
+    /// Picks up a change of the connection's user. False when the user was deleted: the
+    /// connection is closed, as Redis closes it.
+    pub(crate) fn refresh_user(&mut self, shared: &Shared) -> bool {
+        let seen = shared.acl_generation.load(Ordering::Acquire);
+        if seen == self.acl_seen {
+            return true;
+        }
+        let Some(user) = shared
+            .user(&self.user.name)
+            .filter(|u| u.id == self.user.id)
+        else {
+            return false;
+        };
+        self.acl_seen = seen;
+        self.unrestricted = user.unrestricted();
+        self.user = user;
+        true
+    }
+}
+
+/// A key as `WATCH` saw it.
+pub(crate) struct Watched {
+    pub key: Vec<u8>,
+    /// The sequence number of its newest write.
+    pub seq: Option<u64>,
+    /// When it expires, if it was live and expiring.
+    pub expires_at: Option<u64>,
+}

@@ -1,0 +1,78 @@
+//! The commands' descriptions, [`SPECS`], made from the command table's rows
+//! (`table.rs`): what dispatch, ACL checks, `COMMAND` and `INFO commandstats` read.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::table::command_rows;
+
+/// A command's description: its row of the table without the handler.
+pub(crate) struct Spec {
+    /// The name, in lower case.
+    pub name: &'static str,
+    /// Redis's arity: `n` exactly `n` arguments with the name, `-n` at least `n`.
+    pub arity: i32,
+    pub flags: &'static [&'static str],
+    /// ACL categories, without the `@`.
+    pub categories: &'static [&'static str],
+    /// First key, last key (negative: from the end) and step, as COMMAND reports them.
+    pub keys: (i32, i32, i32),
+}
+
+const R: &[&str] = &["readonly", "fast"];
+const W: &[&str] = &["write", "denyoom", "fast"];
+const WS: &[&str] = &["write", "denyoom"];
+const RS: &[&str] = &["readonly"];
+/// Connection commands a client may send before it authenticates.
+const C: &[&str] = &["fast", "loading", "stale", "no-auth"];
+/// Connection commands that need an authenticated client.
+const CA: &[&str] = &["fast", "loading", "stale"];
+const A: &[&str] = &["admin", "noscript", "loading", "stale"];
+const ONE: (i32, i32, i32) = (1, 1, 1);
+const ALL: (i32, i32, i32) = (1, -1, 1);
+const NONE: (i32, i32, i32) = (0, 0, 0);
+/// MULTI, DISCARD, WATCH and UNWATCH.
+const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
+
+macro_rules! specs {
+    ($(($name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path)),* $(,)?) => {
+        /// Every command the server answers, in the table's order.
+        pub(crate) static SPECS: &[Spec] = &[$(Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            categories: &[$($cat),*],
+            keys: $keys,
+        }),*];
+    };
+}
+
+command_rows!(specs);
+
+/// The table's rows by name.
+fn index() -> &'static HashMap<&'static str, usize> {
+    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    INDEX.get_or_init(|| SPECS.iter().enumerate().map(|(i, c)| (c.name, i)).collect())
+}
+
+/// The row of `name` (any case), with its place in the table.
+pub(crate) fn lookup(name: &[u8]) -> Option<(usize, &'static Spec)> {
+    // Command names are short: lower-cased on the stack, without an allocation.
+    let mut buf = [0u8; 32];
+    let dst = buf.get_mut(..name.len())?;
+    dst.copy_from_slice(name);
+    dst.make_ascii_lowercase();
+    let i = *index().get(std::str::from_utf8(dst).ok()?)?;
+    Some((i, SPECS.get(i)?))
+}
+
+/// Whether `argc` arguments (with the name) fit `cmd`'s arity.
+pub(crate) fn arity_ok(cmd: &Spec, argc: usize) -> bool {
+    let argc = argc as i64;
+    let arity = i64::from(cmd.arity);
+    if arity >= 0 {
+        argc == arity
+    } else {
+        argc >= -arity
+    }
+}

@@ -1,0 +1,183 @@
+//! The state every connection and background thread shares: [`Shared`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use strata::Db;
+
+use crate::acl::{self, User};
+use crate::config::{Config, SyncMode};
+use crate::hotcache::HotCache;
+use crate::save;
+use crate::store::Clock;
+use crate::tls::TlsFiles;
+
+pub(crate) const STRIPES: usize = 1024;
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub connections_received: AtomicU64,
+    pub connected: AtomicUsize,
+    pub rejected: AtomicU64,
+    pub commands: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    /// Connections closed for a request past `client-query-buffer-limit`.
+    pub query_buffer_closed: AtomicU64,
+    /// Connections closed for unread replies past `client-output-buffer-limit`.
+    pub output_buffer_closed: AtomicU64,
+    pub expired_keys: AtomicU64,
+}
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub db: Db,
+    pub config: Config,
+    pub clock: Clock,
+    pub cache: HotCache,
+    /// Per-key locks for read-modify-write commands, chosen by hash.
+    pub stripes: Vec<Mutex<()>>,
+    /// FLUSHALL takes it for writing; every command that touches keys, for reading.
+    pub keyspace: RwLock<()>,
+    pub counters: Counters,
+    /// Users and the log of refusals.
+    pub acl: RwLock<acl::Acl>,
+    /// Bumped by every change of a user, so that connections pick up the change.
+    pub acl_generation: AtomicU64,
+    /// `protected-mode`, which CONFIG SET may change.
+    pub protected_mode: AtomicBool,
+    /// The TLS port's files and the configuration made of them; CONFIG SET of a file reads
+    /// them again, for the connections that come after.
+    pub tls: Mutex<Option<(TlsFiles, Arc<rustls::ServerConfig>)>>,
+    /// The TLS port, when one is served.
+    pub tls_port: Option<u16>,
+    /// `client-query-buffer-limit`, which CONFIG SET may change.
+    pub query_buffer_limit: AtomicUsize,
+    /// The hard `client-output-buffer-limit` of normal clients (0: none).
+    pub output_buffer_limit: AtomicUsize,
+    /// `tcp-keepalive` in seconds, for connections accepted from now on.
+    pub tcp_keepalive: AtomicU64,
+    /// One row per row of the command table.
+    pub command_stats: Vec<CommandStats>,
+    pub started: Instant,
+    /// SAVE, BGSAVE and LASTSAVE.
+    pub saves: save::Saves,
+    pub run_id: u128,
+    pub shutdown: AtomicBool,
+    /// SCAN cursors: cursor number to the database and key to continue after.
+    pub cursors: Mutex<CursorTable>,
+    pub port: u16,
+    /// Settings CONFIG SET may change while the server runs.
+    pub max_clients: AtomicUsize,
+    pub max_bulk_bytes: AtomicUsize,
+    /// 0: never.
+    pub idle_timeout_ms: AtomicU64,
+    pub(crate) sync: AtomicU8,
+    pub(crate) next_client_id: AtomicU64,
+    pub(crate) random: AtomicU64,
+    /// The active-expiry cycle removed every index entry due before this time (Unix ms).
+    pub expiry_floor: AtomicU64,
+}
+
+#[derive(Default)]
+pub(crate) struct CursorTable {
+    pub next: u64,
+    pub map: HashMap<u64, (u8, Vec<u8>)>,
+    pub order: std::collections::VecDeque<u64>,
+}
+
+impl Shared {
+    // Relaxed throughout: settings and counters, each read on its own.
+    pub(crate) fn sync_mode(&self) -> SyncMode {
+        match self.sync.load(Ordering::Relaxed) {
+            0 => SyncMode::Always,
+            1 => SyncMode::EverySec,
+            _ => SyncMode::No,
+        }
+    }
+
+    pub(crate) fn set_sync_mode(&self, mode: SyncMode) {
+        let n = match mode {
+            SyncMode::Always => 0,
+            SyncMode::EverySec => 1,
+            SyncMode::No => 2,
+        };
+        self.sync.store(n, Ordering::Relaxed);
+    }
+
+    /// The TLS configuration new connections to the TLS port get.
+    pub(crate) fn tls_config(&self) -> Option<Arc<rustls::ServerConfig>> {
+        let tls = self.tls.lock().unwrap_or_else(|e| e.into_inner());
+        tls.as_ref().map(|(_, c)| c.clone())
+    }
+
+    pub(crate) fn new_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A pseudo-random number (xorshift), for RANDOMKEY.
+    pub(crate) fn random_seed(&self) -> u64 {
+        let mut x = self.random.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random.store(x, Ordering::Relaxed);
+        x
+    }
+
+    pub(crate) fn reset_stats(&self) {
+        for s in &self.command_stats {
+            s.calls.store(0, Ordering::Relaxed);
+            s.micros.store(0, Ordering::Relaxed);
+            s.rejected.store(0, Ordering::Relaxed);
+            s.failed.store(0, Ordering::Relaxed);
+        }
+        let c = &self.counters;
+        for n in [
+            &c.commands,
+            &c.keyspace_hits,
+            &c.keyspace_misses,
+            &c.protocol_errors,
+            &c.expired_keys,
+            &c.rejected,
+        ] {
+            n.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The user named `name`, as the ACL holds it now.
+    pub(crate) fn user(&self, name: &str) -> Option<Arc<User>> {
+        self.acl
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .users
+            .get(name)
+            .cloned()
+    }
+
+    pub(crate) fn stripe(&self, key: &[u8]) -> usize {
+        let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+        for &b in key {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        (h as usize) % STRIPES
+    }
+}
+
+/// Calls and time per command, for `INFO commandstats`.
+#[derive(Default)]
+pub(crate) struct CommandStats {
+    pub calls: AtomicU64,
+    pub micros: AtomicU64,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+/// What a command asks of the connection.
+pub(crate) enum After {
+    Continue,
+    Close,
+}
