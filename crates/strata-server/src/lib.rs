@@ -63,30 +63,8 @@ pub struct Server {
 impl Server {
     /// Opens the database and starts listening.
     pub fn start(config: Config) -> Result<Server, String> {
-        let mut engine = config.engine.clone();
-        let filter_enabled = Arc::new(AtomicBool::new(false));
-        engine.compaction_filter = Some(Arc::new(store::ExpiryFilter {
-            clock: config.clock.clone(),
-            enabled: filter_enabled.clone(),
-        }));
-        let db = Db::open(&config.dir, engine).map_err(|e| e.to_string())?;
-        store::prepare_layout(&db)?;
-        // Release: compactions that see the flag see the converted layout.
-        filter_enabled.store(true, Ordering::Release);
-        let mut users = acl::Acl::new();
-        if let Some(path) = &config.aclfile {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read the ACL file {}: {e}", path.display()))?;
-            let default = users.users.remove("default");
-            users.users = acl::Acl::parse_file(&text, &path.display().to_string())?;
-            // A file without `default` leaves it as a fresh server has it.
-            if let Some(d) = default {
-                users.users.entry("default".into()).or_insert(d);
-            }
-        }
-        if let Some(pass) = &config.requirepass {
-            acl::set_requirepass(&mut users, pass.as_bytes());
-        }
+        let db = open_database(&config)?;
+        let users = load_users(&config)?;
         let tls_config = match (&config.tls, config.tls_port) {
             (Some(files), Some(_)) => Some((files.clone(), tls::server_config(files)?)),
             (None, Some(_)) => {
@@ -94,29 +72,7 @@ impl Server {
             }
             _ => None,
         };
-        let listen = |port: u16| -> Result<(TcpListener, SocketAddr), String> {
-            let listener = TcpListener::bind((config.bind.as_str(), port))
-                .map_err(|e| format!("cannot listen on {}:{port}: {e}", config.bind))?;
-            let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-            Ok((listener, addr))
-        };
-        let mut listeners = Vec::new();
-        let mut addr = None;
-        if config.plain {
-            let (l, a) = listen(config.port)?;
-            listeners.push((l, false));
-            addr = Some(a);
-        }
-        let mut tls_addr = None;
-        if let Some(port) = config.tls_port {
-            let (l, a) = listen(port)?;
-            listeners.push((l, true));
-            tls_addr = Some(a);
-        }
-        let addr = addr
-            .or(tls_addr)
-            .ok_or("nothing to listen on: the plain port is off and no --tls-port is given")?;
+        let (listeners, addr, tls_addr) = listen_all(&config)?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
@@ -256,6 +212,72 @@ impl Server {
         self.shared.db.sync_wal().map_err(|e| e.to_string())?;
         Ok(())
     }
+}
+
+/// Opens the database with the expiry filter, and brings its layout up to date.
+fn open_database(config: &Config) -> Result<Db, String> {
+    let mut engine = config.engine.clone();
+    let filter_enabled = Arc::new(AtomicBool::new(false));
+    engine.compaction_filter = Some(Arc::new(store::ExpiryFilter {
+        clock: config.clock.clone(),
+        enabled: filter_enabled.clone(),
+    }));
+    let db = Db::open(&config.dir, engine).map_err(|e| e.to_string())?;
+    store::prepare_layout(&db)?;
+    // Release: compactions that see the flag see the converted layout.
+    filter_enabled.store(true, Ordering::Release);
+    Ok(db)
+}
+
+/// The users: a fresh server's, or the ACL file's, with `requirepass` applied.
+fn load_users(config: &Config) -> Result<acl::Acl, String> {
+    let mut users = acl::Acl::new();
+    if let Some(path) = &config.aclfile {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the ACL file {}: {e}", path.display()))?;
+        let default = users.users.remove("default");
+        users.users = acl::Acl::parse_file(&text, &path.display().to_string())?;
+        // A file without `default` leaves it as a fresh server has it.
+        if let Some(d) = default {
+            users.users.entry("default".into()).or_insert(d);
+        }
+    }
+    if let Some(pass) = &config.requirepass {
+        acl::set_requirepass(&mut users, pass.as_bytes());
+    }
+    Ok(users)
+}
+
+/// The listening sockets (with whether each is the TLS port), the address of the first
+/// and that of the TLS port.
+#[allow(clippy::type_complexity)]
+fn listen_all(
+    config: &Config,
+) -> Result<(Vec<(TcpListener, bool)>, SocketAddr, Option<SocketAddr>), String> {
+    let listen = |port: u16| -> Result<(TcpListener, SocketAddr), String> {
+        let listener = TcpListener::bind((config.bind.as_str(), port))
+            .map_err(|e| format!("cannot listen on {}:{port}: {e}", config.bind))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok((listener, addr))
+    };
+    let mut listeners = Vec::new();
+    let mut addr = None;
+    if config.plain {
+        let (l, a) = listen(config.port)?;
+        listeners.push((l, false));
+        addr = Some(a);
+    }
+    let mut tls_addr = None;
+    if let Some(port) = config.tls_port {
+        let (l, a) = listen(port)?;
+        listeners.push((l, true));
+        tls_addr = Some(a);
+    }
+    let addr = addr
+        .or(tls_addr)
+        .ok_or("nothing to listen on: the plain port is off and no --tls-port is given")?;
+    Ok((listeners, addr, tls_addr))
 }
 
 /// The server's background duties: the everysec WAL sync and the active-expiry cycle.

@@ -289,69 +289,9 @@ pub(super) fn acl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 }
             }
         },
-        "DRYRUN" => {
-            let name = String::from_utf8_lossy(a[2]).into_owned();
-            let u = user(shared, &name).ok_or_else(|| format!("ERR User '{name}' not found"))?;
-            let Some((i, cmd)) = lookup(a[3]) else {
-                return Err(format!(
-                    "ERR Command '{}' not found",
-                    String::from_utf8_lossy(a[3])
-                ));
-            };
-            let args = &a[3..];
-            if !spec::arity_ok(cmd, args.len()) {
-                return Err(super::wrong_args(cmd.name));
-            }
-            match u.check(i, cmd, args) {
-                Ok(()) => cx.out.ok(),
-                Err(Denied::Command) => cx.out.bulk(
-                    format!(
-                        "This user has no permissions to run the '{}' command",
-                        cmd.name
-                    )
-                    .as_bytes(),
-                ),
-                Err(Denied::Key(k)) => cx.out.bulk(
-                    format!(
-                        "This user has no permissions to access the '{}' key",
-                        String::from_utf8_lossy(args.get(k).copied().unwrap_or_default())
-                    )
-                    .as_bytes(),
-                ),
-            }
-        }
+        "DRYRUN" => acl_dryrun(cx, a)?,
         "LOG" => log(cx, a.get(2).copied())?,
-        "LOAD" => {
-            let path = shared.config.aclfile.as_ref().ok_or_else(no_file)?;
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                format!(
-                    "ERR Error loading ACLs, opening file '{}': {e}",
-                    path.display()
-                )
-            })?;
-            let mut users = Acl::parse_file(&text, &path.display().to_string())
-                .map_err(|e| format!("ERR {e}"))?;
-            let mut acl = write(shared);
-            // `default` stays the same user (its connections go on), with the file's rules if
-            // the file has it, else as it was: a file without it does not drop requirepass.
-            // Every other user is made anew, and its connections are closed.
-            let current = acl.users.get("default").cloned();
-            match (users.get_mut("default"), current) {
-                (Some(new), Some(old)) => {
-                    let mut d = (**new).clone();
-                    d.id = old.id;
-                    *new = Arc::new(d);
-                }
-                (None, Some(old)) => {
-                    users.insert("default".into(), old);
-                }
-                _ => {}
-            }
-            acl.users = users;
-            changed(shared);
-            drop(acl);
-            cx.out.ok();
-        }
+        "LOAD" => acl_load(cx, a)?,
         "SAVE" => {
             let path = shared.config.aclfile.as_ref().ok_or_else(no_file)?;
             let text = read(shared).file_text();
@@ -365,6 +305,77 @@ pub(super) fn acl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
         _ => unreachable!("every subcommand is matched above"),
     }
+    Ok(())
+}
+
+/// `ACL DRYRUN user command [arg ...]`: whether the user may run the command, as its
+/// refusal would say.
+fn acl_dryrun(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let shared = cx.shared;
+    let name = String::from_utf8_lossy(a[2]).into_owned();
+    let u = user(shared, &name).ok_or_else(|| format!("ERR User '{name}' not found"))?;
+    let Some((i, cmd)) = lookup(a[3]) else {
+        return Err(format!(
+            "ERR Command '{}' not found",
+            String::from_utf8_lossy(a[3])
+        ));
+    };
+    let args = &a[3..];
+    if !spec::arity_ok(cmd, args.len()) {
+        return Err(super::wrong_args(cmd.name));
+    }
+    match u.check(i, cmd, args) {
+        Ok(()) => cx.out.ok(),
+        Err(Denied::Command) => cx.out.bulk(
+            format!(
+                "This user has no permissions to run the '{}' command",
+                cmd.name
+            )
+            .as_bytes(),
+        ),
+        Err(Denied::Key(k)) => cx.out.bulk(
+            format!(
+                "This user has no permissions to access the '{}' key",
+                String::from_utf8_lossy(args.get(k).copied().unwrap_or_default())
+            )
+            .as_bytes(),
+        ),
+    }
+    Ok(())
+}
+
+/// `ACL LOAD`: the users of the ACL file replace the server's.
+fn acl_load(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    let shared = cx.shared;
+    let path = shared.config.aclfile.as_ref().ok_or_else(no_file)?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "ERR Error loading ACLs, opening file '{}': {e}",
+            path.display()
+        )
+    })?;
+    let mut users =
+        Acl::parse_file(&text, &path.display().to_string()).map_err(|e| format!("ERR {e}"))?;
+    let mut acl = write(shared);
+    // `default` stays the same user (its connections go on), with the file's rules if
+    // the file has it, else as it was: a file without it does not drop requirepass.
+    // Every other user is made anew, and its connections are closed.
+    let current = acl.users.get("default").cloned();
+    match (users.get_mut("default"), current) {
+        (Some(new), Some(old)) => {
+            let mut d = (**new).clone();
+            d.id = old.id;
+            *new = Arc::new(d);
+        }
+        (None, Some(old)) => {
+            users.insert("default".into(), old);
+        }
+        _ => {}
+    }
+    acl.users = users;
+    changed(shared);
+    drop(acl);
+    cx.out.ok();
     Ok(())
 }
 
@@ -427,4 +438,21 @@ fn log(cx: &mut Ctx<'_, '_>, arg: Option<&[u8]>) -> Outcome {
         cx.out.bulk(e.client_info.as_bytes());
     }
     Ok(())
+}
+
+/// True while the `default` user takes any password, as protected mode asks.
+pub(crate) fn default_needs_no_password(shared: &Shared) -> bool {
+    shared.user("default").is_none_or(|u| u.nopass)
+}
+
+/// Protected mode refuses `peer` (`None`: its address is unknown, and it is refused as one
+/// from another host would be): it is not on this host, and `default` needs no password.
+pub(crate) fn protected(shared: &Shared, peer: Option<std::net::SocketAddr>) -> bool {
+    let loopback = peer.is_some_and(|peer| match peer.ip() {
+        std::net::IpAddr::V4(ip) => ip.is_loopback(),
+        std::net::IpAddr::V6(ip) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    });
+    shared.protected_mode.load(Ordering::Relaxed) && !loopback && default_needs_no_password(shared)
 }

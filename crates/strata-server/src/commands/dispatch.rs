@@ -12,11 +12,6 @@ use super::{Connection, run, wrong_args};
 use crate::resp::Reply;
 use crate::shared::{After, Shared};
 
-/// True while the `default` user takes any password, as protected mode asks.
-pub(crate) fn default_needs_no_password(shared: &Shared) -> bool {
-    shared.user("default").is_none_or(|u| u.nopass)
-}
-
 /// Runs one command (`args[0]` is its name) and writes its reply.
 pub(crate) fn execute(
     shared: &Shared,

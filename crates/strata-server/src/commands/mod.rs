@@ -17,9 +17,11 @@
 
 mod auth;
 mod batched;
+mod config;
 mod dispatch;
 mod exec_state;
 mod handlers;
+mod info;
 mod keys;
 mod keyspace;
 mod server;
@@ -29,10 +31,11 @@ mod strings;
 mod table;
 mod transaction;
 
+pub(crate) use auth::protected;
 pub(crate) use batched::{
     ReadScratch, answer_get, count_batched, is_plain_get, is_plain_set, read_gets, write_sets,
 };
-pub(crate) use dispatch::{default_needs_no_password, execute};
+pub(crate) use dispatch::execute;
 pub(crate) use keys::expire_cycle;
 pub(crate) use session::Connection;
 #[cfg(test)]

@@ -432,7 +432,7 @@ macro_rules! command_rows {
                 A,
                 ["admin", "slow", "dangerous"],
                 NONE,
-                server::config
+                config::config
             ),
             (
                 "info",
@@ -440,7 +440,7 @@ macro_rules! command_rows {
                 &["loading", "stale"],
                 ["slow", "dangerous"],
                 NONE,
-                server::info
+                info::info
             ),
             (
                 "time",

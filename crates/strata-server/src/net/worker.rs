@@ -1,31 +1,13 @@
-//! The event loop: an acceptor thread hands new connections round-robin to a few workers, and
-//! each worker polls its own connections (epoll through mio) and answers them in rounds.
-//!
-//! A round reads what every ready connection has sent, runs the complete commands in order,
-//! and sends the replies. Plain SETs are not written one by one: the SETs of every connection
-//! in the round join one batch, written (and under `--sync always` fsynced) once, the way
-//! Redis writes its append-only file once per event-loop turn. Plain GETs join the batch too,
-//! and are read together after its SETs are written, in one batched lookup of the engine
-//! whose cache misses overlap. A connection's commands stay in order: its GETs in the batch
-//! all follow its SETs there (a SET after a GET of the same connection waits for the next
-//! batch), and before any other command of a connection runs, the batch holding its earlier
-//! SETs and GETs is done. A SET is acknowledged only after its batch is written; a reader on
-//! another connection may see the value just before the SET is answered, which
-//! linearizability allows.
-//!
-//! Backpressure: a connection whose unsent replies pass [`OUTPUT_LIMIT`] is not read from
-//! until they drain, so a client that pipelines without reading costs bounded memory and does
-//! not hold up the others. No connection gets more than [`READ_PER_ROUND`] bytes of reading
-//! per round, so a busy one cannot starve the rest.
+//! A worker: polls its connections and answers them in rounds.
 
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::commands::{self, Connection};
@@ -34,6 +16,8 @@ use crate::shared::{After, Shared};
 use crate::store;
 use crate::tls::Stream;
 
+use super::client::{Client, Written};
+
 /// Stop running a connection's commands while this many reply bytes wait to be sent to it.
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
 /// Most bytes read from one connection in one round.
@@ -41,24 +25,22 @@ const READ_PER_ROUND: usize = 256 * 1024;
 /// A batch is done once it holds this many SETs and GETs, or this many bytes of them.
 const MAX_BATCH_COMMANDS: usize = 1024;
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
-/// Most GETs of one connection in a batch. Their replies are made together, before the
-/// output limit is checked again, so this bounds how far a batch can overshoot it.
-const MAX_BATCH_GETS_PER_CONNECTION: usize = 32;
-/// How often an idle worker looks up to check for shutdown and idle connections.
-const TICK: Duration = Duration::from_millis(100);
 /// How long a worker polls without sleeping, after a round of clients in lockstep, before it
 /// blocks.
 const SPIN: Duration = Duration::from_micros(50);
 /// How long shutdown waits for a connection to take the replies it is owed.
 const SHUTDOWN_SEND: Duration = Duration::from_secs(2);
-
 const WAKE: Token = Token(usize::MAX);
-const LISTEN: Token = Token(usize::MAX - 1);
+/// Most GETs of one connection in a batch. Their replies are made together, before the
+/// output limit is checked again, so this bounds how far a batch can overshoot it.
+const MAX_BATCH_GETS_PER_CONNECTION: usize = 32;
+/// How often an idle worker looks up to check for shutdown and idle connections.
+pub(super) const TICK: Duration = Duration::from_millis(100);
 
 /// A worker as the acceptor sees it: where to send new connections and how to wake it.
 pub(crate) struct WorkerHandle {
     /// New connections, each with whether it came to the TLS port.
-    sender: Sender<(std::net::TcpStream, bool)>,
+    pub(super) sender: Sender<(std::net::TcpStream, bool)>,
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
 }
@@ -88,190 +70,6 @@ impl WorkerHandle {
             let _ = t.join();
         }
     }
-}
-
-/// Accepts connections until shutdown and deals them to the workers in turn. Each listener
-/// comes with whether it is the TLS port.
-pub(crate) fn accept_loop(
-    listeners: Vec<(std::net::TcpListener, bool)>,
-    shared: Arc<Shared>,
-    workers: Arc<Vec<WorkerHandle>>,
-    mut poll: Poll,
-) {
-    let mut listeners: Vec<(TcpListener, bool)> = listeners
-        .into_iter()
-        .map(|(l, tls)| (TcpListener::from_std(l), tls))
-        .collect();
-    for (i, (listener, _)) in listeners.iter_mut().enumerate() {
-        if poll
-            .registry()
-            .register(listener, Token(LISTEN.0 - i), Interest::READABLE)
-            .is_err()
-        {
-            return;
-        }
-    }
-    let mut events = Events::with_capacity(64);
-    let mut next = 0usize;
-    while !shared.shutdown.load(Ordering::SeqCst) {
-        if let Err(e) = poll.poll(&mut events, Some(TICK))
-            && e.kind() != ErrorKind::Interrupted
-        {
-            std::thread::sleep(TICK);
-        }
-        for (listener, tls) in &listeners {
-            next = accept_all(listener, *tls, &shared, &workers, next);
-        }
-    }
-}
-
-/// Accepts what waits on one listener; `next` is the worker whose turn it is, returned moved
-/// on.
-fn accept_all(
-    listener: &TcpListener,
-    tls: bool,
-    shared: &Shared,
-    workers: &[WorkerHandle],
-    mut next: usize,
-) -> usize {
-    loop {
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            // Out of descriptors and the like: wait for the next readiness or tick.
-            Err(_) => break,
-        };
-        let counters = &shared.counters;
-        counters
-            .connections_received
-            .fetch_add(1, Ordering::Relaxed);
-        let _ = stream.set_nodelay(true);
-        keep_alive(&stream, shared.tcp_keepalive.load(Ordering::Relaxed));
-        if counters.connected.load(Ordering::SeqCst) >= shared.max_clients.load(Ordering::Relaxed) {
-            counters.rejected.fetch_add(1, Ordering::Relaxed);
-            // A best-effort note to the refused client; the socket is fresh and empty.
-            let mut s = stream;
-            let _ = s.write(b"-ERR max number of clients reached\r\n");
-            continue;
-        }
-        let Some(worker) = workers.get(next % workers.len().max(1)) else {
-            return next;
-        };
-        next = next.wrapping_add(1);
-        // Convert back to a std stream to cross the channel; the worker registers it.
-        let std_stream = std::net::TcpStream::from(stream);
-        counters.connected.fetch_add(1, Ordering::SeqCst);
-        if worker.sender.send((std_stream, tls)).is_err() {
-            counters.connected.fetch_sub(1, Ordering::SeqCst);
-            continue;
-        }
-        worker.wake();
-    }
-    next
-}
-
-/// Turns on TCP keepalive probes after `secs` idle seconds (0: off), as Redis's
-/// `tcp-keepalive`: a peer that vanished without closing (a half-open connection) is found
-/// and closed by the kernel, and its connection with it.
-pub(crate) fn keep_alive<S: std::os::fd::AsFd>(stream: &S, secs: u64) {
-    if secs == 0 {
-        return;
-    }
-    // As Redis: probes after `secs`, then every third of it, three times.
-    let secs = secs.min(crate::config::MAX_KEEPALIVE_SECS);
-    let probe = socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(secs))
-        .with_interval(Duration::from_secs((secs / 3).max(1)))
-        .with_retries(3);
-    // Best effort, as Redis: a socket that refuses keeps working without it.
-    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&probe);
-}
-
-/// Protected mode refuses `peer` (`None`: its address is unknown, and it is refused as one
-/// from another host would be): it is not on this host, and `default` needs no password.
-pub(crate) fn protected(shared: &Shared, peer: Option<std::net::SocketAddr>) -> bool {
-    let loopback = peer.is_some_and(|peer| match peer.ip() {
-        std::net::IpAddr::V4(ip) => ip.is_loopback(),
-        std::net::IpAddr::V6(ip) => {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-    });
-    shared.protected_mode.load(Ordering::Relaxed)
-        && !loopback
-        && crate::commands::default_needs_no_password(shared)
-}
-
-/// One connection and what the worker knows of it.
-struct Client {
-    stream: Stream,
-    input: Vec<u8>,
-    output: Vec<u8>,
-    /// Bytes at the front of `output` already sent.
-    sent: usize,
-    state: Connection,
-    /// The socket may hold bytes not yet read (cleared when a read would block).
-    readable: bool,
-    /// Send what is owed, then close (QUIT, a protocol error, the peer's end of input).
-    closing: bool,
-    /// Closed for breaking a limit: the session is cut off, not ended.
-    cut_off: bool,
-    /// SETs and GETs of this connection waiting in the worker's batch.
-    in_batch: usize,
-    /// Of those, the GETs.
-    gets_in_batch: usize,
-    /// Registered for writability because replies are waiting on a full socket.
-    want_write: bool,
-    /// In the next round's list already.
-    queued: bool,
-    last_activity: Instant,
-}
-
-impl Client {
-    /// Bytes of replies not yet sent (1 for encrypted bytes that wait, under TLS).
-    fn unsent(&self) -> usize {
-        self.output.len() - self.sent + usize::from(self.stream.has_pending())
-    }
-
-    /// Ends the connection without its owed replies: a broken limit or a broken socket.
-    fn cut_off(&mut self) {
-        self.readable = false;
-        self.closing = true;
-        self.cut_off = true;
-        self.output.clear();
-        self.sent = 0;
-    }
-
-    /// Writes unsent replies until they are all sent or the socket is full.
-    fn write_out(&mut self) -> Written {
-        while self.output.len() > self.sent {
-            match self
-                .stream
-                .write(self.output.get(self.sent..).unwrap_or_default())
-            {
-                Ok(0) => return Written::Broken,
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Written::Blocked,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Written::Broken,
-            }
-        }
-        match self.stream.flush_pending() {
-            Ok(()) => Written::All,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => Written::Blocked,
-            Err(_) => Written::Broken,
-        }
-    }
-}
-
-/// How far [`Client::write_out`] got.
-#[derive(PartialEq, Eq)]
-enum Written {
-    All,
-    /// The socket's buffer is full; the rest waits for it to drain.
-    Blocked,
-    /// The peer is gone.
-    Broken,
 }
 
 /// What running a connection's input came to.
@@ -441,7 +239,7 @@ impl Worker {
             }
             // Protected mode answers every command of a client from another host with an
             // error, and closes (having read what it sent, so that the error arrives).
-            let denied = protected(&self.shared, stream.peer_addr().ok());
+            let denied = commands::protected(&self.shared, stream.peer_addr().ok());
             let stream = TcpStream::from_std(stream);
             let mut stream = match (tls, self.shared.tls_config()) {
                 (false, _) => Stream::Plain(stream),
@@ -652,48 +450,8 @@ impl Worker {
             if let Some(outcome) = stopped {
                 return outcome;
             }
-            if !c.readable {
-                return Advance::Idle;
-            }
-            if read_this_round >= READ_PER_ROUND {
-                return Advance::Later;
-            }
-            match c.stream.read(&mut self.scratch) {
-                Ok(0) => {
-                    // The peer is done sending: answer what it sent, then close.
-                    c.readable = false;
-                    c.closing = true;
-                    return Advance::Idle;
-                }
-                Ok(n) => {
-                    read_this_round += n;
-                    c.input
-                        .extend_from_slice(self.scratch.get(..n).unwrap_or_default());
-                    c.last_activity = Instant::now();
-                    // A request that grows past the query buffer limit closes its connection.
-                    if c.input.len() > shared.query_buffer_limit.load(Ordering::Relaxed) {
-                        shared
-                            .counters
-                            .query_buffer_closed
-                            .fetch_add(1, Ordering::Relaxed);
-                        c.cut_off();
-                        return Advance::Idle;
-                    }
-                    // A short read emptied the socket; bytes that come later raise a new
-                    // readiness edge, so asking again now would only hear WouldBlock.
-                    if n < self.scratch.len() && c.stream.short_read_drains() {
-                        c.readable = false;
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    c.readable = false;
-                    return Advance::Idle;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => {
-                    c.cut_off();
-                    return Advance::Idle;
-                }
+            if let Some(outcome) = read_more(c, &mut self.scratch, shared, &mut read_this_round) {
+                return outcome;
             }
         }
     }
@@ -867,23 +625,56 @@ impl Worker {
     }
 }
 
-#[cfg(test)]
-mod keepalive_tests {
-    use super::*;
-
-    #[test]
-    fn accepted_sockets_get_the_keepalive_asked_for() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server_side, _) = listener.accept().unwrap();
-        let sock = socket2::SockRef::from(&server_side);
-        assert!(!sock.keepalive().unwrap());
-        keep_alive(&server_side, 0);
-        assert!(!sock.keepalive().unwrap(), "0 leaves keepalive off");
-        keep_alive(&server_side, 300);
-        assert!(sock.keepalive().unwrap());
-        assert_eq!(sock.keepalive_time().unwrap(), Duration::from_secs(300));
-        assert_eq!(sock.keepalive_interval().unwrap(), Duration::from_secs(100));
-        assert_eq!(sock.keepalive_retries().unwrap(), 3);
+/// Reads more of a connection's input, within its share of the round (`read_this_round`
+/// bytes so far); `Some` when the connection is done for this round.
+fn read_more(
+    c: &mut Client,
+    scratch: &mut [u8],
+    shared: &Shared,
+    read_this_round: &mut usize,
+) -> Option<Advance> {
+    if !c.readable {
+        return Some(Advance::Idle);
     }
+    if *read_this_round >= READ_PER_ROUND {
+        return Some(Advance::Later);
+    }
+    match c.stream.read(scratch) {
+        Ok(0) => {
+            // The peer is done sending: answer what it sent, then close.
+            c.readable = false;
+            c.closing = true;
+            return Some(Advance::Idle);
+        }
+        Ok(n) => {
+            *read_this_round += n;
+            c.input
+                .extend_from_slice(scratch.get(..n).unwrap_or_default());
+            c.last_activity = Instant::now();
+            // A request that grows past the query buffer limit closes its connection.
+            if c.input.len() > shared.query_buffer_limit.load(Ordering::Relaxed) {
+                shared
+                    .counters
+                    .query_buffer_closed
+                    .fetch_add(1, Ordering::Relaxed);
+                c.cut_off();
+                return Some(Advance::Idle);
+            }
+            // A short read emptied the socket; bytes that come later raise a new
+            // readiness edge, so asking again now would only hear WouldBlock.
+            if n < scratch.len() && c.stream.short_read_drains() {
+                c.readable = false;
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+            c.readable = false;
+            return Some(Advance::Idle);
+        }
+        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+        Err(_) => {
+            c.cut_off();
+            return Some(Advance::Idle);
+        }
+    }
+    None
 }

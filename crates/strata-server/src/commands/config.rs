@@ -1,0 +1,336 @@
+//! CONFIG GET, SET, RESETSTAT and REWRITE: the parameters Redis clients and tools ask for,
+//! and those the server may change while it runs.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{Ctx, Outcome, upper};
+use crate::config::SyncMode;
+use crate::shared::Shared;
+use crate::store::DATABASES;
+
+/// The parameters CONFIG GET reports, and whether CONFIG SET may change each.
+fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
+    let c = &shared.config;
+    let tls = shared.tls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let tls_file = |f: fn(&crate::TlsFiles) -> String| {
+        tls.as_ref().map_or_else(String::new, |(files, _)| f(files))
+    };
+    let tls_port = shared
+        .tls_port
+        .map_or_else(|| "0".into(), |p| p.to_string());
+    let appendfsync = match shared.sync_mode() {
+        SyncMode::Always => "always",
+        SyncMode::EverySec => "everysec",
+        SyncMode::No => "no",
+    };
+    vec![
+        ("appendonly", "yes".into(), false),
+        ("appendfsync", appendfsync.into(), true),
+        ("save", String::new(), false),
+        ("databases", DATABASES.to_string(), false),
+        (
+            "maxclients",
+            shared.max_clients.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
+            "proto-max-bulk-len",
+            shared.max_bulk_bytes.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
+            "timeout",
+            (shared.idle_timeout_ms.load(Ordering::Relaxed) / 1000).to_string(),
+            true,
+        ),
+        ("port", shared.port.to_string(), false),
+        ("bind", c.bind.clone(), false),
+        ("dir", c.dir.display().to_string(), false),
+        ("tls-port", tls_port, false),
+        (
+            "tcp-keepalive",
+            shared.tcp_keepalive.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
+            "client-query-buffer-limit",
+            shared
+                .query_buffer_limit
+                .load(Ordering::Relaxed)
+                .to_string(),
+            true,
+        ),
+        (
+            "client-output-buffer-limit",
+            format!(
+                "normal {} 0 0",
+                shared.output_buffer_limit.load(Ordering::Relaxed)
+            ),
+            true,
+        ),
+        (
+            "tls-cert-file",
+            tls_file(|f| f.cert.display().to_string()),
+            true,
+        ),
+        (
+            "tls-key-file",
+            tls_file(|f| f.key.display().to_string()),
+            true,
+        ),
+        (
+            "tls-ca-cert-file",
+            tls_file(|f| {
+                f.ca.as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string())
+            }),
+            true,
+        ),
+        (
+            "tls-auth-clients",
+            tls_file(|f| {
+                match f.auth {
+                    crate::ClientAuth::Yes => "yes",
+                    crate::ClientAuth::No => "no",
+                    crate::ClientAuth::Optional => "optional",
+                }
+                .to_string()
+            }),
+            true,
+        ),
+        // Passwords are kept as digests only: the password itself cannot be shown.
+        ("requirepass", String::new(), true),
+        (
+            "protected-mode",
+            if shared.protected_mode.load(Ordering::Relaxed) {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+            true,
+        ),
+        (
+            "aclfile",
+            c.aclfile
+                .as_ref()
+                .map_or_else(String::new, |p| p.display().to_string()),
+            false,
+        ),
+    ]
+}
+
+/// A memory size as Redis writes them: bytes, or with k, kb, m, mb, g or gb (1000s for the
+/// bare letters, 1024s with b).
+fn bytes(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &lower[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+/// A setting CONFIG SET changes, parsed and checked.
+enum Setting {
+    Sync(SyncMode),
+    MaxClients(usize),
+    MaxBulk(usize),
+    TimeoutSecs(u64),
+    RequirePass(Vec<u8>),
+    ProtectedMode(bool),
+    QueryBufferLimit(usize),
+    TcpKeepalive(u64),
+    OutputBufferLimit(usize),
+    /// `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` or `tls-auth-clients`.
+    Tls(&'static str, String),
+}
+
+/// The TLS configuration that `changes` make, read from the files now; `None` when they
+/// change no TLS setting.
+fn tls_changes(
+    shared: &Shared,
+    changes: &[Setting],
+) -> Result<Option<(crate::TlsFiles, Arc<rustls::ServerConfig>)>, String> {
+    let tls: Vec<(&str, &String)> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Setting::Tls(name, value) => Some((*name, value)),
+            _ => None,
+        })
+        .collect();
+    if tls.is_empty() {
+        return Ok(None);
+    }
+    let failed = |name: &str, why: String| {
+        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+    };
+    let current = shared.tls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some((mut files, _)) = current else {
+        return Err(failed(tls[0].0, "TLS is not served (no --tls-port)".into()));
+    };
+    for (name, value) in &tls {
+        match *name {
+            "tls-cert-file" => files.cert = value.into(),
+            "tls-key-file" => files.key = value.into(),
+            "tls-ca-cert-file" => files.ca = Some(value.into()),
+            _ => files.auth = value.parse().map_err(|e| failed(name, e))?,
+        }
+    }
+    let config = crate::tls::server_config(&files).map_err(|e| failed(tls[0].0, e))?;
+    Ok(Some((files, config)))
+}
+
+/// Parses `value` for the parameter `name`, as Redis checks it, without changing anything.
+fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
+    let text = String::from_utf8_lossy(value);
+    let invalid = |why: &str| {
+        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+    };
+    let number = || text.parse::<u64>().ok();
+    match name {
+        "appendfsync" => text
+            .parse::<SyncMode>()
+            .map(Setting::Sync)
+            .map_err(|_| invalid("argument(s) must be one of the following: always, everysec, no")),
+        "maxclients" => number()
+            .filter(|&n| n > 0)
+            .map(|n| Setting::MaxClients(n as usize))
+            .ok_or_else(|| invalid("argument must be a positive number")),
+        "proto-max-bulk-len" => number()
+            .filter(|&n| n >= 1024 * 1024 && n <= strata::MAX_VALUE_BYTES as u64)
+            .map(|n| Setting::MaxBulk(n as usize))
+            .ok_or_else(|| invalid("argument must be a number of bytes from 1048576 to 67108864")),
+        "timeout" => number()
+            .map(Setting::TimeoutSecs)
+            .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
+        "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
+        "tcp-keepalive" => number()
+            .filter(|&n| n <= crate::config::MAX_KEEPALIVE_SECS)
+            .map(Setting::TcpKeepalive)
+            .ok_or_else(|| invalid("argument must be a number of seconds from 0 to 32767")),
+        "client-query-buffer-limit" => bytes(&text)
+            .filter(|&n| n >= 1024 * 1024)
+            .map(Setting::QueryBufferLimit)
+            .ok_or_else(|| invalid("argument must be a memory value of at least 1mb")),
+        "client-output-buffer-limit" => {
+            let words: Vec<&str> = text.split_ascii_whitespace().collect();
+            match words.as_slice() {
+                ["normal", hard, soft, secs] => {
+                    let hard = bytes(hard).ok_or_else(|| invalid("Invalid argument"))?;
+                    if bytes(soft) != Some(0) || *secs != "0" {
+                        return Err(invalid("soft limits are not supported, only hard ones"));
+                    }
+                    Ok(Setting::OutputBufferLimit(hard))
+                }
+                _ => Err(invalid(
+                    "only the normal class is supported: normal <hard> 0 0",
+                )),
+            }
+        }
+        "tls-cert-file" => Ok(Setting::Tls("tls-cert-file", text.into_owned())),
+        "tls-key-file" => Ok(Setting::Tls("tls-key-file", text.into_owned())),
+        "tls-ca-cert-file" => Ok(Setting::Tls("tls-ca-cert-file", text.into_owned())),
+        "tls-auth-clients" => Ok(Setting::Tls("tls-auth-clients", text.into_owned())),
+        "protected-mode" => match text.to_ascii_lowercase().as_str() {
+            "yes" => Ok(Setting::ProtectedMode(true)),
+            "no" => Ok(Setting::ProtectedMode(false)),
+            _ => Err(invalid("argument must be 'yes' or 'no'")),
+        },
+        _ => Err(invalid("unsupported parameter")),
+    }
+}
+
+fn apply_setting(shared: &Shared, setting: Setting) {
+    // Relaxed: settings, each read on its own.
+    match setting {
+        Setting::Sync(m) => shared.set_sync_mode(m),
+        Setting::MaxClients(n) => shared.max_clients.store(n, Ordering::Relaxed),
+        Setting::MaxBulk(n) => shared.max_bulk_bytes.store(n, Ordering::Relaxed),
+        Setting::TimeoutSecs(n) => shared
+            .idle_timeout_ms
+            .store(n.saturating_mul(1000), Ordering::Relaxed),
+        Setting::RequirePass(p) => super::auth::set_requirepass(shared, &p),
+        Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
+        Setting::QueryBufferLimit(n) => shared.query_buffer_limit.store(n, Ordering::Relaxed),
+        Setting::TcpKeepalive(n) => shared.tcp_keepalive.store(n, Ordering::Relaxed),
+        Setting::OutputBufferLimit(n) => shared.output_buffer_limit.store(n, Ordering::Relaxed),
+        // Applied whole by the caller, from `tls_changes`.
+        Setting::Tls(..) => {}
+    }
+}
+
+pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let sub = upper(a[1]);
+    match sub.as_str() {
+        "GET" if a.len() >= 3 => {
+            let values = config_values(cx.shared);
+            let hits: Vec<&(&str, String, bool)> = values
+                .iter()
+                .filter(|(k, _, _)| {
+                    a[2..]
+                        .iter()
+                        .any(|p| crate::glob::matches(&p.to_ascii_lowercase(), k.as_bytes()))
+                })
+                .collect();
+            cx.out.map(hits.len());
+            for (k, v, _) in hits {
+                cx.out.bulk(k.as_bytes());
+                cx.out.bulk(v.as_bytes());
+            }
+        }
+        "SET" if a.len() >= 4 && a.len().is_multiple_of(2) => {
+            let values = config_values(cx.shared);
+            // Every parameter is checked before any is changed, as Redis does.
+            let mut changes = Vec::new();
+            for pair in a[2..].chunks(2) {
+                let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
+                match values.iter().find(|(k, _, _)| *k == name) {
+                    Some((_, _, true)) => changes.push(parse_setting(&name, pair[1])?),
+                    Some((_, _, false)) => {
+                        return Err(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                             can't set immutable config"
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
+                            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                        ));
+                    }
+                }
+            }
+            // TLS files are read (and checked to go together) before anything changes.
+            let tls = tls_changes(cx.shared, &changes)?;
+            for setting in changes {
+                apply_setting(cx.shared, setting);
+            }
+            if let Some(tls) = tls {
+                *cx.shared.tls.lock().unwrap_or_else(|e| e.into_inner()) = Some(tls);
+            }
+            cx.out.ok();
+        }
+        "RESETSTAT" if a.len() == 2 => {
+            cx.shared.reset_stats();
+            cx.out.ok();
+        }
+        "GET" | "SET" | "RESETSTAT" => {
+            return Err(super::wrong_args(&format!("config|{}", sub.to_lowercase())));
+        }
+        _ => {
+            return Err(format!(
+                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(a[1])
+            ));
+        }
+    }
+    Ok(())
+}
