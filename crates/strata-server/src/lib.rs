@@ -248,12 +248,11 @@ fn load_users(config: &Config) -> Result<acl::Acl, String> {
     Ok(users)
 }
 
-/// The listening sockets (with whether each is the TLS port), the address of the first
-/// and that of the TLS port.
-#[allow(clippy::type_complexity)]
-fn listen_all(
-    config: &Config,
-) -> Result<(Vec<(TcpListener, bool)>, SocketAddr, Option<SocketAddr>), String> {
+/// Listening sockets, each with whether it is the TLS port.
+type Listeners = Vec<(TcpListener, bool)>;
+
+/// The listening sockets, the address of the first and that of the TLS port.
+fn listen_all(config: &Config) -> Result<(Listeners, SocketAddr, Option<SocketAddr>), String> {
     let listen = |port: u16| -> Result<(TcpListener, SocketAddr), String> {
         let listener = TcpListener::bind((config.bind.as_str(), port))
             .map_err(|e| format!("cannot listen on {}:{port}: {e}", config.bind))?;
