@@ -44,6 +44,9 @@ mod db;
 mod error;
 mod filter_policy;
 mod fs;
+// The decoders' entry points for the fuzz targets (built with `--cfg fuzzing`) and the
+// decoder tests; not part of the API.
+#[cfg(any(fuzzing, feature = "test-util"))]
 #[doc(hidden)]
 pub mod fuzz;
 

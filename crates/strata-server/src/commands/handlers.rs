@@ -5,7 +5,9 @@ use super::table::command_rows;
 use super::{Handler, auth, config, info, keys, server, strings, transaction};
 
 macro_rules! handlers {
-    ($(($name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path)),* $(,)?) => {
+    ($((
+        $name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path
+    )),* $(,)?) => {
         /// Row `i`'s handler is the handler of [`super::spec::SPECS`]`[i]`.
         pub(crate) static HANDLERS: &[Handler] = &[$($run),*];
     };

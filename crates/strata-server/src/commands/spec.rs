@@ -35,7 +35,9 @@ const NONE: (i32, i32, i32) = (0, 0, 0);
 const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
 
 macro_rules! specs {
-    ($(($name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path)),* $(,)?) => {
+    ($((
+        $name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path
+    )),* $(,)?) => {
         /// Every command the server answers, in the table's order.
         pub(crate) static SPECS: &[Spec] = &[$(Spec {
             name: $name,

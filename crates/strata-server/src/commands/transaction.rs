@@ -6,11 +6,12 @@
 //! command on those keys comes between its commands; the rest of the keyspace goes on.
 //! A transaction with a command that names no keys in the table (KEYS, SCAN, DBSIZE,
 //! RANDOMKEY, FLUSHDB, SELECT, ...) or that reaches another database (MOVE, COPY) runs
-//! alone instead, under the keyspace's write lock, as FLUSHALL does (`exec_lock` in `dispatch.rs`).
+//! alone instead, under the keyspace's write lock, as FLUSHALL does (`exec_lock` in
+//! `dispatch.rs`).
 //!
-//! Its writes wait in `ExecWrites` (`exec_state.rs`), kept by the thread running it, where its own reads see
-//! them and no other thread's do, and reach the engine as one atomic batch when the last
-//! command has run: after a crash a transaction is there whole or not at all. `WATCH`
+//! Its writes wait in `ExecWrites` (`exec_state.rs`), kept by the thread running it, where its
+//! own reads see them and no other thread's do, and reach the engine as one atomic batch when
+//! the last command has run: after a crash a transaction is there whole or not at all. `WATCH`
 //! records the engine's sequence number of each key's newest write; `EXEC` answers a null
 //! array, running nothing, when any has changed, or when a watched key that was live has
 //! expired since. Commands that walk the keyspace inside `EXEC` walk it with the

@@ -545,7 +545,9 @@ impl Table {
             .map_err(|e| e.at(&self.path, at.offset))
     }
 
-    /// The first entry at or after `lookup` if it has the same user key.
+    /// The first entry at or after `lookup` if it has the same user key (for the fuzz targets
+    /// and tests; the engine's reads go through [`Table::get_reading`]).
+    #[cfg(any(fuzzing, feature = "test-util", test))]
     pub(crate) fn get(
         self: &Arc<Self>,
         lookup: &[u8],
