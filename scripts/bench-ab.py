@@ -4,9 +4,10 @@ the figures (a refactor, a move of code between files):
 
     scripts/bench-ab.py OLD_DIR NEW_DIR [--rounds N] [--num N] [--out FILE]
 
-Each directory holds a `strata-bench` and a `strata` binary (release builds). Every round runs,
-for each build in turn (the order alternating from round to round):
-- strata-bench's 1M benchmark on Strata (docs/BENCHMARKS.md's workloads, --num entries);
+Each directory holds a `strata-bench` and a `strata` binary (release builds). The rounds run,
+for each build in turn (the order alternating from round to round), first
+- strata-bench's 1M benchmark on Strata (docs/BENCHMARKS.md's workloads, --num entries),
+then, once the disk has written back what those left,
 - `strata serve --sync everysec` under redis-benchmark: SET and GET at -P 1 and at -P 16.
 It prints each workload's median ops/sec for both builds and the ratio new/old, with every
 round's figures, and writes the same to --out when given."""
@@ -107,15 +108,19 @@ def main():
         for b in ("strata-bench", "strata"):
             if not os.access(os.path.join(d, b), os.X_OK):
                 sys.exit(f"{d} has no {b} binary")
-    runs = {"old": [], "new": []}
-    for r in range(a.rounds):
-        order = ("old", "new") if r % 2 == 0 else ("new", "old")
-        for which in order:
-            d = getattr(a, which)
-            print(f"round {r + 1}: {which} ({d})", file=sys.stderr, flush=True)
-            figures = engine_run(d, a.num)
-            figures.update(server_run(d))
-            runs[which].append(figures)
+    runs = {"old": [{} for _ in range(a.rounds)], "new": [{} for _ in range(a.rounds)]}
+    # The engine's rounds first, then the server's, after the disk has written back what the
+    # engine's runs left dirty: a server run right after an engine run met that write-back.
+    for phase, measure in (("engine", lambda d: engine_run(d, a.num)), ("server", server_run)):
+        if phase == "server":
+            subprocess.run(["sync"], check=False)
+            time.sleep(5)
+        for r in range(a.rounds):
+            order = ("old", "new") if r % 2 == 0 else ("new", "old")
+            for which in order:
+                d = getattr(a, which)
+                print(f"{phase} round {r + 1}: {which} ({d})", file=sys.stderr, flush=True)
+                runs[which][r].update(measure(d))
     names = [n for n in runs["old"][0] if all(n in f for f in runs["old"] + runs["new"])]
     lines = [f"A/B, {a.rounds} rounds: old {a.old}, new {a.new}; ops/sec (median), "
              "ratio new/old, then each round old/new",
