@@ -16,6 +16,7 @@
 mod background;
 mod family;
 mod iter;
+mod merged;
 mod queue;
 mod read;
 mod read_options;

@@ -312,7 +312,7 @@ fn start_threads(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let store = inner.store.clone();
     threads.push(spawn(
         "strata-purge".into(),
-        Box::new(move || store.purge.run(&store)),
+        Box::new(move || store.purge.run(store.fs.as_ref(), &store.cache)),
     )?);
     let i = inner.clone();
     threads.push(spawn(

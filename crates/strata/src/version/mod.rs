@@ -251,7 +251,10 @@ impl Drop for FileMeta {
                 path: self.path(),
                 table: self.table.take(),
             };
-            self.store.purge.hand_over(&self.store, obsolete);
+            let store = &self.store;
+            store
+                .purge
+                .hand_over(store.fs.as_ref(), &store.cache, obsolete);
         }
     }
 }

@@ -11,11 +11,11 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 
+use crate::cache::BlockCache;
+use crate::fs::FileSystem;
 use crate::key::FileNumber;
 use crate::mutex::lock;
 use crate::sstable::reader::Table;
-
-use super::TableStore;
 
 /// A compacted table waiting to be deleted.
 pub(crate) struct Obsolete {
@@ -45,7 +45,7 @@ pub(crate) struct Purge {
 
 impl Purge {
     /// Deletes `o`: on the purge thread while one runs, else here and now.
-    pub(crate) fn hand_over(&self, store: &TableStore, o: Obsolete) {
+    pub(crate) fn hand_over(&self, fs: &dyn FileSystem, cache: &BlockCache, o: Obsolete) {
         let mut q = lock(&self.queue);
         if q.running {
             q.files.push(o);
@@ -53,12 +53,12 @@ impl Purge {
             return;
         }
         drop(q);
-        delete(store, o);
+        delete(fs, cache, o);
     }
 
     /// The purge thread's loop: deletes what is handed over until [`Purge::stop`], then what
     /// is left.
-    pub(crate) fn run(&self, store: &TableStore) {
+    pub(crate) fn run(&self, fs: &dyn FileSystem, cache: &BlockCache) {
         let mut q = lock(&self.queue);
         q.running = true;
         loop {
@@ -75,7 +75,7 @@ impl Purge {
             q.busy = true;
             drop(q);
             for o in files {
-                delete(store, o);
+                delete(fs, cache, o);
             }
             q = lock(&self.queue);
             q.busy = false;
@@ -101,8 +101,8 @@ impl Purge {
 
 /// Closes a compacted table and deletes its file and its cached blocks. A failure leaves a
 /// stray file behind, which the next open removes.
-fn delete(store: &TableStore, o: Obsolete) {
+fn delete(fs: &dyn FileSystem, cache: &BlockCache, o: Obsolete) {
     drop(o.table);
-    let _ = store.fs.remove(&o.path);
-    store.cache.erase_file(o.number.0);
+    let _ = fs.remove(&o.path);
+    cache.erase_file(o.number.0);
 }
