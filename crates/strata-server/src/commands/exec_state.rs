@@ -30,27 +30,27 @@ thread_local! {
 }
 
 /// True inside an `EXEC` on this thread, while its commands run.
-pub(crate) fn in_exec() -> bool {
+pub(super) fn in_exec() -> bool {
     WRITES.with_borrow(Option::is_some)
 }
 
 /// True when the `EXEC` running on this thread holds stripe `i`.
-pub(crate) fn held_by_this_thread(i: usize) -> bool {
+pub(super) fn held_by_this_thread(i: usize) -> bool {
     HELD.with_borrow(|held| held.binary_search(&i).is_ok())
 }
 
 /// The stored bytes the `EXEC` running on this thread wrote under an engine key, if it
 /// wrote it.
-pub(crate) fn pending(key: &[u8]) -> Option<Option<Vec<u8>>> {
+pub(super) fn pending(key: &[u8]) -> Option<Option<Vec<u8>>> {
     WRITES.with_borrow(|w| w.as_ref()?.values.get(key).cloned())
 }
 
 /// Engine keys to stored bytes, in order.
-pub(crate) type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
+pub(super) type Entries = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The engine entries in `range` as the `EXEC` running on this thread sees them: the
 /// engine's, with the transaction's own writes over them. `None` outside `EXEC`.
-pub(crate) fn merged_range(
+pub(super) fn merged_range(
     shared: &Shared,
     range: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
 ) -> Result<Option<Entries>, String> {
@@ -83,7 +83,7 @@ pub(crate) fn merged_range(
 /// Holds a command's writes (engine key and stored bytes, `None` deleting) in the batch of
 /// the `EXEC` running on this thread, and the keys to drop from the cache once written.
 /// False, holding nothing, when none runs.
-pub(crate) fn hold(ops: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>, keys: &[Vec<u8>]) -> bool {
+pub(super) fn hold(ops: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>, keys: &[Vec<u8>]) -> bool {
     WRITES.with_borrow_mut(|w| {
         let Some(w) = w.as_mut() else {
             return false;

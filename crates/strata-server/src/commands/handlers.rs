@@ -2,7 +2,7 @@
 //! of [`super::spec::SPECS`].
 
 use super::table::command_rows;
-use super::{Handler, auth, config, info, keys, server, strings, transaction};
+use super::{Handler, auth, config, info, keys, persistence, server, strings, transaction};
 
 macro_rules! handlers {
     ($((

@@ -4,7 +4,8 @@
 //! key positions and handler. Dispatch, arity errors, COMMAND's replies and INFO's
 //! per-command statistics are all answered from its descriptions (`spec.rs`). The handlers
 //! live by family: `strings.rs`, `keys.rs` (the keyspace and expiry), `server.rs`
-//! (connection and server), `auth.rs` (AUTH and ACL) and `transaction.rs`.
+//! (connection and server), `config.rs` (CONFIG), `info.rs` (INFO), `persistence.rs` (SAVE,
+//! BGSAVE, LASTSAVE), `auth.rs` (AUTH, ACL and protected mode) and `transaction.rs`.
 //!
 //! The rooms beside the handlers: `dispatch.rs` runs a command through its checks,
 //! `session.rs` is a connection's state, `keyspace.rs` reads and writes keys, `exec_state.rs`
@@ -24,6 +25,7 @@ mod handlers;
 mod info;
 mod keys;
 mod keyspace;
+mod persistence;
 mod server;
 mod session;
 mod spec;

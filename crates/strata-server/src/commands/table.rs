@@ -505,7 +505,7 @@ macro_rules! command_rows {
                 &["admin", "noscript", "no_async_loading", "no_multi"],
                 ["admin", "slow", "dangerous"],
                 NONE,
-                server::save
+                persistence::save
             ),
             (
                 "bgsave",
@@ -513,7 +513,7 @@ macro_rules! command_rows {
                 &["admin", "noscript", "no_async_loading"],
                 ["admin", "slow", "dangerous"],
                 NONE,
-                server::bgsave
+                persistence::bgsave
             ),
             (
                 "lastsave",
@@ -521,7 +521,7 @@ macro_rules! command_rows {
                 &["loading", "stale", "fast"],
                 ["fast", "admin", "dangerous"],
                 NONE,
-                server::lastsave
+                persistence::lastsave
             ),
         }
     };

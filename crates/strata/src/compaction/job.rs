@@ -99,12 +99,7 @@ fn merge_into(
     ctx: &JobContext<'_>,
     outputs: &mut Vec<NewFile>,
 ) -> Result<Option<u64>> {
-    // The inputs' range tombstones, by begin. Each goes into the output file being written
-    // when the merge reaches its begin, and a file is not cut until the merge is past the
-    // end of every tombstone in it: a file's range covers its tombstones whole, and files of
-    // a level stay apart.
-    let tombstones = input_tombstones(c)?;
-    let mut it = merge_inputs(c, ctx, &tombstones)?;
+    let (mut it, tombstones) = merge_inputs(c, ctx)?;
     it.seek_to_first()?;
 
     let fs: &dyn FileSystem = ctx.store.fs.as_ref();
@@ -215,13 +210,12 @@ fn merge_into(
     Ok(Some(bytes_written))
 }
 
-/// One iterator over every input of `c`, leaving out the deeper inputs that one of
-/// `tombstones` hides whole.
+/// One iterator over every input of `c`, leaving out the deeper inputs that one of the
+/// inputs' range tombstones hides whole, and those tombstones.
 fn merge_inputs(
     c: &Compaction,
     ctx: &JobContext<'_>,
-    tombstones: &[RangeTombstone],
-) -> Result<MergingIterator> {
+) -> Result<(MergingIterator, Vec<RangeTombstone>)> {
     let mut children: Vec<BoxedIter> = Vec::new();
     if c.level == 0 {
         for f in &c.inputs {
@@ -230,11 +224,16 @@ fn merge_inputs(
     } else {
         children.push(Box::new(LevelIterator::new(c.inputs.clone(), false)));
     }
+    // The inputs' range tombstones, by begin. Each goes into the output file being written
+    // when the merge reaches its begin, and a file is not cut until the merge is past the
+    // end of every tombstone in it: a file's range covers its tombstones whole, and files of
+    // a level stay apart.
+    let tombstones = input_tombstones(c)?;
     // Deeper inputs that a tombstone hides whole are left out of the merge, unread.
     let unread = |files: &[Arc<FileMeta>]| -> Result<Vec<Arc<FileMeta>>> {
         let mut kept = Vec::with_capacity(files.len());
         for f in files {
-            if !hidden_whole(f, tombstones, ctx.smallest_snapshot)? {
+            if !hidden_whole(f, &tombstones, ctx.smallest_snapshot)? {
                 kept.push(f.clone());
             }
         }
@@ -246,7 +245,7 @@ fn merge_inputs(
     if !c.next_inputs.is_empty() {
         children.push(Box::new(LevelIterator::new(unread(&c.next_inputs)?, false)));
     }
-    Ok(MergingIterator::new(children))
+    Ok((MergingIterator::new(children), tombstones))
 }
 
 /// Whether the merge drops entry `p`: a newer version of its key (last seen at

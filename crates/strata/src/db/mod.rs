@@ -16,6 +16,7 @@
 mod background;
 mod family;
 mod iter;
+mod merged;
 mod queue;
 mod read;
 mod read_options;
@@ -192,7 +193,9 @@ impl Db {
     /// Drops the column family `name` and, once no reader holds them, removes its files.
     /// The default family cannot be dropped.
     pub fn drop_family(&self, name: &str) -> Result<()> {
-        self.inner.drop_family(name)
+        self.inner.drop_family(name)?;
+        self.inner.store.purge.wait_idle();
+        Ok(())
     }
 
     /// The column family `name`, if it exists.
@@ -444,10 +447,13 @@ impl Db {
 
     /// Compacts every file that overlaps `[begin, end]` (`None` is unbounded) down the
     /// tree, after a flush. With both `None` the whole database ends in one sorted level,
-    /// without overwritten versions or deleted keys that no snapshot needs.
+    /// without overwritten versions or deleted keys that no snapshot needs. It returns once
+    /// the files of the compacted tables that no reader holds are deleted.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.flush()?;
-        self.inner.compact_range(&self.inner.default, begin, end)
+        self.inner.compact_range(&self.inner.default, begin, end)?;
+        self.inner.store.purge.wait_idle();
+        Ok(())
     }
 
     /// [`Db::compact_range`] in column family `cf`.
@@ -458,7 +464,9 @@ impl Db {
         end: Option<&[u8]>,
     ) -> Result<()> {
         self.inner.flush()?;
-        self.inner.compact_range(&cf.family, begin, end)
+        self.inner.compact_range(&cf.family, begin, end)?;
+        self.inner.store.purge.wait_idle();
+        Ok(())
     }
 
     /// The engine's statistics: levels, memtables, cache, bytes written.
@@ -506,6 +514,7 @@ impl Db {
         }
         self.inner.bg_cv.notify_all();
         self.inner.writer_cv.notify_all();
+        self.inner.store.purge.stop();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

@@ -194,7 +194,7 @@ impl DbInner {
         // Versions older than a range tombstone that covers the key end the operands, as a
         // deletion does.
         let cover = self.covering_tombstone(sv, key, seq)?;
-        let mut it = super::iter::internal_iter(sv, true);
+        let mut it = super::merged::internal_iter(sv, true);
         it.seek(&lookup_key(key, seq))?;
         let mut operands: Vec<Vec<u8>> = Vec::new();
         let mut base = None;

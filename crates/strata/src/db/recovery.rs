@@ -300,7 +300,7 @@ fn wals_to_replay(versions: &mut VersionSet, names: &[String]) -> Vec<FileNumber
     wals
 }
 
-/// Starts the flush thread and the compaction threads.
+/// Starts the purge thread, the flush thread and the compaction threads.
 fn start_threads(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let mut threads = Vec::new();
     let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
@@ -309,6 +309,11 @@ fn start_threads(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
             .spawn(f)
             .map_err(|e| Error::io("spawn thread", &inner.dir, e))
     };
+    let store = inner.store.clone();
+    threads.push(spawn(
+        "strata-purge".into(),
+        Box::new(move || store.purge.run(store.fs.as_ref(), &store.cache)),
+    )?);
     let i = inner.clone();
     threads.push(spawn(
         "strata-flush".into(),

@@ -2,6 +2,7 @@
 //! changes are logged (the MANIFEST).
 
 pub(crate) mod edit;
+pub(crate) mod purge;
 pub(crate) mod set;
 
 use std::collections::HashMap;
@@ -35,6 +36,8 @@ pub(crate) struct TableStore {
     pub warmed: Mutex<HashMap<FileNumber, Arc<Table>>>,
     /// Data blocks that batched lookups read together, in flight at once.
     pub parallel_reads: AtomicU64,
+    /// Compacted tables on their way to deletion.
+    pub purge: purge::Purge,
 }
 
 impl TableStore {
@@ -54,6 +57,7 @@ impl TableStore {
             filter_false_positives: Default::default(),
             warmed: Mutex::new(HashMap::new()),
             parallel_reads: AtomicU64::new(0),
+            purge: purge::Purge::default(),
         }
     }
 
@@ -230,7 +234,8 @@ impl FileMeta {
         user_key >= self.smallest_user_key() && user_key <= self.largest_user_key()
     }
 
-    /// Marks the file as removed from the tree; it is deleted when the last reference drops.
+    /// Marks the file as removed from the tree; it is deleted when the last reference drops
+    /// (by the purge thread, see `purge.rs`).
     pub(crate) fn mark_obsolete(&self) {
         // SeqCst is not needed: Drop runs after every other reference is gone, which already
         // synchronizes through the Arc's reference count.
@@ -241,9 +246,15 @@ impl FileMeta {
 impl Drop for FileMeta {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Relaxed) {
-            // A failure leaves a stray file behind, which the next open removes.
-            let _ = self.store.fs.remove(&self.path());
-            self.store.cache.erase_file(self.number.0);
+            let obsolete = purge::Obsolete {
+                number: self.number,
+                path: self.path(),
+                table: self.table.take(),
+            };
+            let store = &self.store;
+            store
+                .purge
+                .hand_over(store.fs.as_ref(), &store.cache, obsolete);
         }
     }
 }
