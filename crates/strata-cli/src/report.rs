@@ -100,8 +100,9 @@ pub fn stats_text(s: &Stats) -> String {
     );
     let _ = writeln!(
         out,
-        "pinned by tables  {} (Bloom filters and root index blocks)",
-        human_bytes(s.table_pinned_bytes)
+        "pinned by tables  {} (Bloom filters and root index blocks); {} table files open",
+        human_bytes(s.table_pinned_bytes),
+        s.open_table_files
     );
     let _ = writeln!(
         out,

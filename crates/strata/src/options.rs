@@ -79,6 +79,10 @@ pub struct Options {
     /// released (the operating system's page cache keeps them), and random reads use
     /// `pread` and the block cache. 0 reads with `pread` only.
     pub table_map_bytes: usize,
+    /// At most this many table files hold a descriptor at once (default: half the process's
+    /// `RLIMIT_NOFILE` soft limit, at least 64). Past it, the files read least recently are
+    /// closed, and opened again when read; their filters, indexes and mappings stay.
+    pub max_open_files: usize,
     /// Size ratio `T` between adjacent levels (10).
     pub size_ratio: u64,
     /// How sorted runs are merged (leveling). `Leveling` keeps one run per level, merging
@@ -158,6 +162,7 @@ impl std::fmt::Debug for Options {
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("table_pinned_bytes", &self.table_pinned_bytes)
             .field("table_map_bytes", &self.table_map_bytes)
+            .field("max_open_files", &self.max_open_files)
             .field("size_ratio", &self.size_ratio)
             .field("merge_policy", &self.merge_policy)
             .finish_non_exhaustive()
@@ -193,6 +198,7 @@ impl Default for Options {
             block_cache_bytes: 8 << 20,
             table_pinned_bytes: default_pinned_bytes(),
             table_map_bytes: default_map_bytes(),
+            max_open_files: crate::version::open_files::default_max_open_files(),
             size_ratio: 10,
             merge_policy: MergePolicy::Leveling,
             level1_max_bytes: 256 << 20,

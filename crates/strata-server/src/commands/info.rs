@@ -345,6 +345,7 @@ fn lsm_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
          block_cache_misses:{}\r\n\
          block_cache_hit_rate:{:.4}\r\n\
          table_pinned_bytes:{}\r\n\
+         open_table_files:{}\r\n\
          flushes:{}\r\n\
          compactions:{}\r\n\
          read_compactions:{}\r\n\
@@ -362,6 +363,7 @@ fn lsm_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
         s.block_cache_misses,
         s.cache_hit_rate(),
         s.table_pinned_bytes,
+        s.open_table_files,
         s.flushes,
         s.compactions,
         s.read_compactions,

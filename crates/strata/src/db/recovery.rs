@@ -25,6 +25,7 @@ use crate::snapshot::SnapshotList;
 use crate::sstable::mapped::MappedPages;
 use crate::sstable::pinned::PinBudget;
 use crate::version::edit::VersionEdit;
+use crate::version::open_files::OpenFiles;
 use crate::version::set::VersionSet;
 use crate::version::{TableStore, io_err, table_file_name, wal_file_name};
 use crate::wal::create_wal;
@@ -247,15 +248,18 @@ pub(super) fn check_manifest_against_directory(
     Ok(())
 }
 
-/// The tables of the database in `dir`, with the caches and budgets `options` size.
+/// The tables of the database in `dir`, with the caches, budgets and open-file bound
+/// `options` size.
 fn table_store(dir: &Path, options: &Options) -> Arc<TableStore> {
-    Arc::new(TableStore::new(
+    let mut store = TableStore::new(
         options.fs.clone(),
         dir.to_path_buf(),
         Arc::new(BlockCache::new(options.block_cache_bytes)),
         Arc::new(MappedPages::new(options.table_map_bytes)),
         Arc::new(PinBudget::new(options.table_pinned_bytes)),
-    ))
+    );
+    store.open_files = OpenFiles::new(options.max_open_files);
+    Arc::new(store)
 }
 
 /// The families the MANIFEST holds, each with its options: those `given` by name, the

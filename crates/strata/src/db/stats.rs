@@ -116,6 +116,7 @@ impl DbInner {
             block_cache_bytes: self.store.cache.usage() as u64,
             block_cache_capacity: self.store.cache.capacity() as u64,
             table_pinned_bytes: self.store.pins.held() as u64,
+            open_table_files: self.store.open_files.open_now(),
             user_bytes_written: r(&c.user_bytes),
             wal_bytes_written: r(&c.wal_bytes),
             flush_bytes_written: r(&c.flush_bytes),

@@ -91,6 +91,13 @@ pub trait RandomAccessFile: Send + Sync {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+    /// The file as it is open now, kept open for as long as the handle lives, for a file
+    /// that may be closed and opened again between reads (the table cache's files): a read
+    /// that goes around this trait through [`RandomAccessFile::raw_fd`] takes the descriptor
+    /// from the handle. `None`: this file stays open as long as it lives.
+    fn pinned(&self) -> Option<Arc<dyn RandomAccessFile>> {
+        None
+    }
 }
 
 /// A read-only shared mapping of a whole file, unmapped when dropped.

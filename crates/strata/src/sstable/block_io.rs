@@ -11,7 +11,11 @@ use super::mapped::{MappedPages, MappedTable};
 use super::parallel_read::ReadRequest;
 use super::reader::Table;
 use crate::error::{Error, Result};
-use crate::fs::MappedBytes;
+use crate::fs::{MappedBytes, RandomAccessFile};
+
+/// A read for a batch, with the handle that keeps its descriptor open (see
+/// [`crate::fs::RandomAccessFile::pinned`]).
+pub(crate) type PreadOf = (ReadRequest, Option<Arc<dyn RandomAccessFile>>);
 
 impl Table {
     /// Bytes a block occupies in the file: its contents and trailer.
@@ -162,9 +166,15 @@ impl Table {
     /// The read that [`Table::read_uncached`] of `handle` would make with `pread`, for a
     /// batch to make it together with others ([`super::parallel_read`]): `None` when the
     /// block would be read in place from the mapping, or the file has no descriptor. The
-    /// caller has found the block missing from the cache.
-    pub(crate) fn pread_of(&self, handle: BlockHandle, fill_cache: bool) -> Option<ReadRequest> {
-        let fd = self.file.raw_fd()?;
+    /// caller has found the block missing from the cache, and holds the handle that comes
+    /// with the read (if any) until the read is done: it keeps the descriptor open.
+    pub(crate) fn pread_of(&self, handle: BlockHandle, fill_cache: bool) -> Option<PreadOf> {
+        // A file the table cache may close is read through a handle that keeps it open.
+        let keep = self.file.pinned();
+        let fd = match &keep {
+            Some(f) => f.raw_fd()?,
+            None => self.file.raw_fd()?,
+        };
         if let Some((pages, table)) = &self.mapped
             && fill_cache
         {
@@ -174,11 +184,12 @@ impl Table {
                 return None;
             }
         }
-        Some(ReadRequest {
+        let read = ReadRequest {
             fd,
             offset: handle.offset,
             len: self.stored_len(handle).ok()?,
-        })
+        };
+        Some((read, keep))
     }
 
     /// The block of `handle` from the answer of its [`Table::pread_of`] read: checked,

@@ -2,6 +2,7 @@
 //! changes are logged (the MANIFEST).
 
 pub(crate) mod edit;
+pub(crate) mod open_files;
 pub(crate) mod purge;
 pub(crate) mod set;
 
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
+use crate::fs::{FileSystem, RandomAccessFile};
 use crate::key::{FileNumber, Level, NUM_LEVELS, compare_internal, user_key};
 use crate::sstable::block::Block;
 use crate::sstable::format::BlockHandle;
@@ -38,6 +39,8 @@ pub(crate) struct TableStore {
     pub parallel_reads: AtomicU64,
     /// Compacted tables on their way to deletion.
     pub purge: purge::Purge,
+    /// The bound on table files holding a descriptor (unbounded until set).
+    pub open_files: Arc<open_files::OpenFiles>,
 }
 
 impl TableStore {
@@ -58,6 +61,7 @@ impl TableStore {
             warmed: Mutex::new(HashMap::new()),
             parallel_reads: AtomicU64::new(0),
             purge: purge::Purge::default(),
+            open_files: open_files::OpenFiles::new(usize::MAX),
         }
     }
 
@@ -68,9 +72,7 @@ impl TableStore {
     /// Opens table `number` under this store's cache, mapping and budget.
     fn open_table(&self, number: FileNumber) -> Result<Table> {
         let path = self.table_path(number);
-        let file = self
-            .fs
-            .open(&path)
+        let file = open_files::ReopeningFile::open(self.fs.clone(), path.clone(), &self.open_files)
             .map_err(|e| Error::io("open", &path, e))?;
         Ok(Table::open(file, &path, number, self.cache.clone())?
             .with_mapping(&self.mapped)
@@ -325,6 +327,8 @@ pub(crate) struct Probes<'a> {
     /// block, if any.
     reads: Vec<(usize, ReadRequest, Option<usize>)>,
     requests: Vec<ReadRequest>,
+    /// Handles that keep the descriptors of `requests` open until they are read.
+    keep_open: Vec<Arc<dyn RandomAccessFile>>,
 }
 
 impl<'a> Probes<'a> {
@@ -388,6 +392,7 @@ impl<'a> Probes<'a> {
         self.blocks.clear();
         self.blocks.resize(self.candidates.len(), None);
         self.reads.clear();
+        self.keep_open.clear();
         for (c, cand) in self.candidates.iter().enumerate() {
             let (Ok(Some(h)), Some(t)) = (&cand.handle, cand.table) else {
                 continue;
@@ -397,7 +402,8 @@ impl<'a> Probes<'a> {
             if let Some(b) = t.cached_block(h) {
                 crate::prefetch::line(Arc::as_ptr(&b));
                 self.blocks[c] = Some(b);
-            } else if let Some(read) = t.pread_of(h, fill_cache) {
+            } else if let Some((read, keep)) = t.pread_of(h, fill_cache) {
+                self.keep_open.extend(keep);
                 // Two keys in one block read it once.
                 let same = self.reads.iter().position(|&(d, _, _)| {
                     self.candidates.get(d).is_some_and(|o| {
@@ -417,7 +423,9 @@ impl<'a> Probes<'a> {
         if self.requests.len() < 2 {
             return;
         }
-        let Some(answers) = parallel_read::read_all(&self.requests) else {
+        let answers = parallel_read::read_all(&self.requests);
+        self.keep_open.clear();
+        let Some(answers) = answers else {
             return;
         };
         let mut answers = answers.into_iter();
