@@ -47,6 +47,8 @@ pub(crate) struct OpenFiles {
 struct Clock {
     files: Vec<Weak<ReopeningFile>>,
     hand: usize,
+    /// The length past which entries of tables gone are dropped.
+    prune_at: usize,
 }
 
 impl OpenFiles {
@@ -69,6 +71,14 @@ impl OpenFiles {
         let mut clock = lock(&self.clock);
         if !file.tracked.swap(true, Ordering::Relaxed) {
             clock.files.push(Arc::downgrade(file));
+            // Entries of tables gone are dropped when the hand meets them; a clock that
+            // never turns (fewer files than the bound) drops them here, each time it has
+            // doubled since, so that it stays about the size of the tables there are.
+            if clock.files.len() > clock.prune_at {
+                clock.files.retain(|w| w.strong_count() > 0);
+                clock.hand = 0;
+                clock.prune_at = 2 * clock.files.len() + 64;
+            }
         }
         // Two passes spare every file once; after them every file is unread, so this ends.
         let mut steps = 2 * clock.files.len();
@@ -238,5 +248,23 @@ mod tests {
         assert_eq!(open.open_now(), 4);
         drop(files);
         assert_eq!(open.open_now(), 0);
+    }
+
+    #[test]
+    fn entries_of_tables_gone_do_not_pile_up() {
+        let (open, files) = files(1, 1000);
+        let fs = Arc::new(MemFs::new());
+        fs.create_dir_all(Path::new("/u")).unwrap();
+        let path = PathBuf::from("/u/f");
+        fs.create(&path).unwrap().sync().unwrap();
+        for _ in 0..2000 {
+            drop(ReopeningFile::open(fs.clone(), path.clone(), &open).unwrap());
+        }
+        let entries = lock(&open.clock).files.len();
+        assert!(
+            entries <= 2 * 64 + 2,
+            "{entries} entries for {} files",
+            files.len()
+        );
     }
 }
