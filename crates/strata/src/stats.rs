@@ -93,8 +93,9 @@ pub struct Stats {
     /// cache (about 2.3 bytes per entry with 10 filter bits per key and 4 KiB blocks), under
     /// [`crate::Options::table_pinned_bytes`].
     pub table_pinned_bytes: u64,
-    /// Table files holding a descriptor now (at most [`crate::Options::max_open_files`], but
-    /// for reads in flight).
+    /// Table files the table cache holds open now (at most
+    /// [`crate::Options::max_open_files`]; reads in flight may keep a few more that it has let
+    /// go open until they end).
     pub open_table_files: usize,
     /// Bytes of keys and values written by users since open.
     pub user_bytes_written: u64,

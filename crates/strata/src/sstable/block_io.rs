@@ -169,12 +169,6 @@ impl Table {
     /// caller has found the block missing from the cache, and holds the handle that comes
     /// with the read (if any) until the read is done: it keeps the descriptor open.
     pub(crate) fn pread_of(&self, handle: BlockHandle, fill_cache: bool) -> Option<PreadOf> {
-        // A file the table cache may close is read through a handle that keeps it open.
-        let keep = self.file.pinned();
-        let fd = match &keep {
-            Some(f) => f.raw_fd()?,
-            None => self.file.raw_fd()?,
-        };
         if let Some((pages, table)) = &self.mapped
             && fill_cache
         {
@@ -184,6 +178,13 @@ impl Table {
                 return None;
             }
         }
+        // A file the table cache may close is read through a handle that keeps it open;
+        // taken last, so that a block read from the mapping opens no file.
+        let keep = self.file.pinned();
+        let fd = match &keep {
+            Some(f) => f.raw_fd()?,
+            None => self.file.raw_fd()?,
+        };
         let read = ReadRequest {
             fd,
             offset: handle.offset,

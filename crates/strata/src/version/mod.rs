@@ -421,6 +421,7 @@ impl<'a> Probes<'a> {
         self.requests
             .extend(self.reads.iter().filter(|r| r.2.is_none()).map(|r| r.1));
         if self.requests.len() < 2 {
+            self.keep_open.clear();
             return;
         }
         let answers = parallel_read::read_all(&self.requests);

@@ -32,8 +32,9 @@ struct Queue {
     running: bool,
     /// The purge thread is asked to finish.
     stop: bool,
-    /// The purge thread is deleting files it took.
-    busy: bool,
+    /// Tables handed to the purge thread, and those it has deleted, since it started.
+    handed: u64,
+    deleted: u64,
 }
 
 /// The hand-over between the last references of compacted tables and the purge thread.
@@ -49,6 +50,7 @@ impl Purge {
         let mut q = lock(&self.queue);
         if q.running {
             q.files.push(o);
+            q.handed += 1;
             self.cv.notify_all();
             return;
         }
@@ -69,25 +71,28 @@ impl Purge {
                 // Stopped with nothing left: from now on the last reference deletes.
                 q.running = false;
                 q.stop = false;
+                self.cv.notify_all();
                 return;
             }
             let files = std::mem::take(&mut q.files);
-            q.busy = true;
+            let n = files.len() as u64;
             drop(q);
             for o in files {
                 delete(fs, cache, o);
             }
             q = lock(&self.queue);
-            q.busy = false;
+            q.deleted += n;
             self.cv.notify_all();
         }
     }
 
-    /// Waits until every table handed over so far is deleted: a call that compacted or
-    /// dropped tables returns with the files of those no reader holds gone.
+    /// Waits until every table handed over before the call is deleted (not those handed
+    /// over meanwhile): a call that compacted or dropped tables returns with the files of
+    /// those no reader holds gone.
     pub(crate) fn wait_idle(&self) {
         let mut q = lock(&self.queue);
-        while q.running && (q.busy || !q.files.is_empty()) {
+        let target = q.handed;
+        while q.running && q.deleted < target {
             q = self.cv.wait(q).unwrap_or_else(|e| e.into_inner());
         }
     }
