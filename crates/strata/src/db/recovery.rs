@@ -197,12 +197,7 @@ impl Db {
         });
         inner.install_super_version(&lock(&inner.state));
         inner.delete_obsolete_files(&names);
-        let threads = start_threads(&inner).inspect_err(|_| {
-            // The threads already started end, as at a close.
-            inner.shutting_down.store(true, Ordering::SeqCst);
-            inner.bg_cv.notify_all();
-            inner.store.purge.stop();
-        })?;
+        let threads = start_threads(&inner).inspect_err(|_| inner.stop_threads())?;
         Ok(Db { inner, threads })
     }
 }

@@ -139,6 +139,17 @@ pub(super) fn parse_file_name(name: &str) -> Option<(FileNumber, &str)> {
 }
 
 impl DbInner {
+    /// Tells the background threads to end, as a close does (after a failed start).
+    pub(super) fn stop_threads(&self) {
+        {
+            // Under the state lock, as a close sets it: no thread misses the notification.
+            let _st = lock(&self.state);
+            self.shutting_down.store(true, Ordering::SeqCst);
+        }
+        self.bg_cv.notify_all();
+        self.store.purge.stop();
+    }
+
     pub(super) fn check_open(&self) -> Result<()> {
         if lock(&self.state).closed {
             return Err(Error::Closed);
