@@ -81,7 +81,9 @@ pub use error::{Error, Result};
 pub use filter_policy::FilterPolicy;
 #[cfg(feature = "test-util")]
 pub use fs::{FaultFs, FaultOp};
-pub use fs::{FileLock, FileSystem, MemFs, PendingSync, RandomAccessFile, StdFs, WritableFile};
+pub use fs::{
+    FileLock, FileMap, FileSystem, MemFs, PendingSync, RandomAccessFile, StdFs, WritableFile,
+};
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use log::RecoveryMode;
 pub use memory::process_memory_limit;

@@ -170,7 +170,9 @@ impl MemFs {
         }
     }
 
-    /// Applies `f` to the bytes of an existing file (for corruption tests).
+    /// Applies `f` to the bytes of an existing file (for corruption tests; with the
+    /// `test-util` feature).
+    #[cfg(feature = "test-util")]
     pub fn mutate_file(&self, path: &Path, f: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
         let st = lock(&self.state);
         let file = st.files.get(path).ok_or_else(|| not_found(path))?;
