@@ -11,19 +11,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use strata::{
-    Db, FileLock, FileSystem, Options, RandomAccessFile, ReadOptions, StdFs, WritableFile,
-};
+use common::watched_fs::{Hooks, WatchedFs};
+use strata::{Db, Options, RandomAccessFile, ReadOptions};
 
-/// `StdFs`, counting the table files open at once, and the most ever.
+/// Table files open at once, the most ever, and how many opens there were.
 #[derive(Default)]
 struct Counting {
-    fs: StdFs,
     open: Arc<AtomicUsize>,
-    most: Arc<AtomicUsize>,
+    most: AtomicUsize,
     opens: AtomicUsize,
 }
 
+/// A table file the engine holds open, counted until it is let go.
 struct CountedFile {
     file: Arc<dyn RandomAccessFile>,
     open: Arc<AtomicUsize>,
@@ -47,55 +46,18 @@ impl RandomAccessFile for CountedFile {
     }
 }
 
-impl FileSystem for Counting {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.fs.create(path)
-    }
-    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.fs.create_log(path)
-    }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
-        let file = self.fs.open(path)?;
-        if path.extension().is_some_and(|e| e == "sst") {
-            let now = self.open.fetch_add(1, Ordering::SeqCst) + 1;
-            self.most.fetch_max(now, Ordering::SeqCst);
-            self.opens.fetch_add(1, Ordering::SeqCst);
-            return Ok(Arc::new(CountedFile {
-                file,
-                open: self.open.clone(),
-            }));
+impl Hooks for Counting {
+    fn opened(&self, path: &Path, file: Arc<dyn RandomAccessFile>) -> Arc<dyn RandomAccessFile> {
+        if path.extension().is_none_or(|e| e != "sst") {
+            return file;
         }
-        Ok(file)
-    }
-    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.fs.read_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.fs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        self.fs.remove(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.fs.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.fs.create_dir_all(dir)
-    }
-    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
-        self.fs.remove_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.fs.exists(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.fs.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        self.fs.lock(path)
-    }
-    fn file_size(&self, path: &Path) -> io::Result<u64> {
-        self.fs.file_size(path)
+        let now = self.open.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        self.opens.fetch_add(1, Ordering::SeqCst);
+        Arc::new(CountedFile {
+            file,
+            open: self.open.clone(),
+        })
     }
 }
 
@@ -115,7 +77,7 @@ fn tables(dir: &Path) -> Vec<PathBuf> {
 fn no_more_table_files_are_open_than_the_bound_however_many_the_tree_holds() {
     const LIMIT: usize = 12;
     let dir = tempfile::tempdir().unwrap();
-    let fs = Arc::new(Counting::default());
+    let fs = Arc::new(WatchedFs::new(Counting::default()));
     let opts = Options {
         fs: fs.clone(),
         max_open_files: LIMIT,
@@ -148,7 +110,7 @@ fn no_more_table_files_are_open_than_the_bound_however_many_the_tree_holds() {
     // writes before installing them) and the compaction thread; each may hold one file past
     // the bound for the span of a read.
     let slack = 3;
-    let most = fs.most.load(Ordering::SeqCst);
+    let most = fs.hooks.most.load(Ordering::SeqCst);
     assert!(
         most <= LIMIT + slack,
         "{most} table files open at once, for a bound of {LIMIT} and {held} tables"
@@ -167,20 +129,20 @@ fn no_more_table_files_are_open_than_the_bound_however_many_the_tree_holds() {
             assert_eq!(v.unwrap().as_ref(), model.get(*k), "batched {k:?}");
         }
     }
-    let most = fs.most.load(Ordering::SeqCst);
+    let most = fs.hooks.most.load(Ordering::SeqCst);
     assert!(most <= LIMIT + slack + 32, "{most} open with batches of 32");
     // The bound was met by closing files, not by never opening them.
-    assert!(fs.opens.load(Ordering::SeqCst) > held);
+    assert!(fs.hooks.opens.load(Ordering::SeqCst) > held);
     assert!(db.stats().open_table_files <= LIMIT);
     db.close().unwrap();
 
     // Opened again, the database reads every key under the same bound.
-    fs.most.store(0, Ordering::SeqCst);
+    fs.hooks.most.store(0, Ordering::SeqCst);
     let db = Db::open(dir.path(), opts).unwrap();
     for (k, v) in model.iter().step_by(7) {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
     }
-    assert!(fs.most.load(Ordering::SeqCst) <= LIMIT + slack);
+    assert!(fs.hooks.most.load(Ordering::SeqCst) <= LIMIT + slack);
     db.close().unwrap();
 }
 

@@ -2,69 +2,26 @@
 //! reader that held them last. Removals are watched through the file system seam, with the
 //! name of the thread that asked for each.
 
-use std::io;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use strata::{
-    Db, FileLock, FileSystem, Options, RandomAccessFile, ReadOptions, StdFs, WritableFile,
-};
+use common::watched_fs::{Hooks, WatchedFs};
+use strata::{Db, Options, ReadOptions};
 
-/// `StdFs`, noting which thread removed which file.
+/// Which thread removed which file.
 #[derive(Default)]
-struct Watching {
-    fs: StdFs,
-    removed: Mutex<Vec<(PathBuf, String)>>,
-}
+struct Removals(Mutex<Vec<(PathBuf, String)>>);
 
-impl FileSystem for Watching {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.fs.create(path)
-    }
-    fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.fs.create_log(path)
-    }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
-        self.fs.open(path)
-    }
-    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        self.fs.read_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.fs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
+impl Hooks for Removals {
+    fn removing(&self, path: &Path) {
         let thread = std::thread::current()
             .name()
             .unwrap_or("unnamed")
             .to_string();
-        self.removed
-            .lock()
-            .unwrap()
-            .push((path.to_path_buf(), thread));
-        self.fs.remove(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.fs.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.fs.create_dir_all(dir)
-    }
-    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
-        self.fs.remove_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.fs.exists(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.fs.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        self.fs.lock(path)
-    }
-    fn file_size(&self, path: &Path) -> io::Result<u64> {
-        self.fs.file_size(path)
+        self.0.lock().unwrap().push((path.to_path_buf(), thread));
     }
 }
 
@@ -81,7 +38,7 @@ fn tables(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn a_reader_that_drops_the_last_reference_to_compacted_tables_does_not_delete_them() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = Arc::new(Watching::default());
+    let fs = Arc::new(WatchedFs::new(Removals::default()));
     let opts = Options {
         fs: fs.clone(),
         ..Options::default()
@@ -115,7 +72,7 @@ fn a_reader_that_drops_the_last_reference_to_compacted_tables_does_not_delete_th
         assert!(Instant::now() < deadline, "{old:?} are still there");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let removed = fs.removed.lock().unwrap().clone();
+    let removed = fs.hooks.0.lock().unwrap().clone();
     let me = std::thread::current()
         .name()
         .unwrap_or("unnamed")

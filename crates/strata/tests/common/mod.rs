@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub mod watched_fs;
+
 use strata::{Db, MemFs, Options};
 
 /// Options that make every part of the tree work on little data: tiny memtables, blocks and
