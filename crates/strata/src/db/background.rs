@@ -464,9 +464,13 @@ impl DbInner {
                     .fetch_add(1, Ordering::Relaxed);
             }
             let _ = self.run_compaction(&family, &picked, true);
+            let levels = picked.level..=picked.output_level();
+            // The inputs' version goes before the levels are free: a drop of the family waits
+            // for them, then for the purge of what the family's tables leave.
+            drop(picked);
             let mut st = lock(&self.state);
             if let Some(f) = st.family_mut(family.id) {
-                for busy in &mut f.busy_levels[picked.level..=picked.output_level()] {
+                for busy in &mut f.busy_levels[levels] {
                     *busy = false;
                 }
             }
