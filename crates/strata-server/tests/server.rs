@@ -1109,6 +1109,69 @@ fn replies_match_redis_server_byte_for_byte() {
     server.shutdown().unwrap();
 }
 
+/// As in Redis: a watched key that had expired already when watched may be removed, by the
+/// expiry cycle or by a command that meets it, without aborting EXEC, since nothing a
+/// client sees changed; written again, or live when watched and expired since, it aborts.
+#[test]
+fn a_watched_key_that_had_expired_already_goes_without_aborting_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = strata_server::Clock::manual(1_700_000_000_000);
+    let server = start(dir.path(), |c| {
+        c.clock = clock.clone();
+        c.active_expiry = Some(Duration::from_millis(5));
+    });
+    let mut c = client(&server);
+    let mut other = client(&server);
+    let expired_keys = |c: &mut redis::Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("expired_keys:"))
+            .unwrap();
+        line["expired_keys:".len()..].trim().parse().unwrap()
+    };
+    let exec = |c: &mut redis::Connection| -> Option<Vec<String>> {
+        let _: () = redis::cmd("MULTI").query(c).unwrap();
+        let _: () = redis::cmd("PING").query(c).unwrap();
+        redis::cmd("EXEC").query(c).unwrap()
+    };
+    let set_px = |c: &mut redis::Connection, key: &str, ms: u64| {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg("v")
+            .arg("PX")
+            .arg(ms)
+            .query(c)
+            .unwrap();
+    };
+    // Expired before WATCH, then removed by the expiry cycle: EXEC runs.
+    set_px(&mut c, "stale", 1000);
+    clock.advance_ms(1000);
+    let before = expired_keys(&mut c);
+    let _: () = redis::cmd("WATCH").arg("stale").query(&mut c).unwrap();
+    let start = std::time::Instant::now();
+    while expired_keys(&mut other) == before {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the key never expired"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(exec(&mut c), Some(vec!["PONG".to_string()]));
+    // Expired before WATCH, then written by another client: EXEC aborts.
+    set_px(&mut c, "rewritten", 1000);
+    clock.advance_ms(1000);
+    let _: () = redis::cmd("WATCH").arg("rewritten").query(&mut c).unwrap();
+    let _: () = other.set("rewritten", "new").unwrap();
+    assert_eq!(exec(&mut c), None);
+    // Live when watched, expired before EXEC: EXEC aborts.
+    set_px(&mut c, "live", 1000);
+    let _: () = redis::cmd("WATCH").arg("live").query(&mut c).unwrap();
+    clock.advance_ms(1000);
+    assert_eq!(exec(&mut c), None);
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn multi_exec_runs_its_commands_together_and_watch_aborts_it() {
     let t = tempfile::tempdir().unwrap();

@@ -96,4 +96,6 @@ pub(crate) struct Watched {
     pub seq: Option<u64>,
     /// When it expires, if it was live and expiring.
     pub expires_at: Option<u64>,
+    /// It was stored but had expired already: its removal by expiry changes nothing.
+    pub expired: bool,
 }

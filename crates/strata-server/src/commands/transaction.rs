@@ -19,9 +19,10 @@
 
 use super::session::Watched;
 use super::spec::lookup;
-use super::{Ctx, Outcome, auth, engine, exec_state, run, write_opts};
+use super::{Ctx, Outcome, auth, engine, exec_state, keyspace, run, write_opts};
 use crate::resp::Reply;
 use crate::shared::After;
+use crate::store;
 
 pub(super) fn multi(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     if cx.conn.multi.is_some() {
@@ -50,11 +51,15 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     for k in a.iter().skip(1) {
         let key = cx.key(k);
         let seq = cx.shared.db.newest_sequence(&key).map_err(engine)?;
-        let expires_at = cx.get(&key)?.and_then(|v| v.expires_at);
+        let stored = keyspace::read_raw(cx.shared, &key)?
+            .map(|raw| store::decode_value(&raw).map_err(|e| format!("ERR {e}")))
+            .transpose()?;
+        let live = stored.as_ref().filter(|v| v.is_live(cx.now));
         cx.conn.watched.push(Watched {
+            expires_at: live.and_then(|v| v.expires_at),
+            expired: stored.is_some() && live.is_none(),
             key,
             seq,
-            expires_at,
         });
     }
     cx.out.ok();
@@ -67,12 +72,16 @@ pub(super) fn unwatch(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
-/// True when a watched key was written, or expired, since `WATCH`.
+/// True when a watched key was written, or expired, since `WATCH`. A key that had expired
+/// already when watched and is gone now is unchanged, as in Redis: the expiry cycle (or a
+/// command that met it) removing it is no write a client made.
 fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
     for w in watched {
-        if cx.shared.db.newest_sequence(&w.key).map_err(engine)? != w.seq
-            || w.expires_at.is_some_and(|t| t <= cx.now)
-        {
+        let written = cx.shared.db.newest_sequence(&w.key).map_err(engine)? != w.seq;
+        if written && w.expired && cx.get(&w.key)?.is_none() {
+            continue;
+        }
+        if written || w.expires_at.is_some_and(|t| t <= cx.now) {
             return Ok(true);
         }
     }
