@@ -156,6 +156,9 @@ struct Report {
     engine_write_amp: Option<f64>,
     disk_bytes: u64,
     peak_rss: Option<u64>,
+    /// The process's CPU time over the workload, user and system seconds (background work
+    /// included).
+    cpu: Option<(f64, f64)>,
 }
 
 fn ratio(x: Option<f64>) -> String {
@@ -190,12 +193,14 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
     println!("{line}");
     let h = &o.hist;
     println!(
-        "{:<12} : p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.2} us",
+        "{:<12} : p50 {:.2} us, p99 {:.2} us, p99.9 {:.2} us, max {:.2} us{}",
         "",
         h.value_at_quantile(0.5) as f64 / 1000.0,
         h.value_at_quantile(0.99) as f64 / 1000.0,
         h.value_at_quantile(0.999) as f64 / 1000.0,
-        h.max() as f64 / 1000.0
+        h.max() as f64 / 1000.0,
+        r.cpu
+            .map_or(String::new(), |c| format!("; {}", cpu_text(c)))
     );
     if workloads::writes(&o.name) {
         println!(
@@ -212,6 +217,11 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
             ))
         );
     }
+}
+
+/// A workload's CPU time, as the result lines print it.
+fn cpu_text((user, system): (f64, f64)) -> String {
+    format!("CPU user {user:.1} s, system {system:.1} s")
 }
 
 /// What a read workload answered, in a form to compare engines by: `N of M found` for
@@ -244,6 +254,8 @@ fn json_report(engine: &str, r: &Report) -> serde_json::Value {
         "engine_write_amp": r.engine_write_amp,
         "disk_bytes": r.disk_bytes,
         "peak_rss_bytes": r.peak_rss,
+        "cpu_user_seconds": r.cpu.map(|c| c.0),
+        "cpu_system_seconds": r.cpu.map(|c| c.1),
     })
 }
 
@@ -345,7 +357,11 @@ fn run_engine(
         };
         let progress = Arc::new(AtomicU64::new(0));
         let bar = progress_bar(name, &progress, quiet);
+        let cpu_before = sys::cpu_seconds();
         let outcome = workloads::run(&engine, &p, name, &progress)?;
+        let cpu = cpu_before
+            .zip(sys::cpu_seconds())
+            .map(|((u0, s0), (u1, s1))| (u1 - u0, s1 - s0));
         if let Some((stop, handle)) = bar {
             stop.store(u64::MAX, Ordering::SeqCst);
             let _ = handle.join();
@@ -370,6 +386,7 @@ fn run_engine(
             engine_write_amp,
             disk_bytes: sys::dir_bytes(dir),
             peak_rss: sys::peak_rss_bytes(),
+            cpu,
         };
         if !quiet {
             if cli.json {
@@ -621,6 +638,12 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
                         ratio(r.engine_write_amp),
                         r.disk_bytes as f64 / 1048576.0
                     );
+                }
+                if let Some(cpu) = r
+                    .cpu
+                    .filter(|_| !cli.json && !workloads::writes(&r.outcome.name))
+                {
+                    println!("{e}/{} round {round}: {}", r.outcome.name, cpu_text(cpu));
                 }
                 if let Some((puts, rate)) = r.outcome.writer.filter(|_| !cli.json) {
                     println!(

@@ -13,6 +13,22 @@ pub fn peak_rss_bytes() -> Option<u64> {
     proc_field("/proc/self/status", "VmHWM:").map(|kb| kb * 1024)
 }
 
+/// The CPU time this process has used so far, all its threads: (user, system) seconds.
+/// Over a read workload, system time above user time is the mark of the kernel working
+/// for the reads (page faults, reclaim of the page cache under a memory limit) more than
+/// the engine does.
+pub fn cpu_seconds() -> Option<(f64, f64)> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes a whole `rusage` to the pointer it is given on success.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: the call succeeded, so the value is written.
+    let usage = unsafe { usage.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some((secs(usage.ru_utime), secs(usage.ru_stime)))
+}
+
 /// Starts the peak resident set size over from the current size (Linux's `clear_refs`), so
 /// that the peak measured next is one engine's, not the largest of the engines run before.
 pub fn reset_peak_rss() {

@@ -108,6 +108,29 @@ impl RandomAccessFile for StdRandomAccess {
         use std::os::fd::AsRawFd;
         Some(self.file.as_raw_fd())
     }
+    #[cfg(target_os = "linux")]
+    fn advise_random(&self) {
+        self.advise(0, 0, libc::POSIX_FADV_RANDOM);
+    }
+    #[cfg(target_os = "linux")]
+    fn will_need(&self, offset: u64, len: u64) {
+        self.advise(offset, len, libc::POSIX_FADV_WILLNEED);
+    }
+}
+
+impl StdRandomAccess {
+    /// Advice is a hint: a kernel that refuses it reads as before, so its answer is not
+    /// looked at.
+    #[cfg(target_os = "linux")]
+    fn advise(&self, offset: u64, len: u64, advice: libc::c_int) {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
+        else {
+            return;
+        };
+        // SAFETY: posix_fadvise reads nothing from memory; the descriptor is this file's.
+        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), offset, len, advice) };
+    }
 }
 
 struct StdLock {

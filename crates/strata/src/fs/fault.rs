@@ -320,6 +320,12 @@ impl RandomAccessFile for FaultReader {
             Verdict::Fail | Verdict::Short(_) => None,
         }
     }
+    fn advise_random(&self) {
+        self.inner.advise_random();
+    }
+    fn will_need(&self, offset: u64, len: u64) {
+        self.inner.will_need(offset, len);
+    }
 }
 
 impl FileSystem for FaultFs {

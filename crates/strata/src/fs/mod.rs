@@ -98,6 +98,16 @@ pub trait RandomAccessFile: Send + Sync {
     fn pinned(&self) -> Option<Arc<dyn RandomAccessFile>> {
         None
     }
+    /// Tells the operating system that the file is read at random places
+    /// (`POSIX_FADV_RANDOM`): a read brings in the pages it asks for and no more, where the
+    /// kernel would otherwise take a read beside pages it holds for part of a sequential
+    /// stream and read ahead of it, spending the device and the page cache on blocks no
+    /// lookup wants. Reads in order then ask for what they will read next
+    /// ([`RandomAccessFile::will_need`]).
+    fn advise_random(&self) {}
+    /// Asks the operating system to start reading `len` bytes at `offset` into its page
+    /// cache (`POSIX_FADV_WILLNEED`), without waiting for them.
+    fn will_need(&self, _offset: u64, _len: u64) {}
 }
 
 /// A read-only shared mapping of a whole file, unmapped when dropped.

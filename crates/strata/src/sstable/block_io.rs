@@ -17,6 +17,9 @@ use crate::fs::{MappedBytes, RandomAccessFile};
 /// [`crate::fs::RandomAccessFile::pinned`]).
 pub(crate) type PreadOf = (ReadRequest, Option<Arc<dyn RandomAccessFile>>);
 
+/// How far ahead of themselves reads in order without a mapping ask the kernel to read.
+const READ_AHEAD_WINDOW: u64 = 256 * 1024;
+
 impl Table {
     /// Bytes a block occupies in the file: its contents and trailer.
     pub(super) fn stored_len(&self, handle: BlockHandle) -> Result<usize> {
@@ -139,7 +142,12 @@ impl Table {
                 let owned = matches!(data, BlockData::Owned(_));
                 (data, owned && !in_order)
             }
-            _ => (BlockData::Owned(self.read_raw(handle)?), fill_cache),
+            _ => {
+                if in_order {
+                    self.read_ahead(handle);
+                }
+                (BlockData::Owned(self.read_raw(handle)?), fill_cache)
+            }
         };
         let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
         if cache {
@@ -147,6 +155,24 @@ impl Table {
                 .insert((self.number.0, handle.offset), block.clone());
         }
         Ok(block)
+    }
+
+    /// Reads in order with `pread` (a compaction's, or a scan's past the mapping) ask the
+    /// kernel for the next window of the file as they enter one, since the table's file is
+    /// opened for random reads and the kernel reads no further ahead by itself: the reads
+    /// of one window then find their pages loaded while they went through the one before.
+    fn read_ahead(&self, handle: BlockHandle) {
+        const WINDOW: u64 = READ_AHEAD_WINDOW;
+        let end = handle
+            .offset
+            .saturating_add(self.stored_len(handle).unwrap_or(0) as u64);
+        let (first, last) = (handle.offset / WINDOW, end.saturating_sub(1) / WINDOW);
+        if handle.offset == 0 {
+            self.file.will_need(0, 2 * WINDOW);
+        } else if last > first || handle.offset.is_multiple_of(WINDOW) {
+            self.file
+                .will_need(last.saturating_add(1).saturating_mul(WINDOW), WINDOW);
+        }
     }
 
     /// The block of `handle` if the cache holds it.

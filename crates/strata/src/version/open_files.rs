@@ -123,6 +123,7 @@ impl ReopeningFile {
         files: &Arc<OpenFiles>,
     ) -> io::Result<Arc<ReopeningFile>> {
         let file = fs.open(&path)?;
+        file.advise_random();
         let size = file.size()?;
         let f = Arc::new_cyclic(|this| ReopeningFile {
             fs,
@@ -146,6 +147,7 @@ impl ReopeningFile {
             return Ok(f.clone());
         }
         let f = self.fs.open(&self.path)?;
+        f.advise_random();
         *slot = Some(f.clone());
         drop(slot);
         if let Some(this) = self.this.upgrade() {
@@ -197,6 +199,12 @@ impl RandomAccessFile for ReopeningFile {
 
     fn pinned(&self) -> Option<Arc<dyn RandomAccessFile>> {
         self.file().ok()
+    }
+
+    fn will_need(&self, offset: u64, len: u64) {
+        if let Ok(f) = self.file() {
+            f.will_need(offset, len);
+        }
     }
 }
 
