@@ -1,29 +1,37 @@
 //! Lookups in tables whose metadata is over the budget: with partitioned filters and
 //! indexes, an open table holds only the top blocks, and a lookup of a missing key reads at
-//! most one filter partition from the file and no index block. Reads are counted through the
-//! file system seam.
+//! most one filter partition from the file and no index block. Reads are seen through the
+//! file system seam, and placed in the file by its layout (`docs/format.md`): data blocks,
+//! then the filter's partitions, then their index block (where the footer's filter handle
+//! points), then the index blocks.
 
 mod common;
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::watched_fs::{Hooks, WatchedFs};
 use strata::{Db, FilterKind, IndexKind, Options, RandomAccessFile};
 
-/// The length of every read of a table file, in order.
+/// Every read of a table file, in order: the file, the offset and the length.
+type Read = (PathBuf, u64, usize);
+
 #[derive(Default)]
-struct Reads(Arc<Mutex<Vec<usize>>>);
+struct Reads(Arc<Mutex<Vec<Read>>>);
 
 struct CountedFile {
     file: Arc<dyn RandomAccessFile>,
-    reads: Arc<Mutex<Vec<usize>>>,
+    path: PathBuf,
+    reads: Arc<Mutex<Vec<Read>>>,
 }
 
 impl RandomAccessFile for CountedFile {
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-        self.reads.lock().unwrap().push(len);
+        self.reads
+            .lock()
+            .unwrap()
+            .push((self.path.clone(), offset, len));
         self.file.read_at(offset, len)
     }
     fn size(&self) -> io::Result<u64> {
@@ -38,6 +46,7 @@ impl Hooks for Reads {
         }
         Arc::new(CountedFile {
             file,
+            path: path.to_path_buf(),
             reads: self.0.clone(),
         })
     }
@@ -79,7 +88,7 @@ fn over_budget(dir: &Path, filter_kind: FilterKind, reads: &Reads) -> Db {
 /// For each of `n` missing keys (among the written ones, so that a table covers each), the
 /// reads of table files its lookup made; lookups that met a false positive of the filter
 /// are left out, and counted.
-fn reads_of_missing_keys(db: &Db, reads: &Reads, n: u32) -> (Vec<Vec<usize>>, u64) {
+fn reads_of_missing_keys(db: &Db, reads: &Reads, n: u32) -> (Vec<Vec<Read>>, u64) {
     // Once, so that every table's top blocks are read.
     for i in 0..n {
         db.get(&[key(i), b"x".to_vec()].concat()).unwrap();
@@ -100,6 +109,20 @@ fn reads_of_missing_keys(db: &Db, reads: &Reads, n: u32) -> (Vec<Vec<usize>>, u6
     (out, false_positives)
 }
 
+/// Where a table's filter partitions lie: from the end of its last data block (and its
+/// 5-byte trailer) to the partitions' index block, which the footer's filter handle names
+/// (its first 8 bytes, the offset, little-endian).
+fn partitions(path: &Path) -> (u64, u64) {
+    const FOOTER_BYTES: usize = 68;
+    let dump = strata::inspect::dump_file(path, false).unwrap();
+    let data_end = dump.blocks.iter().map(|&(o, s)| o + s + 5).max().unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    let footer = &bytes[bytes.len() - FOOTER_BYTES..];
+    let filter_index = u64::from_le_bytes(footer[..8].try_into().unwrap());
+    assert!(data_end < filter_index, "{}: no partitions", path.display());
+    (data_end, filter_index)
+}
+
 #[test]
 fn a_missing_key_in_an_over_budget_table_reads_one_filter_partition_and_no_index() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,12 +135,17 @@ fn a_missing_key_in_an_over_budget_table_reads_one_filter_partition_and_no_index
     );
     let mut partitions_read = 0;
     for r in &lookups {
-        // One table of the level covers the key: at most its filter partition, a block.
+        // One table of the level covers the key: at most its filter partition.
         assert!(r.len() <= 1, "a missing key's lookup read {r:?}");
-        assert!(
-            r.iter().all(|&len| len <= BLOCK + 512),
-            "a missing key's lookup read more than a partition: {r:?}"
-        );
+        for (path, offset, len) in r {
+            let (partitions_start, partitions_end) = partitions(path);
+            assert!(
+                (partitions_start..partitions_end).contains(offset) && *len <= BLOCK + 512,
+                "a missing key's lookup read {len} bytes at {offset} of {}, outside the \
+                 filter's partitions ({partitions_start}..{partitions_end})",
+                path.display()
+            );
+        }
         partitions_read += r.len();
     }
     // The partitions came from the file, not from memory the test did not see: a check of

@@ -73,12 +73,14 @@ pub(super) fn unwatch(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
 }
 
 /// True when a watched key was written, or expired, since `WATCH`. A key that had expired
-/// already when watched and is gone now is unchanged, as in Redis: the expiry cycle (or a
-/// command that met it) removing it is no write a client made.
+/// already when watched and is no longer stored is unchanged, as in Redis: the expiry cycle
+/// removing it is no write a client made. (Redis would abort where another client wrote the
+/// key and deleted it again in between; this check, made at `EXEC`, cannot tell that from
+/// the expiry.)
 fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
     for w in watched {
         let written = cx.shared.db.newest_sequence(&w.key).map_err(engine)? != w.seq;
-        if written && w.expired && cx.get(&w.key)?.is_none() {
+        if written && w.expired && keyspace::read_raw(cx.shared, &w.key)?.is_none() {
             continue;
         }
         if written || w.expires_at.is_some_and(|t| t <= cx.now) {

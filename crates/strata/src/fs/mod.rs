@@ -106,7 +106,9 @@ pub trait RandomAccessFile: Send + Sync {
     /// ([`RandomAccessFile::will_need`]).
     fn advise_random(&self) {}
     /// Asks the operating system to start reading `len` bytes at `offset` into its page
-    /// cache (`POSIX_FADV_WILLNEED`), without waiting for them.
+    /// cache (`POSIX_FADV_WILLNEED`), without waiting for them. A wrapper that forwards
+    /// [`RandomAccessFile::advise_random`] must forward this too, or reads in order get no
+    /// readahead at all.
     fn will_need(&self, _offset: u64, _len: u64) {}
 }
 

@@ -17,8 +17,10 @@ use crate::fs::{MappedBytes, RandomAccessFile};
 /// [`crate::fs::RandomAccessFile::pinned`]).
 pub(crate) type PreadOf = (ReadRequest, Option<Arc<dyn RandomAccessFile>>);
 
-/// How far ahead of themselves reads in order without a mapping ask the kernel to read.
+/// How far ahead of themselves reads in order without a mapping ask the kernel to read, and
+/// how often they ask.
 const READ_AHEAD_WINDOW: u64 = 256 * 1024;
+const READ_AHEAD_STEP: u64 = 64 * 1024;
 
 impl Table {
     /// Bytes a block occupies in the file: its contents and trailer.
@@ -158,20 +160,22 @@ impl Table {
     }
 
     /// Reads in order with `pread` (a compaction's, or a scan's past the mapping) ask the
-    /// kernel for the next window of the file as they enter one, since the table's file is
-    /// opened for random reads and the kernel reads no further ahead by itself: the reads
-    /// of one window then find their pages loaded while they went through the one before.
+    /// kernel for what comes after them, since the table's file is opened for random reads
+    /// and the kernel reads no further ahead by itself: each read that crosses into a new
+    /// 64 KiB step asks for its block and the 256 KiB after it, so a run of reads in order finds its pages
+    /// loaded, and one that starts mid-file (after a seek) waits for at most a step's reads
+    /// before its hint.
     fn read_ahead(&self, handle: BlockHandle) {
-        const WINDOW: u64 = READ_AHEAD_WINDOW;
         let end = handle
             .offset
             .saturating_add(self.stored_len(handle).unwrap_or(0) as u64);
-        let (first, last) = (handle.offset / WINDOW, end.saturating_sub(1) / WINDOW);
-        if handle.offset == 0 {
-            self.file.will_need(0, 2 * WINDOW);
-        } else if last > first || handle.offset.is_multiple_of(WINDOW) {
+        let (first, last) = (
+            handle.offset / READ_AHEAD_STEP,
+            end.saturating_sub(1) / READ_AHEAD_STEP,
+        );
+        if handle.offset == 0 || last > first || handle.offset.is_multiple_of(READ_AHEAD_STEP) {
             self.file
-                .will_need(last.saturating_add(1).saturating_mul(WINDOW), WINDOW);
+                .will_need(handle.offset, (end - handle.offset) + READ_AHEAD_WINDOW);
         }
     }
 

@@ -138,7 +138,7 @@ mod uring {
         let mut out = Vec::with_capacity(n);
         for ((request, mut buf), answer) in requests.iter().zip(buffers).zip(answers) {
             out.push(match answer {
-                Some(Ok(read)) if read <= buf.capacity() => {
+                Some(Ok(read)) if read <= request.len => {
                     // SAFETY: the kernel wrote `read` bytes at the start of the buffer, within
                     // its capacity.
                     unsafe { buf.set_len(read) };
@@ -158,7 +158,7 @@ mod uring {
     fn finish_short(r: &ReadRequest, buf: &mut Vec<u8>) -> io::Result<()> {
         while buf.len() < r.len {
             let done = buf.len();
-            let Ok(at) = libc::off_t::try_from(r.offset + done as u64) else {
+            let Some(Ok(at)) = r.offset.checked_add(done as u64).map(libc::off_t::try_from) else {
                 return Err(io::Error::other("offset out of range"));
             };
             // SAFETY: the destination is the vector's spare capacity from `done` to `r.len`

@@ -201,8 +201,11 @@ impl RandomAccessFile for ReopeningFile {
         self.file().ok()
     }
 
+    /// Only a file open now takes the hint: a hint is not a read, so it neither opens the
+    /// file again nor counts as a use of it for the clock hand.
     fn will_need(&self, offset: u64, len: u64) {
-        if let Ok(f) = self.file() {
+        let open = lock(&self.slot).clone();
+        if let Some(f) = open {
             f.will_need(offset, len);
         }
     }
