@@ -162,9 +162,9 @@ impl Table {
     /// Reads in order with `pread` (a compaction's, or a scan's past the mapping) ask the
     /// kernel for what comes after them, since the table's file is opened for random reads
     /// and the kernel reads no further ahead by itself: each read that crosses into a new
-    /// 64 KiB step asks for its block and the 256 KiB after it, so a run of reads in order finds its pages
-    /// loaded, and one that starts mid-file (after a seek) waits for at most a step's reads
-    /// before its hint.
+    /// 64 KiB step asks for its block and the 256 KiB after it, so a run of reads in order
+    /// finds its pages loaded, and one that starts mid-file (after a seek) waits for at most
+    /// a step's reads before its hint.
     fn read_ahead(&self, handle: BlockHandle) {
         let end = handle
             .offset
