@@ -6,6 +6,13 @@
 //! A lookup takes its shard's lock for reading only and marks the entry referenced with an
 //! atomic; an insert takes the write lock and sweeps the clock hand, giving each referenced
 //! entry a second chance, until the shard fits its budget.
+//!
+//! Blocks come in two priorities. Metadata (filter partitions and index blocks below the
+//! root) is passed through by every lookup of its table, a data block by the lookups of its
+//! few keys: the hand passes over metadata while metadata holds at most half a shard, so a
+//! run of data blocks read once (a scan that fills the cache, random reads far larger than
+//! the cache) cannot push the metadata out, as RocksDB's high-priority pool keeps index and
+//! filter blocks.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +21,17 @@ use std::sync::{Arc, RwLock};
 use crate::sstable::block::Block;
 
 const SHARDS: usize = 16;
+
+/// The share of a shard that metadata keeps from data blocks: half, as RocksDB's
+/// `high_pri_pool_ratio` defaults.
+const META_SHARE_DIVISOR: usize = 2;
+
+/// What a block is to the cache: see the module's comment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Priority {
+    Data,
+    Meta,
+}
 
 /// A cached block.
 pub(crate) type CacheValue = Arc<Block>;
@@ -58,6 +76,7 @@ type KeyMap = HashMap<CacheKey, Entry, std::hash::BuildHasherDefault<KeyHasher>>
 struct Slot {
     key: CacheKey,
     charge: usize,
+    priority: Priority,
 }
 
 #[derive(Default)]
@@ -70,10 +89,19 @@ struct Shard {
     free: Vec<u32>,
     hand: usize,
     usage: usize,
+    /// The part of `usage` that metadata takes.
+    meta_usage: usize,
 }
 
 impl Shard {
-    fn evict_one(&mut self) -> bool {
+    /// Evicts one entry of the clock. Metadata is passed over while it holds at most
+    /// `meta_share` bytes, unless nothing else is left to evict.
+    fn evict_one(&mut self, meta_share: usize) -> bool {
+        let spare_meta = self.meta_usage <= meta_share;
+        self.evict_one_sparing(spare_meta) || (spare_meta && self.evict_one_sparing(false))
+    }
+
+    fn evict_one_sparing(&mut self, spare_meta: bool) -> bool {
         let n = self.slots.len();
         // Two full turns suffice: the first clears every reference bit.
         for _ in 0..2 * n + 1 {
@@ -82,6 +110,12 @@ impl Shard {
             }
             let i = self.hand % n;
             self.hand = (i + 1) % n;
+            let spared = |s: &Option<Slot>| {
+                spare_meta && s.as_ref().is_some_and(|s| s.priority == Priority::Meta)
+            };
+            if self.slots.get(i).is_none_or(spared) {
+                continue;
+            }
             // Relaxed: the bit is a hint; a lost update only changes which entry goes first.
             if self
                 .referenced
@@ -90,10 +124,8 @@ impl Shard {
             {
                 continue;
             }
-            if let Some(s) = self.slots.get_mut(i).and_then(Option::take) {
-                self.map.remove(&s.key);
-                self.usage -= s.charge;
-                self.free.push(i as u32);
+            if self.slots.get(i).is_some_and(Option::is_some) {
+                self.remove_slot(i as u32);
                 return true;
             }
         }
@@ -101,8 +133,12 @@ impl Shard {
     }
 
     /// Puts a new key in a free slot.
-    fn add(&mut self, key: CacheKey, block: CacheValue, charge: usize) {
-        let slot = Some(Slot { key, charge });
+    fn add(&mut self, key: CacheKey, block: CacheValue, charge: usize, priority: Priority) {
+        let slot = Some(Slot {
+            key,
+            charge,
+            priority,
+        });
         let i = match self.free.pop() {
             Some(i) => {
                 if let Some(s) = self.slots.get_mut(i as usize) {
@@ -121,6 +157,9 @@ impl Shard {
         };
         self.map.insert(key, Entry { block, slot: i });
         self.usage += charge;
+        if priority == Priority::Meta {
+            self.meta_usage += charge;
+        }
     }
 
     /// Takes a slot's entry out of the map and frees the slot.
@@ -128,6 +167,9 @@ impl Shard {
         if let Some(slot) = self.slots.get_mut(i as usize).and_then(Option::take) {
             self.map.remove(&slot.key);
             self.usage -= slot.charge;
+            if slot.priority == Priority::Meta {
+                self.meta_usage -= slot.charge;
+            }
             self.free.push(i);
         }
     }
@@ -190,6 +232,11 @@ impl BlockCache {
     }
 
     pub(crate) fn insert(&self, key: CacheKey, value: CacheValue) {
+        self.insert_as(key, value, Priority::Data);
+    }
+
+    /// Caches `value` under `key` with `priority`.
+    pub(crate) fn insert_as(&self, key: CacheKey, value: CacheValue, priority: Priority) {
         let charge = charge(&value);
         if charge > self.shard_capacity {
             return;
@@ -198,12 +245,13 @@ impl BlockCache {
         if let Some(slot) = shard.map.get(&key).map(|e| e.slot) {
             shard.remove_slot(slot);
         }
+        let meta_share = self.shard_capacity / META_SHARE_DIVISOR;
         while shard.usage + charge > self.shard_capacity {
-            if !shard.evict_one() {
+            if !shard.evict_one(meta_share) {
                 break;
             }
         }
-        shard.add(key, value, charge);
+        shard.add(key, value, charge, priority);
     }
 
     /// Drops every entry of a file (after the file is deleted).
@@ -264,6 +312,40 @@ mod tests {
         assert!(cache.get(&(2, 0)).is_none());
         assert_eq!(cache.hits(), 1);
         assert_eq!(cache.misses(), 1);
+    }
+
+    #[test]
+    fn data_blocks_read_once_do_not_push_out_metadata_within_its_share() {
+        let cache = BlockCache::new(16 * 64 * 1024);
+        // Metadata of a few tables, a small part of the cache, never looked up again.
+        let meta: Vec<CacheKey> = (0..32u64).map(|i| (1, i * 4096)).collect();
+        for k in &meta {
+            cache.insert_as(*k, block(4000), Priority::Meta);
+        }
+        // Ten times the cache of data blocks, each read once.
+        for i in 0..2_500u64 {
+            cache.insert((2, i * 4096), block(4000));
+        }
+        assert!(cache.usage() <= cache.capacity());
+        for k in &meta {
+            assert!(
+                cache.get(k).is_some(),
+                "metadata block {k:?} was pushed out"
+            );
+        }
+        // Data blocks still come and go: the first ones are gone.
+        assert!(cache.get(&(2, 0)).is_none());
+    }
+
+    #[test]
+    fn metadata_past_its_share_is_evicted_like_data() {
+        let cache = BlockCache::new(16 * 64 * 1024);
+        for i in 0..2_500u64 {
+            cache.insert_as((1, i * 4096), block(4000), Priority::Meta);
+        }
+        assert!(cache.usage() <= cache.capacity());
+        assert!(cache.get(&(1, 0)).is_none());
+        assert!(cache.get(&(1, 2_499 * 4096)).is_some());
     }
 
     #[test]

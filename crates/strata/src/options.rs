@@ -71,6 +71,14 @@ pub struct Options {
     /// `max_open_files`); with [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a
     /// table holds is two small blocks, and such lookups read about 4 KiB per table instead.
     pub table_pinned_bytes: usize,
+    /// When the tree's filters and indexes, held whole, would take more than
+    /// [`Options::table_pinned_bytes`], compactions write partitioned filters and B-tree
+    /// indexes (as [`FilterKind::Partitioned`] and [`IndexKind::BTree`] would), whose
+    /// tables hold two small blocks and whose lookups read a partition of about a block
+    /// through the block cache, where metadata outlasts data blocks; under the budget they
+    /// write what `filter_kind` and `index_kind` say (on by default). Flushes always write
+    /// those: level 0 is small and read by every lookup.
+    pub partition_over_budget: bool,
     /// Bytes of table files the process may hold resident through memory mappings: an
     /// eighth of the memory the process may use, at most 256 MiB. Scans take their blocks
     /// in place from a mapping of the table, without a system call or a copy, and so do
@@ -161,6 +169,7 @@ impl std::fmt::Debug for Options {
             .field("filter_kind", &self.filter_kind)
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("table_pinned_bytes", &self.table_pinned_bytes)
+            .field("partition_over_budget", &self.partition_over_budget)
             .field("table_map_bytes", &self.table_map_bytes)
             .field("max_open_files", &self.max_open_files)
             .field("size_ratio", &self.size_ratio)
@@ -197,6 +206,7 @@ impl Default for Options {
             filter_kind: FilterKind::Whole,
             block_cache_bytes: 8 << 20,
             table_pinned_bytes: default_pinned_bytes(),
+            partition_over_budget: true,
             table_map_bytes: default_map_bytes(),
             max_open_files: crate::version::open_files::default_max_open_files(),
             size_ratio: 10,

@@ -181,6 +181,9 @@ struct Harness {
     /// Replaces the options' filter policy when set.
     policy: Option<strata::FilterPolicy>,
     merge_policy: MergePolicy,
+    /// Compactions write partitioned metadata once the tree's is over the (tiny) budget, so
+    /// the tree mixes whole and partitioned tables.
+    partition_over_budget: bool,
 }
 
 /// Options whose filters are partitioned, with the index they go with, and partitions of
@@ -205,6 +208,11 @@ impl Harness {
             o.filter_policy = p;
         }
         o.merge_policy = self.merge_policy;
+        o.partition_over_budget = self.partition_over_budget;
+        if self.partition_over_budget {
+            // A budget that a few dozen keys' filters and indexes overrun.
+            o.table_pinned_bytes = 128;
+        }
         o.merge_operator = Some(std::sync::Arc::new(append()));
         // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
@@ -393,18 +401,24 @@ fn run_ops_merging(
     policy: Option<strata::FilterPolicy>,
     merge_policy: MergePolicy,
 ) {
-    let fs = MemFs::new();
-    let mut h = Harness {
-        fs,
-        db: None,
-        model: Model::new(),
-        snapshots: Vec::new(),
-        size_ratio,
-        index,
-        filter,
-        policy,
-        merge_policy,
-    };
+    run_harness(
+        Harness {
+            fs: MemFs::new(),
+            db: None,
+            model: Model::new(),
+            snapshots: Vec::new(),
+            size_ratio,
+            index,
+            filter,
+            policy,
+            merge_policy,
+            partition_over_budget: false,
+        },
+        ops,
+    );
+}
+
+fn run_harness(mut h: Harness, ops: &[Op]) {
     h.db = Some(Db::open(Path::new("/db"), h.options()).unwrap());
     for op in ops {
         h.apply(op);
@@ -436,6 +450,26 @@ proptest! {
         ops in proptest::collection::vec(op_strategy(60), 1..120)
     ) {
         run_ops(&ops, 10, IndexKind::BTree, FilterKind::Whole);
+    }
+
+    /// Whole metadata asked for, over the budget: compactions write partitioned tables, and
+    /// the tree mixes them with whole level-0 tables.
+    #[test]
+    fn engine_matches_model_partitioned_over_budget(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
+        run_harness(Harness {
+            fs: MemFs::new(),
+            db: None,
+            model: Model::new(),
+            snapshots: Vec::new(),
+            size_ratio: 4,
+            index: IndexKind::Flat,
+            filter: FilterKind::Whole,
+            policy: None,
+            merge_policy: common::merge_policy(),
+            partition_over_budget: true,
+        }, &ops);
     }
 
     #[test]

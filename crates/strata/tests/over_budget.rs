@@ -58,24 +58,29 @@ fn key(i: u32) -> Vec<u8> {
     format!("key{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000).into_bytes()
 }
 
-/// A database of 200,000 keys merged into one level, whose tables' filters and indexes are
-/// far over `table_pinned_bytes`, with no block cache to keep what lookups read.
-fn over_budget(dir: &Path, filter_kind: FilterKind, reads: &Reads) -> Db {
-    let opts = Options {
+/// A database of 200,000 keys merged into one level, with `layout`'s filters and indexes,
+/// under a `table_pinned_bytes` far below them (room for the top blocks of the tables'
+/// filters and indexes, not for a whole filter of about 45 KiB a table), with no block cache
+/// to keep what lookups read.
+fn over_budget(dir: &Path, layout: (FilterKind, IndexKind), reads: &Reads) -> Db {
+    filled(dir, reads, |o| {
+        (o.filter_kind, o.index_kind) = layout;
+        o.table_pinned_bytes = 16 * 1024;
+    })
+}
+
+fn filled(dir: &Path, reads: &Reads, tweak: impl FnOnce(&mut Options)) -> Db {
+    let mut opts = Options {
         fs: Arc::new(WatchedFs::new(Reads(reads.0.clone()))),
-        filter_kind,
-        index_kind: IndexKind::BTree,
         block_size: BLOCK,
         write_buffer_size: 4 << 20,
         target_file_size: 4 << 20,
-        // Room for the top blocks of the tables' filters and indexes, not for a whole
-        // filter (about 45 KiB a table) or index.
-        table_pinned_bytes: 16 * 1024,
         block_cache_bytes: 0,
         table_map_bytes: 0,
         idle_merge_after: None,
         ..Options::default()
     };
+    tweak(&mut opts);
     let db = Db::open(dir, opts).unwrap();
     let value = [b'v'; 100];
     for i in 0..200_000 {
@@ -127,8 +132,51 @@ fn partitions(path: &Path) -> (u64, u64) {
 fn a_missing_key_in_an_over_budget_table_reads_one_filter_partition_and_no_index() {
     let dir = tempfile::tempdir().unwrap();
     let reads = Reads::default();
-    let db = over_budget(dir.path(), FilterKind::Partitioned, &reads);
-    let (lookups, false_positives) = reads_of_missing_keys(&db, &reads, 500);
+    let db = over_budget(
+        dir.path(),
+        (FilterKind::Partitioned, IndexKind::BTree),
+        &reads,
+    );
+    reads_one_partition_per_missing_key(&db, &reads);
+}
+
+/// With the default layout (whole filters, flat indexes), a tree whose metadata is over the
+/// budget is rewritten by compaction with partitioned metadata, and its lookups of missing
+/// keys read one partition; under the budget it stays whole.
+#[test]
+fn compaction_falls_back_to_partitioned_metadata_over_the_budget_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let reads = Reads::default();
+    let db = over_budget(dir.path(), (FilterKind::Whole, IndexKind::Flat), &reads);
+    assert_eq!(filter_kinds(dir.path()), ["Partitioned"]);
+    reads_one_partition_per_missing_key(&db, &reads);
+    drop(db);
+    let dir = tempfile::tempdir().unwrap();
+    let db = filled(dir.path(), &reads, |o| o.table_pinned_bytes = 64 << 20);
+    assert_eq!(filter_kinds(dir.path()), ["Whole"]);
+    drop(db);
+}
+
+/// The filter kinds of the tables in `dir`, each once.
+fn filter_kinds(dir: &Path) -> Vec<String> {
+    let mut kinds: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .map(|p| {
+            let dump = strata::inspect::dump_file(&p, false).unwrap();
+            let kind = dump.summary.iter().find(|(k, _)| k == "filter").unwrap();
+            kind.1.clone()
+        })
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// Lookups of 500 missing keys each read at most one block, a filter partition.
+fn reads_one_partition_per_missing_key(db: &Db, reads: &Reads) {
+    let (lookups, false_positives) = reads_of_missing_keys(db, reads, 500);
     assert!(
         false_positives < 25,
         "{false_positives} false positives in 500"

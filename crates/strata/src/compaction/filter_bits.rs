@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use super::{Compaction, LevelTargets};
 use crate::filter_policy::{FilterPolicy, table_bits};
-use crate::sstable::TableOptions;
 use crate::sstable::filter::false_positive_rate;
+use crate::sstable::{FilterKind, IndexKind, TableOptions};
 use crate::version::{FileMeta, Version};
 
 /// What the allocation knows of the tree's shape besides the version: the level targets and
@@ -127,6 +127,46 @@ pub(crate) fn compaction_options(
         bloom_bits_per_key: table_bits(policy, &runs, target),
         ..base.clone()
     }
+}
+
+/// `opts`, or partitioned filters and B-tree indexes in their place when the filters and
+/// indexes of `version`'s tables, each held whole, would take more than `budget` bytes
+/// (`Options::table_pinned_bytes`): past it, tables would keep letting theirs go and
+/// reading them whole again, where a partitioned table holds two small blocks and a lookup
+/// reads a partition of about a block. The tree's tables are counted as compaction rewrites
+/// them, so the layout follows the tree's size both ways.
+pub(crate) fn metadata_layout(
+    opts: TableOptions,
+    version: &Version,
+    budget: usize,
+) -> TableOptions {
+    if opts.filter_kind == FilterKind::Partitioned && opts.index_kind == IndexKind::BTree {
+        return opts;
+    }
+    let whole: u64 = version
+        .levels
+        .iter()
+        .flatten()
+        .map(|f| whole_metadata_bytes(f, opts.block_size, opts.bloom_bits_per_key))
+        .sum();
+    if whole <= budget as u64 {
+        return opts;
+    }
+    TableOptions {
+        filter_kind: FilterKind::Partitioned,
+        index_kind: IndexKind::BTree,
+        ..opts
+    }
+}
+
+/// What a table's whole filter and flat index take, from the MANIFEST's figures: its
+/// entries times its filter's bits, and an index entry per data block (a key of about the
+/// length of its bounds, its sequence number and a block handle).
+fn whole_metadata_bytes(f: &FileMeta, block_size: usize, fallback_bits: f64) -> u64 {
+    let filter = f.entries as f64 * f.filter_bits().unwrap_or(fallback_bits) / 8.0;
+    let key = (f.smallest_user_key().len() + f.largest_user_key().len()) / 2;
+    let blocks = f.size / block_size.max(1) as u64 + 1;
+    filter as u64 + blocks * (key as u64 + 8 + 12)
 }
 
 /// The bits per key of `files`, averaged over their entries (`None` without entries).

@@ -508,12 +508,16 @@ impl DbInner {
         // otherwise pile up in level 0 behind a job that rewrites the whole tree.
         let started_at = self.visible.load(Ordering::Acquire);
         let cancel = || c.idle_merge && self.visible.load(Ordering::Acquire) != started_at;
-        let table_options = compaction::compaction_options(
+        let mut table_options = compaction::compaction_options(
             family.opts.filter_policy,
             &family.table_options,
             c,
             &family.tree_model(),
         );
+        if family.opts.partition_over_budget {
+            table_options =
+                compaction::metadata_layout(table_options, &c.version, self.store.pins.budget());
+        }
         let ctx = JobContext {
             store: &self.store,
             table_options: &table_options,

@@ -10,6 +10,7 @@ use super::format::{
 use super::mapped::{MappedPages, MappedTable};
 use super::parallel_read::ReadRequest;
 use super::reader::Table;
+use crate::cache::Priority;
 use crate::error::{Error, Result};
 use crate::fs::{MappedBytes, RandomAccessFile};
 
@@ -116,13 +117,37 @@ impl Table {
         self.load_block(handle, fill_cache, in_order)
     }
 
-    /// Reads a block that is not in the cache, and caches it when `fill_cache` says so and it
-    /// was not read in place.
+    /// [`Table::read_block`] of a metadata block (an index block below the root, a filter
+    /// partition), which the cache keeps before data blocks (see `cache.rs`).
+    pub(crate) fn read_meta_block(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+    ) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(&(self.number.0, handle.offset)) {
+            return Ok(b);
+        }
+        self.load_block_as(handle, fill_cache, false, Priority::Meta)
+    }
+
+    /// Reads a data block that is not in the cache, and caches it when `fill_cache` says so
+    /// and it was not read in place.
     pub(super) fn load_block(
         &self,
         handle: BlockHandle,
         fill_cache: bool,
         in_order: bool,
+    ) -> Result<Arc<Block>> {
+        self.load_block_as(handle, fill_cache, in_order, Priority::Data)
+    }
+
+    /// [`Table::load_block`] of a block of `priority`.
+    pub(super) fn load_block_as(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        in_order: bool,
+        priority: Priority,
     ) -> Result<Arc<Block>> {
         // A random read takes the block in place too when its pages are mapped already:
         // then it costs no fault, and saves the system call, the copy and the allocation.
@@ -154,7 +179,7 @@ impl Table {
         let block = Arc::new(Block::new(data).map_err(|e| e.at(&self.path, handle.offset))?);
         if cache {
             self.cache
-                .insert((self.number.0, handle.offset), block.clone());
+                .insert_as((self.number.0, handle.offset), block.clone(), priority);
         }
         Ok(block)
     }

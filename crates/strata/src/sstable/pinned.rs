@@ -39,6 +39,11 @@ impl PinBudget {
         }
     }
 
+    /// The bytes tables may hold between them.
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// Bytes of pinned blocks the tables hold.
     pub(crate) fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)

@@ -22,7 +22,7 @@ use super::format::{
 };
 use super::mapped::{MappedPages, MappedTable};
 use super::pinned::PinBudget;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, Priority};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
@@ -451,7 +451,7 @@ impl Table {
         let probe = |block: &Block| self.probe_partition(block, handle, user_key);
         match self.cache.with(&(self.number.0, handle.offset), probe) {
             Some(answer) => answer,
-            None => probe(&*self.load_block(handle, fill_cache, false)?),
+            None => probe(&*self.load_block_as(handle, fill_cache, false, Priority::Meta)?),
         }
     }
 
@@ -517,7 +517,7 @@ impl Table {
                     None => self.seek_index(&root.block, handle, target)?,
                 }
             } else {
-                let block = self.read_block(handle, fill_cache)?;
+                let block = self.read_meta_block(handle, fill_cache)?;
                 self.seek_index(&block, handle, target)?
             };
             match found {
