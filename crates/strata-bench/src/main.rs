@@ -70,6 +70,11 @@ struct Cli {
     /// name), so that open tables hold only the roots of both.
     #[arg(long)]
     partition_index_and_filters: bool,
+    /// Strata only: keep whole filters and flat indexes over the metadata budget, where its
+    /// compactions would otherwise write partitioned ones (`Options::partition_over_budget`
+    /// off).
+    #[arg(long)]
+    whole_metadata: bool,
     /// Sync every write of every workload (fillsync always does).
     #[arg(long)]
     sync: bool,
@@ -127,6 +132,7 @@ fn settings(cli: &Cli) -> Settings {
         compression: cli.compression_type.clone(),
         table_pinned_bytes: cli.table_pinned_bytes,
         partition_index_and_filters: cli.partition_index_and_filters,
+        whole_metadata: cli.whole_metadata,
         ..Settings::new()
     }
 }

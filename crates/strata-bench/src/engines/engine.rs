@@ -18,6 +18,9 @@ pub struct Settings {
     /// Strata's B-tree index and partitioned filters (`IndexKind::BTree`,
     /// `FilterKind::Partitioned`) rather than its defaults.
     pub partition_index_and_filters: bool,
+    /// Strata's whole filters and flat indexes even over its metadata budget
+    /// (`Options::partition_over_budget` off).
+    pub whole_metadata: bool,
     /// Size ratio between adjacent levels, where the engine lets it be set (Strata's
     /// `size_ratio`, RocksDB's `max_bytes_for_level_multiplier`; LevelDB's is fixed at 10).
     pub size_ratio: Option<u64>,
@@ -55,6 +58,7 @@ impl Settings {
             compression: "none".into(),
             table_pinned_bytes: None,
             partition_index_and_filters: false,
+            whole_metadata: false,
             size_ratio: None,
             level1_bytes: None,
             btree_index: false,

@@ -59,6 +59,7 @@ pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
         block_size: s.block_size,
         compression,
         table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
+        partition_over_budget: !s.whole_metadata,
         index_kind,
         filter_kind,
         size_ratio: s.size_ratio.unwrap_or(defaults.size_ratio),
