@@ -27,15 +27,20 @@ impl FjallEngine {
         // those being flushed. Its defaults keep the cap at four memtables (64 and 16 MiB);
         // the same ratio here lets a flush overlap the next memtable, as RocksDB's two write
         // buffers and LevelDB's immutable memtable do, instead of stalling every writer on
-        // every flush.
+        // every flush. Under a memory limit the four take at most a quarter of it (as
+        // Strata's metadata budget does): four 64 MiB memtables would take two thirds of
+        // 384 MiB, and the kernel killed fjall there.
+        let cap = (4 * s.write_buffer_size as u64)
+            .min(strata::process_memory_limit() / 4)
+            .max(4 << 20);
         let keyspace = Config::new(dir)
             .cache_size(s.cache_size as u64)
-            .max_write_buffer_size(4 * s.write_buffer_size as u64)
+            .max_write_buffer_size(cap)
             .open()
             .map_err(|e| e.to_string())?;
         let opts = PartitionCreateOptions::default()
             .compression(compression)
-            .max_memtable_size(s.write_buffer_size as u32)
+            .max_memtable_size(u32::try_from(cap / 4).unwrap_or(u32::MAX))
             .block_size(s.block_size as u32)
             .bloom_filter_bits(Some(s.bloom_bits as u8));
         let part = keyspace
