@@ -50,10 +50,12 @@ scenario() {
           "$bench" --compare=strata,rocksdb,leveldb,fjall --rounds=3 --num=1000000 \
           --threads="$t" --benchmarks=fillsync
       done ;;
-  # fjall's memtables take at most a quarter of the limit (fjall_engine.rs); LevelDB's reads
-  # while writing finish now that every writer is held to one rate.
+  # LevelDB and fjall are left out: a run of all four (at 849d459, fjall's memtables held to a
+  # quarter of the limit) was stopped 32 minutes in with LevelDB still in its reads, its
+  # readwhilewriting by the database's growth, and fjall not started; the run before, with
+  # LevelDB's writer unthrottled, did not end in 26 minutes. See docs/BENCHMARKS.md.
   big) run big "20M entries under 384 MiB, page cache included: one round" \
-        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb,leveldb,fjall \
+        scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb \
         --rounds=1 --num=20000000 --reads=100000 --benchmark_write_rate_limit=$write_rate \
         --benchmarks="$big" ;;
   big-lz4) run big-lz4 "20M entries under 384 MiB, lz4: one round" \

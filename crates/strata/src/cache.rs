@@ -338,6 +338,29 @@ mod tests {
     }
 
     #[test]
+    fn metadata_usage_follows_every_removal() {
+        let cache = BlockCache::new(16 * 64 * 1024);
+        let meta_usage = || -> usize {
+            cache
+                .shards
+                .iter()
+                .map(|s| s.read().unwrap().meta_usage)
+                .sum()
+        };
+        let one = charge(&block(4000));
+        cache.insert_as((1, 0), block(4000), Priority::Meta);
+        assert_eq!(meta_usage(), one);
+        // Cached again as data: it is data now.
+        cache.insert((1, 0), block(4000));
+        assert_eq!(meta_usage(), 0);
+        cache.insert_as((2, 0), block(4000), Priority::Meta);
+        cache.insert_as((2, 4096), block(4000), Priority::Meta);
+        cache.erase_file(2);
+        assert_eq!(meta_usage(), 0);
+        assert_eq!(cache.usage(), one);
+    }
+
+    #[test]
     fn metadata_past_its_share_is_evicted_like_data() {
         let cache = BlockCache::new(16 * 64 * 1024);
         for i in 0..2_500u64 {

@@ -45,7 +45,9 @@ pub struct Options {
     pub filter_policy: FilterPolicy,
     /// Block compression (none).
     pub compression: Compression,
-    /// How SST indexes are stored and searched (flat, binary-searched).
+    /// How SST indexes are stored and searched (flat, binary-searched). Compactions write
+    /// B-tree indexes in its place over the metadata budget unless
+    /// [`Options::partition_over_budget`] is off.
     pub index_kind: IndexKind,
     /// How SST Bloom filters are stored (whole). With [`FilterKind::Partitioned`] and
     /// [`IndexKind::BTree`], an open table holds only two small blocks, the roots of its
@@ -53,6 +55,8 @@ pub struct Options {
     /// a database whose filters and indexes are much larger than
     /// [`Options::table_pinned_bytes`], random lookups then read a few small blocks rather
     /// than whole filters and indexes again (`git show 6047476:docs/BENCHMARKS.md`).
+    /// Compactions write partitioned filters over that budget by themselves unless
+    /// [`Options::partition_over_budget`] is off.
     pub filter_kind: FilterKind,
     /// Bytes of the block cache for data blocks and lower index levels (8 MiB). Open tables
     /// hold their Bloom filters and root index blocks besides, under
@@ -77,7 +81,9 @@ pub struct Options {
     /// tables hold two small blocks and whose lookups read a partition of about a block
     /// through the block cache, where metadata outlasts data blocks; under the budget they
     /// write what `filter_kind` and `index_kind` say (on by default). Flushes always write
-    /// those: level 0 is small and read by every lookup.
+    /// those: level 0 is small and read by every lookup. Tables with partitioned filters
+    /// are SST format version 2 (docs/format.md), which releases from before partitioned
+    /// filters refuse to open: turn this off to keep a database readable by those.
     pub partition_over_budget: bool,
     /// Bytes of table files the process may hold resident through memory mappings: an
     /// eighth of the memory the process may use, at most 256 MiB. Scans take their blocks

@@ -148,16 +148,16 @@ fn compaction_falls_back_to_partitioned_metadata_over_the_budget_only() {
     let dir = tempfile::tempdir().unwrap();
     let reads = Reads::default();
     let db = over_budget(dir.path(), (FilterKind::Whole, IndexKind::Flat), &reads);
-    assert_eq!(filter_kinds(dir.path()), ["Partitioned"]);
+    assert_eq!(filter_kinds(dir.path()), ["Partitioned BTree"]);
     reads_one_partition_per_missing_key(&db, &reads);
     drop(db);
     let dir = tempfile::tempdir().unwrap();
     let db = filled(dir.path(), &reads, |o| o.table_pinned_bytes = 64 << 20);
-    assert_eq!(filter_kinds(dir.path()), ["Whole"]);
+    assert_eq!(filter_kinds(dir.path()), ["Whole Flat"]);
     drop(db);
 }
 
-/// The filter kinds of the tables in `dir`, each once.
+/// The filter and index kinds of the tables in `dir`, each pair once.
 fn filter_kinds(dir: &Path) -> Vec<String> {
     let mut kinds: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -165,8 +165,11 @@ fn filter_kinds(dir: &Path) -> Vec<String> {
         .filter(|p| p.extension().is_some_and(|e| e == "sst"))
         .map(|p| {
             let dump = strata::inspect::dump_file(&p, false).unwrap();
-            let kind = dump.summary.iter().find(|(k, _)| k == "filter").unwrap();
-            kind.1.clone()
+            let fact = |name: &str| {
+                let (_, value) = dump.summary.iter().find(|(k, _)| k == name).unwrap();
+                value.split(',').next().unwrap().to_string()
+            };
+            format!("{} {}", fact("filter"), fact("index"))
         })
         .collect();
     kinds.sort();

@@ -130,23 +130,23 @@ pub(crate) fn compaction_options(
 }
 
 /// `opts`, or partitioned filters and B-tree indexes in their place when the filters and
-/// indexes of `version`'s tables, each held whole, would take more than `budget` bytes
-/// (`Options::table_pinned_bytes`): past it, tables would keep letting theirs go and
-/// reading them whole again, where a partitioned table holds two small blocks and a lookup
-/// reads a partition of about a block. The tree's tables are counted as compaction rewrites
-/// them, so the layout follows the tree's size both ways.
+/// indexes of the tables of `versions` (every family's), each held whole, would take more
+/// than `budget` bytes (`Options::table_pinned_bytes`): past it, tables would keep letting
+/// theirs go and reading them whole again, where a partitioned table holds two small blocks
+/// and a lookup reads a partition of about a block. Tables are counted as if whole whatever
+/// their layout, so the decision does not swing as compaction rewrites them, and follows
+/// the tree's size both ways.
 pub(crate) fn metadata_layout(
     opts: TableOptions,
-    version: &Version,
+    versions: &[Arc<Version>],
     budget: usize,
 ) -> TableOptions {
     if opts.filter_kind == FilterKind::Partitioned && opts.index_kind == IndexKind::BTree {
         return opts;
     }
-    let whole: u64 = version
-        .levels
+    let whole: u64 = versions
         .iter()
-        .flatten()
+        .flat_map(|v| v.levels.iter().flatten())
         .map(|f| whole_metadata_bytes(f, opts.block_size, opts.bloom_bits_per_key))
         .sum();
     if whole <= budget as u64 {
@@ -161,7 +161,9 @@ pub(crate) fn metadata_layout(
 
 /// What a table's whole filter and flat index take, from the MANIFEST's figures: its
 /// entries times its filter's bits, and an index entry per data block (a key of about the
-/// length of its bounds, its sequence number and a block handle).
+/// length of its bounds, its sequence number and a block handle). Blocks are counted from
+/// the file's size, which undercounts those of compressed tables (cut at `block_size`
+/// before compression); the filter, most of the sum, is exact.
 fn whole_metadata_bytes(f: &FileMeta, block_size: usize, fallback_bits: f64) -> u64 {
     let filter = f.entries as f64 * f.filter_bits().unwrap_or(fallback_bits) / 8.0;
     let key = (f.smallest_user_key().len() + f.largest_user_key().len()) / 2;

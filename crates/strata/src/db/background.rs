@@ -515,8 +515,15 @@ impl DbInner {
             &family.tree_model(),
         );
         if family.opts.partition_over_budget {
+            // Every family's tables hold their metadata under the one budget.
+            let versions: Vec<_> = {
+                let st = lock(&self.state);
+                st.families()
+                    .map(|f| st.versions.current(f.family.id))
+                    .collect()
+            };
             table_options =
-                compaction::metadata_layout(table_options, &c.version, self.store.pins.budget());
+                compaction::metadata_layout(table_options, &versions, self.store.pins.budget());
         }
         let ctx = JobContext {
             store: &self.store,

@@ -44,12 +44,23 @@ impl TableIter {
         self.table.with_path(e, offset)
     }
 
-    fn open_block(&self, handle_bytes: &[u8], at: u64, in_order: bool) -> Result<(BlockIter, u64)> {
+    /// Opens the block `handle_bytes` names: an index block below the root (`index`), read
+    /// as metadata, the same block a lookup reads, or a data block.
+    fn open_block(
+        &self,
+        handle_bytes: &[u8],
+        at: u64,
+        in_order: bool,
+        index: bool,
+    ) -> Result<(BlockIter, u64)> {
         let handle =
             BlockHandle::decode_varint(handle_bytes).map_err(|e| e.at(&self.table.path, at))?;
-        let block = self
-            .table
-            .read_block_in(handle, self.fill_cache, in_order)?;
+        let block = if index {
+            self.table.read_meta_block(handle, self.fill_cache)?
+        } else {
+            self.table
+                .read_block_in(handle, self.fill_cache, in_order)?
+        };
         Ok((block.iter(compare_internal), handle.offset))
     }
 
@@ -66,7 +77,8 @@ impl TableIter {
             if !top.valid() {
                 return Ok(());
             }
-            let (mut child, off) = self.open_block(top.value(), *at, in_order)?;
+            let index = self.stack.len() < usize::from(self.table.footer.index_depth);
+            let (mut child, off) = self.open_block(top.value(), *at, in_order, index)?;
             let r = match edge {
                 Edge::First => child.seek_to_first(),
                 Edge::Last => child.seek_to_last(),
@@ -170,7 +182,8 @@ impl InternalIterator for TableIter {
             if !it.valid() {
                 return Ok(());
             }
-            let (child, child_off) = self.open_block(it.value(), off, false)?;
+            let index = self.stack.len() + 1 < usize::from(self.table.footer.index_depth);
+            let (child, child_off) = self.open_block(it.value(), off, false, index)?;
             self.stack.push((it, off));
             if self.stack.len() == usize::from(self.table.footer.index_depth) {
                 let mut d = child;
