@@ -141,6 +141,9 @@ struct Heads {
     words: Vec<u64>,
 }
 
+/// Heads equal to a target's walked one by one before a binary search finds the rest.
+const EQUAL_HEADS_WALKED: usize = 8;
+
 impl Heads {
     fn word(rest: &[u8]) -> u64 {
         let mut w = [0u8; 8];
@@ -163,7 +166,15 @@ impl Heads {
     /// sort below it, all after above it.
     fn candidates(&self, user_key: &[u8]) -> std::ops::Range<usize> {
         let w = Heads::head(&self.prefix, user_key);
-        self.words.partition_point(|&h| h < w)..self.words.partition_point(|&h| h <= w)
+        let lo = self.words.partition_point(|&h| h < w);
+        // Few heads, most often none or one, equal the target's, and they follow `lo` on its
+        // cache line: a short walk finds their end without a second binary search's misses.
+        let rest = self.words.get(lo..).unwrap_or_default();
+        let equal = match rest.iter().take(EQUAL_HEADS_WALKED).position(|&h| h != w) {
+            Some(n) => n,
+            None => rest.partition_point(|&h| h <= w),
+        };
+        lo..lo + equal
     }
 }
 
@@ -729,6 +740,34 @@ mod tests {
         assert!(Block::new(vec![1, 0]).is_err());
         assert!(Block::new(vec![0, 0, 0, 0]).is_err());
         assert!(Block::new(vec![9, 0, 0, 0]).is_err());
+    }
+
+    /// The candidates of a target are exactly the restart points whose heads equal its
+    /// head, or the empty range where the heads rise past it: for runs of equal heads
+    /// shorter and longer than the walk.
+    #[test]
+    fn candidates_are_the_restarts_whose_heads_equal_the_target() {
+        let mut words = vec![1u64, 4];
+        words.extend(std::iter::repeat_n(6, 3));
+        words.extend(std::iter::repeat_n(9, 30));
+        words.extend([12, 12, u64::MAX]);
+        let heads = Heads {
+            prefix: Vec::new(),
+            words: words.clone(),
+        };
+        for target in [0u64, 1, 3, 4, 6, 7, 9, 10, 12, 13, u64::MAX] {
+            let got = heads.candidates(&target.to_be_bytes());
+            let equal: Vec<usize> = (0..words.len()).filter(|&i| words[i] == target).collect();
+            match equal.first() {
+                Some(&first) => assert_eq!(got, first..first + equal.len(), "target {target}"),
+                None => {
+                    assert!(got.is_empty(), "target {target}: {got:?}");
+                    // Where it would go: after every smaller head, before every larger.
+                    assert!(words[..got.start].iter().all(|&h| h < target));
+                    assert!(words[got.start..].iter().all(|&h| h > target));
+                }
+            }
+        }
     }
 
     /// Seeks with search heads land where seeks without them do, over internal keys of

@@ -7,7 +7,7 @@
 //! io_uring, and the batch waits for the slowest instead of the sum.
 //!
 //! Each thread keeps one ring, made on its first batch. Where the kernel refuses io_uring
-//! (too old, or forbidden by a seccomp policy), [`read_all`] answers `None` and the caller
+//! (too old, or forbidden by a seccomp policy), [`read_each`] answers false and the caller
 //! reads one block at a time, as it does for files without a descriptor.
 
 use std::io;
@@ -21,10 +21,15 @@ pub(crate) struct ReadRequest {
     pub len: usize,
 }
 
-/// Reads every request, in parallel; each answer is its bytes (all `len` of them) or the
-/// error. `None` when io_uring cannot be used on this thread, having read nothing.
+/// Reads every request, in parallel, and hands each answer to `each` as it lands: its
+/// request's index and its bytes (all `len` of them) or the error. So the caller checks and
+/// parses the blocks that came first while the device serves the rest. False when io_uring
+/// cannot be used on this thread, having read nothing and called `each` for none.
 #[cfg(target_os = "linux")]
-pub(crate) fn read_all(requests: &[ReadRequest]) -> Option<Vec<io::Result<Vec<u8>>>> {
+pub(crate) fn read_each(
+    requests: &[ReadRequest],
+    mut each: impl FnMut(usize, io::Result<Vec<u8>>),
+) -> bool {
     use std::cell::RefCell;
     thread_local! {
         // `None` inside: this thread's kernel refused a ring, or a ring failed mid-batch.
@@ -33,34 +38,40 @@ pub(crate) fn read_all(requests: &[ReadRequest]) -> Option<Vec<io::Result<Vec<u8
     RING.with(|cell| {
         let mut cell = cell.borrow_mut();
         let slot = cell.get_or_insert_with(|| io_uring::IoUring::new(64).ok());
-        let ring = slot.as_mut()?;
-        match uring::read_all(ring, requests) {
-            // A kernel whose rings lack the read operation (before 5.6) refuses every read
-            // as invalid: read one at a time on this thread from now on.
-            Ok(answers)
-                if answers.iter().all(|a| {
-                    a.as_ref().err().and_then(io::Error::raw_os_error) == Some(libc::EINVAL)
-                }) =>
-            {
-                *slot = None;
-                None
+        let Some(ring) = slot.as_mut() else {
+            return false;
+        };
+        let mut refused = 0;
+        let result = uring::read_each(ring, requests, |i, answer| {
+            if answer.as_ref().err().and_then(io::Error::raw_os_error) == Some(libc::EINVAL) {
+                refused += 1;
             }
-            Ok(answers) => Some(answers),
+            each(i, answer);
+        });
+        match result {
+            // A kernel whose rings lack the read operation (before 5.6) refuses every read as
+            // invalid: the caller reads them again one at a time, as this thread will from
+            // now on.
+            Ok(()) if refused == requests.len() => *slot = None,
+            Ok(()) => {}
             Err(uring::Broken) => {
                 // The ring's reads may still land in buffers it leaked on purpose: never use
                 // it again on this thread.
                 if let Some(ring) = slot.take() {
                     std::mem::forget(ring);
                 }
-                None
             }
         }
+        true
     })
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn read_all(_requests: &[ReadRequest]) -> Option<Vec<io::Result<Vec<u8>>>> {
-    None
+pub(crate) fn read_each(
+    _requests: &[ReadRequest],
+    _each: impl FnMut(usize, io::Result<Vec<u8>>),
+) -> bool {
+    false
 }
 
 #[cfg(target_os = "linux")]
@@ -72,33 +83,47 @@ mod uring {
     use super::ReadRequest;
 
     /// The ring failed with reads in flight: their buffers were leaked, and so must the ring
-    /// be, since the kernel may still write into them.
+    /// be, since the kernel may still write into them. Reads not answered were handed over as
+    /// errors.
     pub(super) struct Broken;
 
-    pub(super) fn read_all(
+    /// Reads submitted with one system call: the device starts on the first ones while the
+    /// kernel still prepares the rest, instead of after every read of the batch is prepared.
+    const SUBMIT_STEP: usize = 8;
+    /// Reads in flight at most, within what the ring's completion queue holds.
+    const MAX_IN_FLIGHT: usize = 64;
+
+    pub(super) fn read_each(
         ring: &mut IoUring,
         requests: &[ReadRequest],
-    ) -> Result<Vec<io::Result<Vec<u8>>>, Broken> {
+        mut each: impl FnMut(usize, io::Result<Vec<u8>>),
+    ) -> Result<(), Broken> {
         let n = requests.len();
         // Read straight into each vector's spare capacity: zero-filling a block buffer first
-        // costs a pass over it for nothing.
-        let mut buffers: Vec<Vec<u8>> =
-            requests.iter().map(|r| Vec::with_capacity(r.len)).collect();
-        let mut answers: Vec<Option<io::Result<usize>>> = (0..n).map(|_| None).collect();
-        let (mut submitted, mut reaped) = (0usize, 0usize);
-        while reaped < n {
-            while submitted < n {
-                let (r, buf) = (&requests[submitted], &mut buffers[submitted]);
+        // costs a pass over it for nothing. `Some` until its answer is handed over.
+        let mut buffers: Vec<Option<Vec<u8>>> = requests
+            .iter()
+            .map(|r| Some(Vec::with_capacity(r.len)))
+            .collect();
+        let (mut submitted, mut answered) = (0usize, 0usize);
+        while answered < n {
+            let step_end = submitted.saturating_add(SUBMIT_STEP).min(n);
+            while submitted < step_end {
+                let i = submitted;
+                let (r, Some(buf)) = (&requests[i], &mut buffers[i]) else {
+                    break;
+                };
                 let Ok(len) = u32::try_from(r.len) else {
-                    answers[submitted] = Some(Err(io::Error::other("block larger than 4 GiB")));
+                    buffers[i] = None;
+                    each(i, Err(io::Error::other("block larger than 4 GiB")));
                     submitted += 1;
-                    reaped += 1;
+                    answered += 1;
                     continue;
                 };
                 let entry = opcode::Read::new(types::Fd(r.fd), buf.as_mut_ptr(), len)
                     .offset(r.offset)
                     .build()
-                    .user_data(submitted as u64);
+                    .user_data(i as u64);
                 // SAFETY: the buffer's capacity is `len` bytes, and it is neither freed nor
                 // moved until its completion is reaped below (or it is leaked when the ring
                 // fails).
@@ -107,49 +132,58 @@ mod uring {
                 }
                 submitted += 1;
             }
-            if reaped == n {
+            if answered == n {
                 break;
             }
-            // One wait for every read in flight: the batch needs them all, and each wakeup
-            // would cost a switch back to this thread.
-            let in_flight = submitted - reaped;
+            // While reads remain to submit, no wait; then one wait for half of those in
+            // flight at a time: each wakeup costs a switch back to this thread, and the
+            // blocks of one half are checked while the other half is still read.
+            let in_flight = submitted - answered;
+            let wait = match submitted < n && in_flight < MAX_IN_FLIGHT {
+                true => 0,
+                false => in_flight.div_ceil(2),
+            };
             loop {
-                match ring.submit_and_wait(in_flight) {
+                match ring.submit_and_wait(wait) {
                     Ok(_) => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => {
-                        std::mem::forget(buffers);
+                        // The unanswered buffers may still be written to: leaked, and their
+                        // reads answered as failed.
+                        for (i, b) in buffers.iter_mut().enumerate() {
+                            if let Some(b) = b.take() {
+                                std::mem::forget(b);
+                                each(i, Err(io::Error::other("the read's ring failed")));
+                            }
+                        }
                         return Err(Broken);
                     }
                 }
             }
             for cqe in ring.completion() {
-                let Some(answer) = answers.get_mut(cqe.user_data() as usize) else {
+                let i = cqe.user_data() as usize;
+                let (Some(request), Some(slot)) = (requests.get(i), buffers.get_mut(i)) else {
                     continue;
                 };
+                let Some(mut buf) = slot.take() else {
+                    continue;
+                };
+                answered += 1;
                 let res = cqe.result();
-                *answer = Some(match usize::try_from(res) {
-                    Ok(read) => Ok(read),
+                let answer = match usize::try_from(res) {
+                    Ok(read) if read <= request.len => {
+                        // SAFETY: the kernel wrote `read` bytes at the start of the buffer,
+                        // within its capacity.
+                        unsafe { buf.set_len(read) };
+                        finish_short(request, &mut buf).map(|()| buf)
+                    }
+                    Ok(_) => Err(io::Error::other("read longer than asked")),
                     Err(_) => Err(io::Error::from_raw_os_error(-res)),
-                });
-                reaped += 1;
+                };
+                each(i, answer);
             }
         }
-        let mut out = Vec::with_capacity(n);
-        for ((request, mut buf), answer) in requests.iter().zip(buffers).zip(answers) {
-            out.push(match answer {
-                Some(Ok(read)) if read <= request.len => {
-                    // SAFETY: the kernel wrote `read` bytes at the start of the buffer, within
-                    // its capacity.
-                    unsafe { buf.set_len(read) };
-                    finish_short(request, &mut buf).map(|()| buf)
-                }
-                Some(Ok(_)) => Err(io::Error::other("read longer than asked")),
-                Some(Err(e)) => Err(e),
-                None => Err(io::Error::other("read not completed")),
-            });
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// Reads the rest of a read that came back short (the buffer holds what it read, and has
@@ -186,6 +220,16 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     use super::*;
+
+    /// Every answer of [`read_each`], by request; each request must be answered once.
+    fn read_all(requests: &[ReadRequest]) -> Option<Vec<io::Result<Vec<u8>>>> {
+        let mut answers: Vec<Option<io::Result<Vec<u8>>>> = requests.iter().map(|_| None).collect();
+        let used = read_each(requests, |i, a| {
+            assert!(answers[i].is_none(), "request {i} answered twice");
+            answers[i] = Some(a);
+        });
+        used.then(|| answers.into_iter().map(|a| a.expect("answered")).collect())
+    }
 
     #[test]
     fn reads_come_back_whole_and_past_the_end_is_an_error() {

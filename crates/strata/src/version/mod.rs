@@ -327,6 +327,8 @@ pub(crate) struct Probes<'a> {
     /// block, if any.
     reads: Vec<(usize, ReadRequest, Option<usize>)>,
     requests: Vec<ReadRequest>,
+    /// By request: its entry of `reads`.
+    request_reads: Vec<usize>,
     /// Handles that keep the descriptors of `requests` open until they are read.
     keep_open: Vec<Arc<dyn RandomAccessFile>>,
 }
@@ -418,40 +420,51 @@ impl<'a> Probes<'a> {
             }
         }
         self.requests.clear();
-        self.requests
-            .extend(self.reads.iter().filter(|r| r.2.is_none()).map(|r| r.1));
+        self.request_reads.clear();
+        for (r, &(_, read, same)) in self.reads.iter().enumerate() {
+            if same.is_none() {
+                self.requests.push(read);
+                self.request_reads.push(r);
+            }
+        }
         if self.requests.len() < 2 {
             self.keep_open.clear();
             return;
         }
-        let answers = parallel_read::read_all(&self.requests);
-        self.keep_open.clear();
-        let Some(answers) = answers else {
-            return;
-        };
-        let mut answers = answers.into_iter();
-        for r in 0..self.reads.len() {
-            let (c, _, same) = self.reads[r];
-            let block = match same {
-                None => {
-                    let Some(answer) = answers.next() else { break };
-                    let Some((t, &Ok(Some(h)))) = self
-                        .candidates
-                        .get(c)
-                        .and_then(|c| Some((c.table?, &c.handle)))
-                    else {
-                        continue;
-                    };
-                    t.block_from_read(h, answer, fill_cache).ok()
-                }
-                Some(d) => self
-                    .reads
-                    .get(d)
-                    .and_then(|&(dc, _, _)| self.blocks.get(dc).cloned().flatten()),
+        // Each block is checked, parsed and cached as its read lands, while the device serves
+        // the batch's other reads.
+        let (candidates, reads, blocks) = (&self.candidates, &self.reads, &mut self.blocks);
+        let request_reads = &self.request_reads;
+        let used = parallel_read::read_each(&self.requests, |q, answer| {
+            let Some(&(c, _, _)) = request_reads.get(q).and_then(|&r| reads.get(r)) else {
+                return;
             };
-            if let Some(b) = block {
+            let Some((t, &Ok(Some(h)))) = candidates
+                .get(c)
+                .and_then(|cand| Some((cand.table?, &cand.handle)))
+            else {
+                return;
+            };
+            if let (Ok(b), Some(slot)) =
+                (t.block_from_read(h, answer, fill_cache), blocks.get_mut(c))
+            {
                 crate::prefetch::line(Arc::as_ptr(&b));
-                self.blocks[c] = Some(b);
+                *slot = Some(b);
+            }
+        });
+        self.keep_open.clear();
+        if !used {
+            return;
+        }
+        // Two keys in one block: the later takes the earlier's.
+        for &(c, _, same) in &self.reads {
+            let Some(d) = same else { continue };
+            let first = self
+                .reads
+                .get(d)
+                .and_then(|&(dc, _, _)| self.blocks.get(dc).cloned().flatten());
+            if let (Some(b), Some(slot)) = (first, self.blocks.get_mut(c)) {
+                *slot = Some(b);
             }
         }
         if let Some(first) = self.candidates.first() {
