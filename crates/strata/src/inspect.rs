@@ -211,8 +211,11 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
                 "index".into(),
                 format!("{:?}, depth {}", footer.index_kind, footer.index_depth),
             ));
-            dump.summary
-                .push(("filter".into(), format!("{:?}", footer.filter_kind)));
+            let filter = match table.whole_filter_layout()? {
+                Some(layout) => format!("{:?}, {layout}", footer.filter_kind),
+                None => format!("{:?}", footer.filter_kind),
+            };
+            dump.summary.push(("filter".into(), filter));
             for (name, value) in table.properties()? {
                 dump.summary.push((name, value.to_string()));
             }

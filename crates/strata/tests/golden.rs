@@ -1,11 +1,12 @@
 //! Databases written by the released formats, checked in under `tests/golden/`, must open and
 //! read back as written: a format change that breaks old databases fails here. Each holds
-//! SSTs (with whole filters, format 1, or partitioned ones, format 2; range tombstones,
-//! format 3), a MANIFEST, CURRENT and a WAL with writes that were never flushed (merge
-//! operands and a range tombstone among them in the third).
+//! SSTs (with whole filters, format 1, of the spread layout or the cache-local one, or
+//! partitioned ones, format 2; range tombstones, format 3), a MANIFEST, CURRENT and a WAL
+//! with writes that were never flushed (merge operands and a range tombstone among them in
+//! the third).
 //!
-//! `cargo test -p strata --test golden -- --ignored write_golden_databases` rewrites them;
-//! do that only for a new format, keeping the old directories.
+//! `cargo test -p strata --test golden -- --ignored write_golden_databases` writes them;
+//! it writes only the directories missing, so the old formats' databases stay as they were.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,13 +15,26 @@ use strata::{Db, FilterKind, Options};
 
 mod common;
 
-/// The databases: directory name, filter kind, and the SST format version it must hold.
-const GOLDEN: &[(&str, FilterKind, &str)] = &[
-    ("sst1-whole-filters", FilterKind::Whole, "SST v1"),
+/// The databases: directory name, filter kind, the SST format version it must hold, and
+/// its tables' filter layout (`strata inspect` names it for whole filters).
+const GOLDEN: &[(&str, FilterKind, &str, &str)] = &[
+    (
+        "sst1-whole-filters",
+        FilterKind::Whole,
+        "SST v1",
+        "Whole, spread",
+    ),
     (
         "sst2-partitioned-filters",
         FilterKind::Partitioned,
         "SST v2",
+        "Partitioned",
+    ),
+    (
+        "sst1-cache-local-filters",
+        FilterKind::Whole,
+        "SST v1",
+        "Whole, cache-local",
     ),
 ];
 
@@ -60,9 +74,12 @@ fn options(kind: FilterKind) -> Options {
 #[test]
 #[ignore = "writes the golden databases; run by hand for a new format"]
 fn write_golden_databases() {
-    for &(name, kind, _) in GOLDEN {
+    for &(name, kind, _, _) in GOLDEN {
         let dir = golden_dir(name);
-        let _ = std::fs::remove_dir_all(&dir);
+        // A format's database is written once: the ones of older formats stay as they are.
+        if dir.exists() {
+            continue;
+        }
         let db = Db::open(&dir, options(kind)).unwrap();
         for i in 0..300u32 {
             let v = format!("v{i}-{}", "x".repeat((i % 40) as usize));
@@ -85,7 +102,7 @@ fn write_golden_databases() {
 
 #[test]
 fn golden_databases_open_and_read_as_written() {
-    for &(name, kind, version) in GOLDEN {
+    for &(name, kind, version, filter) in GOLDEN {
         let src = golden_dir(name);
         let t = tempfile::tempdir().unwrap();
         let mut kinds = Vec::new();
@@ -96,8 +113,12 @@ fn golden_databases_open_and_read_as_written() {
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
             if file.ends_with(".sst") {
                 let dump = strata::inspect::dump_file(&path, false).unwrap();
-                let format = dump.summary.iter().find(|(k, _)| k == "format").unwrap();
-                assert_eq!(format.1, version, "{name}/{file}");
+                let fact = |name: &str| {
+                    let (_, value) = dump.summary.iter().find(|(k, _)| k == name).unwrap();
+                    value.clone()
+                };
+                assert_eq!(fact("format"), version, "{name}/{file}");
+                assert_eq!(fact("filter"), filter, "{name}/{file}");
             }
             kinds.push(file);
         }

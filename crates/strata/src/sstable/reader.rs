@@ -315,6 +315,14 @@ impl Table {
         self.held(&self.filter, Self::read_filter, PinnedFilter::size)
     }
 
+    /// The layout of the table's filter (`strata inspect`), where it is held whole.
+    pub(crate) fn whole_filter_layout(self: &Arc<Self>) -> Result<Option<&'static str>> {
+        Ok(match &*self.filter()? {
+            PinnedFilter::Whole(f) => Some(f.view().layout_name()),
+            PinnedFilter::Partitions(_) => None,
+        })
+    }
+
     /// The root block of the index, read from the file unless the table holds it.
     pub(crate) fn index(self: &Arc<Self>) -> Result<Held<RootIndex>> {
         self.held(&self.index, Self::read_root, RootIndex::size)
