@@ -270,7 +270,13 @@ enum Command {
     /// Verify every checksum of every file; exit 1 when anything is damaged.
     Check { dir: PathBuf },
     /// The engine's statistics: levels, amplification, cache.
-    Stats { dir: PathBuf },
+    Stats {
+        dir: PathBuf,
+        /// Print this property instead, by LevelDB's or RocksDB's name
+        /// (`leveldb.sstables`, `rocksdb.estimate-num-keys`, ...); may be given again.
+        #[arg(long = "property", value_name = "NAME")]
+        properties: Vec<String>,
+    },
     /// Rank the designs of the LSM space (merge policy, size ratio, filter bits) for a
     /// workload by the cost model's predicted I/O per operation.
     Tune {
@@ -929,7 +935,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 return Ok(ExitCode::from(1));
             }
         }
-        Command::Stats { dir } => {
+        Command::Stats { dir, properties } if !properties.is_empty() => {
+            let db = open_existing(&dir, base)?;
+            let values: Vec<Option<String>> = properties.iter().map(|p| db.property(p)).collect();
+            close(db)?;
+            for (name, value) in properties.iter().zip(values) {
+                let value = value.ok_or_else(|| format!("unknown property {name:?}"))?;
+                match value.contains('\n') {
+                    true => write!(out, "{name}:\n{value}").map_err(io)?,
+                    false => writeln!(out, "{name}: {value}").map_err(io)?,
+                }
+            }
+        }
+        Command::Stats { dir, .. } => {
             let db = open_existing(&dir, base)?;
             let stats = db.stats();
             let live = db.live_data_bytes().map_err(|e| e.to_string())?;

@@ -285,6 +285,33 @@ fn inspect_stats_and_check_find_a_flipped_byte() {
         "{}",
         stdout(&o)
     );
+    // Properties by LevelDB's and RocksDB's names: the one table of 5,000 keys.
+    let o = strata(&[
+        "stats",
+        &db,
+        "--property",
+        "rocksdb.estimate-num-keys",
+        "--property",
+        "leveldb.num-files-at-level0",
+        "--property",
+        "leveldb.sstables",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let number: u64 = first_sst(&db)
+        .file_stem()
+        .and_then(|n| n.to_str()?.parse().ok())
+        .unwrap();
+    assert!(
+        stdout(&o).starts_with(&format!(
+            "rocksdb.estimate-num-keys: 5000\nleveldb.num-files-at-level0: 1\n\
+             leveldb.sstables:\n--- level 0 ---\n {number}:"
+        )),
+        "{}",
+        stdout(&o)
+    );
+    let o = strata(&["stats", &db, "--property", "leveldb.nothing"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown property \"leveldb.nothing\""));
     let o = strata(&["check", &db]);
     assert!(o.status.success(), "{}", stdout(&o));
     assert!(stdout(&o).starts_with("ok:"));

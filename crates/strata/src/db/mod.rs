@@ -21,6 +21,7 @@ mod queue;
 mod read;
 mod read_options;
 mod recovery;
+mod sizes;
 mod state;
 mod stats;
 mod transaction;

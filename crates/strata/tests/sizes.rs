@@ -1,0 +1,147 @@
+//! `Db::approximate_sizes` and `Db::property`: figures set against what the test wrote and
+//! what the directory holds, not against the engine's own sums.
+
+use strata::{Db, Options};
+
+mod common;
+
+const VALUE: usize = 1000;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+/// Bytes of the entries `[from, to)` as the test wrote them: key, value and the 8-byte
+/// sequence and kind each stored entry carries.
+fn written(from: u32, to: u32) -> u64 {
+    (to - from) as u64 * (key(0).len() + VALUE + 8) as u64
+}
+
+fn filled(dir: &std::path::Path, n: u32) -> Db {
+    let db = Db::open(
+        dir,
+        Options {
+            idle_merge_after: None,
+            ..common::options()
+        },
+    )
+    .unwrap();
+    let mut rng = common::Rng(common::seed("sizes"));
+    for i in 0..n {
+        // Incompressible values of a fixed length.
+        let v: Vec<u8> = (0..VALUE).map(|_| rng.next_u64() as u8).collect();
+        db.put(&key(i), &v).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    db
+}
+
+fn assert_near(got: u64, want: u64, within: f64, what: &str) {
+    let off = (got as f64 - want as f64).abs() / want as f64;
+    assert!(
+        off <= within,
+        "{what}: {got} bytes against {want} written ({off:.3} off)"
+    );
+}
+
+#[test]
+fn sizes_of_ranges_follow_the_bytes_written_in_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = filled(dir.path(), 10_000);
+    let ranges = [
+        (key(0), key(10_000)),
+        (key(0), key(5_000)),
+        (key(2_000), key(2_500)),
+        (key(9_000), b"z".to_vec()),
+        // Empty and reversed ranges, and one past every key.
+        (key(3_000), key(3_000)),
+        (key(4_000), key(3_000)),
+        (b"m".to_vec(), b"n".to_vec()),
+    ];
+    let sizes = db.approximate_sizes(&ranges).unwrap();
+    assert_near(sizes[0], written(0, 10_000), 0.05, "the whole");
+    assert_near(sizes[1], written(0, 5_000), 0.05, "the first half");
+    // A data block holds about four entries: the ends land within a block each.
+    assert_near(sizes[2], written(2_000, 2_500), 0.05, "500 keys inside");
+    assert_near(
+        sizes[3],
+        written(9_000, 10_000),
+        0.05,
+        "the tail, past the last key",
+    );
+    assert_eq!(&sizes[4..], &[0, 0, 0]);
+
+    // Entries still in the memtable count too.
+    for i in 10_000..10_200 {
+        db.put(&key(i), &[7u8; VALUE]).unwrap();
+    }
+    let sizes = db.approximate_sizes(&[(key(10_000), key(10_200))]).unwrap();
+    assert_near(sizes[0], written(10_000, 10_200), 0.05, "in the memtable");
+    db.close().unwrap();
+}
+
+#[test]
+fn properties_say_what_the_directory_and_the_writes_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = filled(dir.path(), 2_000);
+    let ssts: Vec<(u64, u64)> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .map(|p| {
+            let number = p.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+            (number, std::fs::metadata(&p).unwrap().len())
+        })
+        .collect();
+    assert!(!ssts.is_empty());
+    let total: u64 = ssts.iter().map(|s| s.1).sum();
+    let prop = |name: &str| {
+        db.property(name)
+            .unwrap_or_else(|| panic!("{name} unknown"))
+    };
+    assert_eq!(prop("rocksdb.total-sst-files-size"), total.to_string());
+    // One version of each key, all in tables after the full compaction.
+    assert_eq!(prop("rocksdb.estimate-num-keys"), "2000");
+    assert_eq!(prop("rocksdb.num-entries-active-mem-table"), "0");
+    let per_level: usize = (0..7)
+        .map(|l| {
+            let files = prop(&format!("leveldb.num-files-at-level{l}"));
+            assert_eq!(files, prop(&format!("rocksdb.num-files-at-level{l}")));
+            files.parse::<usize>().unwrap()
+        })
+        .sum();
+    assert_eq!(per_level, ssts.len());
+    let listing = prop("leveldb.sstables");
+    for (number, size) in &ssts {
+        assert!(listing.contains(&format!(" {number}:{size}[")), "{listing}");
+    }
+    assert!(
+        listing.contains("k00000") && listing.contains("k01999"),
+        "{listing}"
+    );
+    assert!(prop("leveldb.stats").contains("Files"));
+
+    db.put(b"new", b"value").unwrap();
+    assert_eq!(prop("rocksdb.estimate-num-keys"), "2001");
+    assert_eq!(prop("rocksdb.num-entries-active-mem-table"), "1");
+    assert!(
+        prop("rocksdb.cur-size-all-mem-tables")
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    let memory: u64 = prop("leveldb.approximate-memory-usage").parse().unwrap();
+    assert!(memory > 0);
+
+    for unknown in [
+        "leveldb.num-files-at-level",
+        "leveldb.num-files-at-levelx",
+        "leveldb.num-files-at-level99",
+        "leveldb.nothing",
+        "other.stats",
+        "stats",
+    ] {
+        assert_eq!(db.property(unknown), None, "{unknown}");
+    }
+    db.close().unwrap();
+}
