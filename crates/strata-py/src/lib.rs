@@ -517,6 +517,51 @@ impl PyDb {
         self.with(py, |db| Ok(db.checkpoint(&path)?))
     }
 
+    /// The approximate bytes the keys in ``[start, stop)`` take on disk and in the memtables
+    /// (plyvel's ``approximate_size``).
+    fn approximate_size(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        stop: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let range = [(bytes_of(start, "start")?, bytes_of(stop, "stop")?)];
+        let sizes = self.with(py, |db| Ok(db.approximate_sizes(&range)?))?;
+        Ok(sizes.first().copied().unwrap_or(0))
+    }
+
+    /// ``approximate_size`` of each ``(start, stop)`` pair, as a list (plyvel's
+    /// ``approximate_sizes``).
+    #[pyo3(signature = (*ranges))]
+    fn approximate_sizes(
+        &self,
+        py: Python<'_>,
+        ranges: &Bound<'_, pyo3::types::PyTuple>,
+    ) -> PyResult<Vec<u64>> {
+        let mut pairs = Vec::with_capacity(ranges.len());
+        for r in ranges.iter() {
+            let (start, stop): (Bound<'_, PyAny>, Bound<'_, PyAny>) = r.extract()?;
+            pairs.push((
+                bytes_of(&start, "start")?.into_owned(),
+                bytes_of(&stop, "stop")?.into_owned(),
+            ));
+        }
+        self.with(py, |db| Ok(db.approximate_sizes(&pairs)?))
+    }
+
+    /// The value of a LevelDB or RocksDB property (``b"leveldb.stats"``,
+    /// ``b"rocksdb.estimate-num-keys"``, ...) as bytes, or ``None`` for a name it does not
+    /// know (plyvel's ``get_property``).
+    fn get_property(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Py<PyBytes>>> {
+        let name = String::from_utf8_lossy(&bytes_of(name, "name")?).into_owned();
+        let value = self.with(py, |db| Ok(db.property(&name)))?;
+        Ok(value.map(|v| PyBytes::new(py, v.as_bytes()).unbind()))
+    }
+
     /// The engine's counters and the shape of its tree, as a dict.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.with(py, |db| Ok(db.stats()))?;

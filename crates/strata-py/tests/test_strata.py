@@ -121,6 +121,29 @@ def test_compact_range_flush_stats_and_sync(db):
     assert [k for k in db] == [b"key%05d" % i for i in range(1, 2000, 2)]
 
 
+def test_approximate_sizes_and_properties_as_plyvel(db):
+    for i in range(4000):
+        db.put(b"key%05d" % i, bytes([i % 251]) * 200)
+    db.compact_range()
+    # About 200 bytes of value and 8 of key for each key in a range.
+    whole = db.approximate_size(b"key00000", b"key04000")
+    assert 0.95 * 4000 * 216 <= whole <= 1.05 * 4000 * 216
+    first, empty, reversed_ = db.approximate_sizes(
+        (b"key00000", b"key01000"), (b"x", b"y"), (b"key02000", b"key01000")
+    )
+    assert 0.9 * 1000 * 216 <= first <= 1.1 * 1000 * 216
+    assert (empty, reversed_) == (0, 0)
+    assert db.approximate_sizes() == []
+    assert db.get_property(b"rocksdb.estimate-num-keys") == b"4000"
+    files = sum(int(db.get_property(b"leveldb.num-files-at-level%d" % n)) for n in range(7))
+    assert files == db.get_property(b"leveldb.sstables").count(b":")
+    assert db.get_property(b"leveldb.nothing") is None
+    with pytest.raises(ValueError):
+        db.approximate_sizes((b"a",))
+    with pytest.raises(TypeError):
+        db.approximate_size(b"a", "not bytes")
+
+
 def test_options_are_applied(tmp_path):
     for compression in [None, "none", "lz4", "zstd"]:
         p = str(tmp_path / f"db-{compression}")
