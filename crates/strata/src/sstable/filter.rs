@@ -80,11 +80,28 @@ pub(crate) fn probes(bits_per_key: f64) -> u32 {
 
 /// The false-positive rate of a filter of `bits_per_key` as written today (1 without bits:
 /// such a filter passes every key).
+///
+/// The sum behind it takes some microseconds, and statistics ask it for every table: each
+/// thread remembers the rates it worked out, by bits per key (few distinct values: one
+/// under the uniform policy, one per level under Monkey's).
 pub(crate) fn false_positive_rate(bits_per_key: f64) -> f64 {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static RATES: RefCell<HashMap<u64, f64>> = RefCell::new(HashMap::new());
+    }
     if bits_per_key <= 0.0 {
         return 1.0;
     }
-    local_rate(bits_per_key, probes(bits_per_key))
+    RATES.with(|rates| {
+        let mut rates = rates.borrow_mut();
+        if rates.len() >= 1024 {
+            rates.clear();
+        }
+        *rates
+            .entry(bits_per_key.to_bits())
+            .or_insert_with(|| local_rate(bits_per_key, probes(bits_per_key)))
+    })
 }
 
 /// A 64-bit hash of a byte string (multiply-mix over 8-byte words). Written into filters: the
