@@ -36,6 +36,12 @@ const GOLDEN: &[(&str, FilterKind, &str, &str)] = &[
         "SST v1",
         "Whole, cache-local",
     ),
+    (
+        "sst2-partitioned-cache-local-filters",
+        FilterKind::Partitioned,
+        "SST v2",
+        "Partitioned",
+    ),
 ];
 
 fn golden_dir(name: &str) -> PathBuf {

@@ -80,6 +80,39 @@ fn sizes_of_ranges_follow_the_bytes_written_in_them() {
     db.close().unwrap();
 }
 
+/// Files in level 0 overlap: a range counts each one's part. Two flushes of the same keys
+/// (the second overwriting the first) hold the range twice.
+#[test]
+fn level_zero_files_each_count_their_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            idle_merge_after: None,
+            ..common::options()
+        },
+    )
+    .unwrap();
+    for round in 0..2u8 {
+        for i in 0..3_000 {
+            db.put(&key(i), &[round; VALUE]).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert_eq!(db.property("leveldb.num-files-at-level0").unwrap(), "2");
+    let sizes = db
+        .approximate_sizes(&[(key(0), key(3_000)), (key(1_000), key(2_000))])
+        .unwrap();
+    assert_near(sizes[0], 2 * written(0, 3_000), 0.05, "both files, whole");
+    assert_near(
+        sizes[1],
+        2 * written(1_000, 2_000),
+        0.05,
+        "both files, a third",
+    );
+    db.close().unwrap();
+}
+
 #[test]
 fn properties_say_what_the_directory_and_the_writes_say() {
     let dir = tempfile::tempdir().unwrap();
@@ -119,10 +152,40 @@ fn properties_say_what_the_directory_and_the_writes_say() {
         listing.contains("k00000") && listing.contains("k01999"),
         "{listing}"
     );
-    assert!(prop("leveldb.stats").contains("Files"));
+    // A row per level that holds files: the level, then its files.
+    let stats = prop("leveldb.stats");
+    assert_eq!(stats, prop("rocksdb.stats"));
+    for l in 0..7 {
+        let files: usize = prop(&format!("leveldb.num-files-at-level{l}"))
+            .parse()
+            .unwrap();
+        let row = stats.lines().find(|r| {
+            let mut cells = r.split_whitespace();
+            cells.next() == Some(&l.to_string())
+        });
+        match files {
+            0 => assert!(row.is_none(), "{stats}"),
+            n => assert!(
+                row.is_some_and(|r| r.split_whitespace().nth(1) == Some(&n.to_string())),
+                "level {l}: {stats}"
+            ),
+        }
+    }
+    assert_eq!(prop("rocksdb.num-immutable-mem-table"), "0");
+    assert_eq!(
+        prop("rocksdb.block-cache-capacity"),
+        (8u64 << 20).to_string()
+    );
+
+    // Deleted keys leave the estimate, each tombstone taking its entry with it.
+    for i in 0..100 {
+        db.delete(&key(i)).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(prop("rocksdb.estimate-num-keys"), "1900");
 
     db.put(b"new", b"value").unwrap();
-    assert_eq!(prop("rocksdb.estimate-num-keys"), "2001");
+    assert_eq!(prop("rocksdb.estimate-num-keys"), "1901");
     assert_eq!(prop("rocksdb.num-entries-active-mem-table"), "1");
     assert!(
         prop("rocksdb.cur-size-all-mem-tables")

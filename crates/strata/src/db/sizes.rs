@@ -43,8 +43,9 @@ impl Db {
     /// - `leveldb.sstables` (or `rocksdb.sstables`): every table by level, as
     ///   `number:bytes[smallest .. largest]`;
     /// - `leveldb.approximate-memory-usage`: memtables, block cache and held table metadata;
-    /// - `rocksdb.estimate-num-keys`: the entries of the tables and memtables (versions and
-    ///   tombstones included, as RocksDB counts);
+    /// - `rocksdb.estimate-num-keys`: the tables' entries less twice their tombstones (a
+    ///   tombstone and the entry it hides, as RocksDB estimates), plus the memtables'
+    ///   entries (their tombstones and older versions counted as keys);
     /// - `rocksdb.total-sst-files-size`, `rocksdb.cur-size-all-mem-tables`,
     ///   `rocksdb.num-immutable-mem-table`, `rocksdb.num-entries-active-mem-table`,
     ///   `rocksdb.block-cache-usage`, `rocksdb.block-cache-capacity`,
@@ -71,7 +72,11 @@ impl Db {
                 (memtable_bytes + stats.block_cache_bytes + stats.table_pinned_bytes).to_string()
             }
             ("rocksdb", "estimate-num-keys") => {
-                let tables: u64 = sv.version.files().map(|(_, f)| f.entries).sum();
+                let (entries, deletions) =
+                    sv.version.files().fold((0u64, 0u64), |(e, d), (_, f)| {
+                        (e + f.entries, d + f.deletions)
+                    });
+                let tables = entries.saturating_sub(2 * deletions);
                 (tables + memtables().map(|m| m.len()).sum::<u64>()).to_string()
             }
             ("rocksdb", "total-sst-files-size") => {

@@ -23,8 +23,13 @@ pub(crate) struct ReadRequest {
 
 /// Reads every request, in parallel, and hands each answer to `each` as it lands: its
 /// request's index and its bytes (all `len` of them) or the error. So the caller checks and
-/// parses the blocks that came first while the device serves the rest. False when io_uring
-/// cannot be used on this thread, having read nothing and called `each` for none.
+/// parses the blocks that came first while the device serves the rest. False when the reads
+/// could not be made together: this thread has no ring (`each` is called for none), or its
+/// ring refused every read or failed (the answers `each` had are errors); the caller reads
+/// what it lacks one at a time.
+///
+/// A panic in `each` waits for the reads still in flight before it goes on unwinding: the
+/// kernel writes into the batch's buffers until then.
 #[cfg(target_os = "linux")]
 pub(crate) fn read_each(
     requests: &[ReadRequest],
@@ -52,17 +57,23 @@ pub(crate) fn read_each(
             // A kernel whose rings lack the read operation (before 5.6) refuses every read as
             // invalid: the caller reads them again one at a time, as this thread will from
             // now on.
-            Ok(()) if refused == requests.len() => *slot = None,
-            Ok(()) => {}
-            Err(uring::Broken) => {
+            Ok(()) if refused == requests.len() => {
+                *slot = None;
+                false
+            }
+            Ok(()) => true,
+            Err(uring::Broken(panicked)) => {
                 // The ring's reads may still land in buffers it leaked on purpose: never use
                 // it again on this thread.
                 if let Some(ring) = slot.take() {
                     std::mem::forget(ring);
                 }
+                if let Some(p) = panicked {
+                    std::panic::resume_unwind(p);
+                }
+                false
             }
         }
-        true
     })
 }
 
@@ -84,8 +95,9 @@ mod uring {
 
     /// The ring failed with reads in flight: their buffers were leaked, and so must the ring
     /// be, since the kernel may still write into them. Reads not answered were handed over as
-    /// errors.
-    pub(super) struct Broken;
+    /// errors. Holds the panic of the caller's `each`, if one came first, to go on with once
+    /// the ring is put away.
+    pub(super) struct Broken(pub Option<Box<dyn std::any::Any + Send>>);
 
     /// Reads submitted with one system call: the device starts on the first ones while the
     /// kernel still prepares the rest, instead of after every read of the batch is prepared.
@@ -99,6 +111,19 @@ mod uring {
         mut each: impl FnMut(usize, io::Result<Vec<u8>>),
     ) -> Result<(), Broken> {
         let n = requests.len();
+        // A panic of `each` is held until no read is in flight (the kernel writes into the
+        // buffers until then), and `each` gets no more answers after it.
+        let panicked: std::cell::Cell<Option<Box<dyn std::any::Any + Send>>> = Default::default();
+        let failed = std::cell::Cell::new(false);
+        let mut each = |i: usize, answer: io::Result<Vec<u8>>| {
+            if !failed.get() {
+                let call = std::panic::AssertUnwindSafe(|| each(i, answer));
+                if let Err(p) = std::panic::catch_unwind(call) {
+                    panicked.set(Some(p));
+                    failed.set(true);
+                }
+            }
+        };
         // Read straight into each vector's spare capacity: zero-filling a block buffer first
         // costs a pass over it for nothing. `Some` until its answer is handed over.
         let mut buffers: Vec<Option<Vec<u8>>> = requests
@@ -106,8 +131,16 @@ mod uring {
             .map(|r| Some(Vec::with_capacity(r.len)))
             .collect();
         let (mut submitted, mut answered) = (0usize, 0usize);
-        while answered < n {
-            let step_end = submitted.saturating_add(SUBMIT_STEP).min(n);
+        // Reads to make: all of them, or those already submitted once `each` panicked.
+        let mut to_make = n;
+        while answered < to_make {
+            if failed.get() {
+                to_make = submitted;
+                if answered == to_make {
+                    break;
+                }
+            }
+            let step_end = submitted.saturating_add(SUBMIT_STEP).min(to_make);
             while submitted < step_end {
                 let i = submitted;
                 let (r, Some(buf)) = (&requests[i], &mut buffers[i]) else {
@@ -132,14 +165,14 @@ mod uring {
                 }
                 submitted += 1;
             }
-            if answered == n {
+            if answered == to_make {
                 break;
             }
             // While reads remain to submit, no wait; then one wait for half of those in
             // flight at a time: each wakeup costs a switch back to this thread, and the
             // blocks of one half are checked while the other half is still read.
             let in_flight = submitted - answered;
-            let wait = match submitted < n && in_flight < MAX_IN_FLIGHT {
+            let wait = match submitted < to_make && in_flight < MAX_IN_FLIGHT {
                 true => 0,
                 false => in_flight.div_ceil(2),
             };
@@ -156,7 +189,7 @@ mod uring {
                                 each(i, Err(io::Error::other("the read's ring failed")));
                             }
                         }
-                        return Err(Broken);
+                        return Err(Broken(panicked.take()));
                     }
                 }
             }
@@ -182,6 +215,9 @@ mod uring {
                 };
                 each(i, answer);
             }
+        }
+        if let Some(p) = panicked.take() {
+            std::panic::resume_unwind(p);
         }
         Ok(())
     }
@@ -268,6 +304,22 @@ mod tests {
         }
         let past = answers.last().unwrap().as_ref().unwrap_err();
         assert_eq!(past.kind(), io::ErrorKind::UnexpectedEof);
+        // A panic of the caller's code while reads are in flight comes out once none is,
+        // and the thread's ring serves the next batch whole.
+        let mut calls = 0;
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            read_each(&requests, |_, _| {
+                calls += 1;
+                panic!("the caller's check failed");
+            })
+        }));
+        assert!(panic.is_err());
+        assert_eq!(calls, 1, "no answer after the panic");
+        let again = read_all(&requests).unwrap();
+        for (r, a) in requests.iter().zip(&again).take(150) {
+            let start = r.offset as usize;
+            assert_eq!(a.as_ref().unwrap().as_slice(), &data[start..start + r.len]);
+        }
         // A closed descriptor is an error for its read alone.
         let bad = read_all(&[ReadRequest {
             fd: -1,
