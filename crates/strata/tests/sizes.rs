@@ -17,15 +17,20 @@ fn written(from: u32, to: u32) -> u64 {
     (to - from) as u64 * (key(0).len() + VALUE + 8) as u64
 }
 
-fn filled(dir: &std::path::Path, n: u32) -> Db {
-    let db = Db::open(
+/// A database whose tree nothing merges behind the test's back.
+fn open(dir: &std::path::Path) -> Db {
+    Db::open(
         dir,
         Options {
             idle_merge_after: None,
             ..common::options()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn filled(dir: &std::path::Path, n: u32) -> Db {
+    let db = open(dir);
     let mut rng = common::Rng(common::seed("sizes"));
     for i in 0..n {
         // Incompressible values of a fixed length.
@@ -97,14 +102,7 @@ fn sizes_of_ranges_follow_the_bytes_written_in_them() {
 #[test]
 fn level_zero_files_each_count_their_part() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            idle_merge_after: None,
-            ..common::options()
-        },
-    )
-    .unwrap();
+    let db = open(dir.path());
     for round in 0..2u8 {
         for i in 0..3_000 {
             db.put(&key(i), &[round; VALUE]).unwrap();
