@@ -58,7 +58,8 @@ impl Db {
             return None;
         }
         let sv = self.inner.default.super_version();
-        let stats = self.stats();
+        // The full statistics only for the names that need them: they walk every table.
+        let stats = || self.stats();
         if let Some(level) = rest.strip_prefix("num-files-at-level") {
             let level: usize = level.parse().ok()?;
             return Some(sv.version.levels.get(level)?.len().to_string());
@@ -69,6 +70,7 @@ impl Db {
             (_, "stats") => level_table(&sv),
             (_, "sstables") => sstables(&sv),
             ("leveldb", "approximate-memory-usage") => {
+                let stats = stats();
                 (memtable_bytes + stats.block_cache_bytes + stats.table_pinned_bytes).to_string()
             }
             ("rocksdb", "estimate-num-keys") => {
@@ -86,11 +88,11 @@ impl Db {
             ("rocksdb", "cur-size-all-mem-tables") => memtable_bytes.to_string(),
             ("rocksdb", "num-immutable-mem-table") => sv.imm.len().to_string(),
             ("rocksdb", "num-entries-active-mem-table") => sv.mem.len().to_string(),
-            ("rocksdb", "block-cache-usage") => stats.block_cache_bytes.to_string(),
-            ("rocksdb", "block-cache-capacity") => stats.block_cache_capacity.to_string(),
-            ("rocksdb", "estimate-table-readers-mem") => stats.table_pinned_bytes.to_string(),
+            ("rocksdb", "block-cache-usage") => stats().block_cache_bytes.to_string(),
+            ("rocksdb", "block-cache-capacity") => stats().block_cache_capacity.to_string(),
+            ("rocksdb", "estimate-table-readers-mem") => stats().table_pinned_bytes.to_string(),
             ("rocksdb", "estimate-pending-compaction-bytes") => {
-                let over: u64 = stats
+                let over: u64 = stats()
                     .levels
                     .iter()
                     .filter(|l| l.target_bytes > 0)
