@@ -78,7 +78,7 @@ pub use batch::WriteBatch;
 pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use db::{ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction};
 pub use error::{Error, Result};
-pub use filter_policy::FilterPolicy;
+pub use filter_policy::{FilterFormat, FilterPolicy};
 #[cfg(feature = "test-util")]
 pub use fs::{FaultFs, FaultOp};
 pub use fs::{

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::filter_policy::FilterPolicy;
+use crate::filter_policy::{FilterFormat, FilterPolicy};
 use crate::fs::{FileSystem, StdFs};
 use crate::log::RecoveryMode;
 use crate::sstable::{Compression, FilterKind, IndexKind};
@@ -43,6 +43,10 @@ pub struct Options {
     /// the same memory spread over the levels as Monkey spreads it, which cuts the wasted
     /// table reads of lookups of missing keys; see [`FilterPolicy`].
     pub filter_policy: FilterPolicy,
+    /// The filters tables are written with: Ribbon filters (the default), about a fifth of a
+    /// Bloom filter's false positives for the same bits, or cache-local Bloom filters,
+    /// quicker to build. Tables keep the format they were written with; both are read.
+    pub filter_format: FilterFormat,
     /// Block compression (none).
     pub compression: Compression,
     /// How SST indexes are stored and searched (flat, binary-searched). Compactions write
@@ -86,11 +90,10 @@ pub struct Options {
     /// filters refuse to open: turn this off to keep a database readable by those.
     pub partition_over_budget: bool,
     /// Bytes of table files the process may hold resident through memory mappings: an
-    /// eighth of the memory the process may use, at most 256 MiB. Scans take their blocks
-    /// in place from a mapping of the table, without a system call or a copy, and so do
-    /// random reads while every open table fits in the budget (a database of up to this size
-    /// is then read as LevelDB reads its mapped tables); past the budget the mapped pages are
-    /// released (the operating system's page cache keeps them), and random reads use
+    /// eighth of the memory the process may use. Scans take their blocks in place from a
+    /// mapping of the table, without a system call or a copy, and so do random reads while
+    /// every open table fits in the budget (a database of up to this size is then read as
+    /// LevelDB reads its mapped tables); past the budget the mapped pages are released (the operating system's page cache keeps them), and random reads use
     /// `pread` and the block cache. 0 reads with `pread` only.
     pub table_map_bytes: usize,
     /// At most this many table files hold a descriptor at once (default: half the process's
@@ -170,6 +173,7 @@ impl std::fmt::Debug for Options {
             .field("write_buffer_size", &self.write_buffer_size)
             .field("block_size", &self.block_size)
             .field("filter_policy", &self.filter_policy)
+            .field("filter_format", &self.filter_format)
             .field("compression", &self.compression)
             .field("index_kind", &self.index_kind)
             .field("filter_kind", &self.filter_kind)
@@ -190,10 +194,10 @@ fn default_pinned_bytes() -> usize {
     usize::try_from(quarter).unwrap_or(usize::MAX).max(32 << 20)
 }
 
-/// An eighth of the memory the process may use, at most 256 MiB.
+/// An eighth of the memory the process may use.
 fn default_map_bytes() -> usize {
     let eighth = crate::process_memory_limit() / 8;
-    usize::try_from(eighth.min(256 << 20)).unwrap_or(256 << 20)
+    usize::try_from(eighth).unwrap_or(usize::MAX)
 }
 
 impl Default for Options {
@@ -207,6 +211,7 @@ impl Default for Options {
             block_size: 4096,
             block_restart_interval: 16,
             filter_policy: FilterPolicy::default(),
+            filter_format: FilterFormat::default(),
             compression: Compression::None,
             index_kind: IndexKind::Flat,
             filter_kind: FilterKind::Whole,

@@ -138,7 +138,8 @@ pub struct Stats {
     /// The expected number of tables a lookup of a missing key reads a block of in vain:
     /// the sum over sorted runs (each level-0 file, each deeper level) of their filters'
     /// false-positive rates, from the bits each file was built with (files older than the
-    /// record of it count with the policy's bits per key). See [`crate::FilterPolicy`].
+    /// record of it count with the policy's bits per key), every file as if written in
+    /// today's [`crate::FilterFormat`]. See [`crate::FilterPolicy`].
     pub expected_false_positives: f64,
     /// Table lookups since open whose Bloom filter passed and whose table then held no
     /// entry of the key: the wasted probes that `expected_false_positives` predicts, per

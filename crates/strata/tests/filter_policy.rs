@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use strata::{Db, FilterPolicy, Options, Stats};
+use strata::{Db, FilterFormat, FilterPolicy, Options, Stats};
 
 /// A tree of several levels: small memtables, tables and level targets.
 fn options(policy: FilterPolicy) -> Options {
@@ -49,8 +49,15 @@ const KEYS_PER_FLUSH: u64 = 500;
 /// same entries, so its allocation comes out near uniform bits (without this pin, under
 /// `STRATA_MERGE_POLICY=tiering`, 0.27680 expected wasted reads against uniform's 0.27680).
 fn fill(dir: &std::path::Path, policy: FilterPolicy) -> Db {
+    fill_as(dir, policy, FilterFormat::Bloom)
+}
+
+/// [`fill`] with filters of `format`. Monkey's tests use Bloom filters, whose rate this file
+/// models ([`rate`]).
+fn fill_as(dir: &std::path::Path, policy: FilterPolicy, format: FilterFormat) -> Db {
     let opts = Options {
         merge_policy: strata::MergePolicy::Leveling,
+        filter_format: format,
         ..options(policy)
     };
     let db = Db::open(dir, opts).unwrap();
@@ -202,6 +209,47 @@ fn monkey_spends_uniform_memory_where_it_saves_most_reads() {
             Some(&[b'v'; 40][..])
         );
     }
+}
+
+#[test]
+fn ribbon_filters_waste_a_fifth_of_the_reads_of_bloom_filters() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ten = FilterPolicy::Uniform { bits_per_key: 10 };
+    let bloom = fill_as(a.path(), ten, FilterFormat::Bloom);
+    let ribbon = fill_as(b.path(), ten, FilterFormat::Ribbon);
+    // A Ribbon filter of 10 bits per key holds 9 fingerprint bits per slot: a missing key
+    // passes with probability 1/512 in each table whose range holds it.
+    let lookups = 100_000;
+    let s = ribbon.stats();
+    let predicted: f64 = (0..lookups)
+        .map(|i| {
+            let k = missing(i);
+            let tables = s.files.iter();
+            tables
+                .filter(|f| f.smallest_key <= k && k <= f.largest_key)
+                .count() as f64
+                / 512.0
+        })
+        .sum::<f64>()
+        / lookups as f64;
+    let measured = wasted_per_lookup(&ribbon, lookups);
+    assert!(
+        (measured - predicted).abs() <= 0.2 * predicted,
+        "Ribbon: measured {measured} wasted reads per lookup against {predicted} predicted"
+    );
+    let by_bloom = wasted_per_lookup(&bloom, lookups);
+    assert!(
+        measured < 0.3 * by_bloom,
+        "Ribbon wasted {measured} reads per lookup, Bloom {by_bloom}"
+    );
+    // The same answers, and the same filter memory within the slack Ribbon leaves unused.
+    for i in (0..KEYS).step_by(5) {
+        assert_eq!(
+            ribbon.get(&key(i)).unwrap().as_deref(),
+            Some(&[b'v'; 40][..])
+        );
+    }
+    assert!(s.files.iter().all(|f| f.filter_bits_per_key == Some(10.0)));
 }
 
 #[test]

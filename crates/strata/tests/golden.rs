@@ -1,7 +1,7 @@
 //! Databases written by the released formats, checked in under `tests/golden/`, must open and
 //! read back as written: a format change that breaks old databases fails here. Each holds
-//! SSTs (with whole filters, format 1, of the spread layout or the cache-local one, or
-//! partitioned ones, format 2; range tombstones, format 3), a MANIFEST, CURRENT and a WAL
+//! SSTs (with whole filters, format 1, of the spread layout, the cache-local one or Ribbon's,
+//! or partitioned ones, format 2; range tombstones, format 3), a MANIFEST, CURRENT and a WAL
 //! with writes that were never flushed (merge operands and a range tombstone among them in
 //! the third).
 //!
@@ -38,6 +38,18 @@ const GOLDEN: &[(&str, FilterKind, &str, &str)] = &[
     ),
     (
         "sst2-partitioned-cache-local-filters",
+        FilterKind::Partitioned,
+        "SST v2",
+        "Partitioned",
+    ),
+    (
+        "sst1-ribbon-filters",
+        FilterKind::Whole,
+        "SST v1",
+        "Whole, ribbon",
+    ),
+    (
+        "sst2-partitioned-ribbon-filters",
         FilterKind::Partitioned,
         "SST v2",
         "Partitioned",

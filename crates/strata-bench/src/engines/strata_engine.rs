@@ -60,6 +60,10 @@ pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
         compression,
         table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
         partition_over_budget: !s.whole_metadata,
+        filter_format: match s.bloom_filters {
+            true => strata::FilterFormat::Bloom,
+            false => strata::FilterFormat::Ribbon,
+        },
         index_kind,
         filter_kind,
         size_ratio: s.size_ratio.unwrap_or(defaults.size_ratio),

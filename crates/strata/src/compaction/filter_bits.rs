@@ -14,8 +14,7 @@
 use std::sync::Arc;
 
 use super::{Compaction, LevelTargets};
-use crate::filter_policy::{FilterPolicy, table_bits};
-use crate::sstable::filter::false_positive_rate;
+use crate::filter_policy::{FilterFormat, FilterPolicy, table_bits};
 use crate::sstable::{FilterKind, IndexKind, TableOptions};
 use crate::version::{FileMeta, Version};
 
@@ -184,9 +183,14 @@ pub(crate) fn level_bits(files: &[Arc<FileMeta>], fallback_bits: f64) -> Option<
 /// The expected number of tables a lookup of a missing key reads a block of in vain: the sum
 /// over sorted runs of their false-positive rates, each level's being the average of its
 /// files' weighted by entries (a key falls in one file's range). Files whose bits the
-/// MANIFEST does not record (written before it did) count with `fallback_bits`.
-pub(crate) fn expected_false_positives(version: &Version, fallback_bits: f64) -> f64 {
-    let rate = |f: &Arc<FileMeta>| false_positive_rate(f.filter_bits().unwrap_or(fallback_bits));
+/// MANIFEST does not record (written before it did) count with `fallback_bits`. Every file
+/// counts as written in `format` (the MANIFEST does not record a table's).
+pub(crate) fn expected_false_positives(
+    version: &Version,
+    fallback_bits: f64,
+    format: FilterFormat,
+) -> f64 {
+    let rate = |f: &Arc<FileMeta>| format.rate(f.filter_bits().unwrap_or(fallback_bits));
     let mut sum: f64 = version.levels[0].iter().map(rate).sum();
     for files in version.levels.iter().skip(1) {
         let entries: u64 = files.iter().map(|f| f.entries).sum();

@@ -89,6 +89,7 @@ pub(crate) fn table_options(opts: &Options) -> TableOptions {
         block_size: opts.block_size,
         restart_interval: opts.block_restart_interval,
         bloom_bits_per_key: opts.filter_policy.bits_per_key() as f64,
+        filter_format: opts.filter_format,
         compression: opts.compression,
         index_kind: opts.index_kind,
         filter_kind: opts.filter_kind,

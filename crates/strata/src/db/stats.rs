@@ -134,7 +134,11 @@ impl DbInner {
             wal_salvaged_bytes: r(&c.wal_salvaged_bytes),
             sst_bytes: st.versions.files().map(|(_, _, f)| f.size).sum(),
             wal_bytes,
-            expected_false_positives: compaction::expected_false_positives(&v, fallback_bits),
+            expected_false_positives: compaction::expected_false_positives(
+                &v,
+                fallback_bits,
+                self.opts.filter_format,
+            ),
             filter_false_positives: self.store.filter_false_positives.load(Ordering::Relaxed),
             parallel_block_reads: self.store.parallel_reads.load(Ordering::Relaxed),
             last_sequence: self.visible.load(Ordering::Acquire),

@@ -9,11 +9,13 @@ pub(crate) mod mapped;
 pub(crate) mod parallel_read;
 pub(crate) mod pinned;
 pub(crate) mod reader;
+mod ribbon;
 mod table_iter;
 #[cfg(test)]
 mod tests;
 
 pub use format::{Compression, FilterKind, IndexKind};
+pub(crate) use ribbon::rate as ribbon_rate;
 pub(crate) use table_iter::TableIter;
 
 /// How tables are built.
@@ -23,6 +25,7 @@ pub(crate) struct TableOptions {
     pub restart_interval: usize,
     /// Bloom filter bits per key (fractional under [`crate::FilterPolicy::Monkey`]).
     pub bloom_bits_per_key: f64,
+    pub filter_format: crate::FilterFormat,
     pub compression: Compression,
     pub index_kind: IndexKind,
     pub filter_kind: FilterKind,

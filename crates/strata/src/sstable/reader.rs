@@ -323,6 +323,13 @@ impl Table {
         })
     }
 
+    /// [`PinnedFilter::prefetch`] of the filter the table holds, if it holds one now.
+    pub(crate) fn prefetch_filter(&self, user_key: &[u8]) {
+        if let Some(f) = self.filter.load().as_deref() {
+            f.prefetch(user_key);
+        }
+    }
+
     /// The root block of the index, read from the file unless the table holds it.
     pub(crate) fn index(self: &Arc<Self>) -> Result<Held<RootIndex>> {
         self.held(&self.index, Self::read_root, RootIndex::size)

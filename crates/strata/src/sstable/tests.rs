@@ -19,6 +19,7 @@ fn options(kind: IndexKind, compression: Compression, filter: FilterKind) -> Tab
         block_size: 256,
         restart_interval: 4,
         bloom_bits_per_key: 10.0,
+        filter_format: crate::FilterFormat::default(),
         compression,
         index_kind: kind,
         filter_kind: filter,

@@ -223,6 +223,14 @@ impl FileMeta {
             .ok_or_else(|| Error::corruption(self.path(), 0, "table could not be opened"))
     }
 
+    /// Asks for the memory a probe of the table's filter for `user_key` reads, where the table
+    /// is open and holds its filter whole; otherwise does nothing.
+    pub(crate) fn prefetch_filter(&self, user_key: &[u8]) {
+        if let Some(t) = self.table.get() {
+            t.prefetch_filter(user_key);
+        }
+    }
+
     pub(crate) fn smallest_user_key(&self) -> &[u8] {
         user_key(&self.smallest)
     }
@@ -633,7 +641,16 @@ impl Version {
         let deeper = self.levels.iter().enumerate().skip(1);
         let deeper =
             deeper.filter_map(|(level, files)| Some((level, file_for(files, lookup, key)?)));
-        for (level, f) in level0.chain(deeper) {
+        // The filters' lines are asked for first, all of them: their cache misses overlap,
+        // where probing table by table would wait for each in turn.
+        let mut tables = level0.chain(deeper);
+        let mut first: [Option<(usize, &Arc<FileMeta>)>; 16] = [None; 16];
+        for slot in &mut first {
+            *slot = tables.next();
+            let Some((_, f)) = slot else { break };
+            f.prefetch_filter(key);
+        }
+        for (level, f) in first.into_iter().flatten().chain(tables) {
             charge.consult(exhausted);
             let mut read_data = false;
             if let Some(e) = f
