@@ -20,7 +20,8 @@
 //! ([`crate::FilterPolicy`]); one of an existing key reads its block in the last level and
 //! pays the false positives of the runs above it. A short scan reads one block per run;
 //! space amplification is `1 + 1/T` with a leveled last level and `T - 1` for tiering
-//! (every run of the last level may hold a version of every key).
+//! (every run of the last level may hold a version of every key). Filters are modeled as
+//! Bloom filters (`FilterFormat::Bloom`); Ribbon filters waste about a fifth of their reads.
 
 use crate::filter_policy::monkey_bits;
 pub use crate::options::MergePolicy;

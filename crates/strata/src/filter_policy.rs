@@ -15,7 +15,7 @@
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FilterPolicy {
     /// Every table gets `bits_per_key` (as LevelDB and RocksDB do). 10 bits give about 1%
-    /// false positives per table.
+    /// false positives per table with Bloom filters, 0.2% with Ribbon filters.
     Uniform {
         /// Bits per key of every table's filter; 0 writes filters that pass every key.
         bits_per_key: usize,
@@ -55,8 +55,9 @@ pub enum FilterFormat {
     /// positives at 10 bits per key; the quickest to build.
     Bloom,
     /// Ribbon filters: for the same bits per key, about a fifth of a Bloom filter's false
-    /// positives (0.2% at 10 bits), at about twice the cost to build; a lookup reads two
-    /// or three adjacent cache lines. Tables given under 1.08 bits per key get Bloom filters.
+    /// positives (0.2% at 10 bits), at several times the cost to build; a lookup reads
+    /// three or four adjacent cache lines. Tables whose bits per key give a Bloom filter
+    /// the lower rate (some below about 3.3) get Bloom filters.
     #[default]
     Ribbon,
 }

@@ -38,9 +38,9 @@ pub struct Options {
     pub block_size: usize,
     /// Keys between restart points in data blocks (16).
     pub block_restart_interval: usize,
-    /// How Bloom filter bits are given to tables: the same bits per key everywhere
-    /// (`Uniform { bits_per_key: 10 }`, about 1% false positives per table, the default), or
-    /// the same memory spread over the levels as Monkey spreads it, which cuts the wasted
+    /// How filter bits are given to tables: the same bits per key everywhere (`Uniform {
+    /// bits_per_key: 10 }`, the default: 0.2% false positives per table with Ribbon filters),
+    /// or the same memory spread over the levels as Monkey spreads it, which cuts the wasted
     /// table reads of lookups of missing keys; see [`FilterPolicy`].
     pub filter_policy: FilterPolicy,
     /// The filters tables are written with: Ribbon filters (the default), about a fifth of a
@@ -93,8 +93,9 @@ pub struct Options {
     /// eighth of the memory the process may use. Scans take their blocks in place from a
     /// mapping of the table, without a system call or a copy, and so do random reads while
     /// every open table fits in the budget (a database of up to this size is then read as
-    /// LevelDB reads its mapped tables); past the budget the mapped pages are released (the operating system's page cache keeps them), and random reads use
-    /// `pread` and the block cache. 0 reads with `pread` only.
+    /// LevelDB reads its mapped tables); past the budget the mapped pages are released (the
+    /// operating system's page cache keeps them), and random reads use `pread` and the block
+    /// cache. 0 reads with `pread` only.
     pub table_map_bytes: usize,
     /// At most this many table files hold a descriptor at once (default: half the process's
     /// `RLIMIT_NOFILE` soft limit, at least 64). Past it, the files read least recently are

@@ -64,9 +64,11 @@ fn scrambled(i: u64) -> Vec<u8> {
     key(i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & ((1 << 53) - 1), 16)
 }
 
+/// Bloom filters: Monkey's allocation and this experiment's predictions model their rate.
 fn options(policy: FilterPolicy) -> Options {
     Options {
         filter_policy: policy,
+        filter_format: strata::FilterFormat::Bloom,
         idle_merge_after: None,
         read_triggered_compaction: false,
         ..Options::default()

@@ -9,10 +9,16 @@
 //! coefficients start at its own slot, so the rows are nearly sorted), then substitution
 //! back from the last slot. A lookup reads two adjacent blocks of `r` words.
 //!
-//! Layout: `words: blocks * r * u64 (LE) | seed: u8 | r: u8 | RIBBON_TAG`. Column `j` of
-//! slots `64b..64b+63` is word `b * r + j`, bit `i % 64` for slot `i`, so the words a lookup
-//! reads lie together. `seed` picks the rows; a build whose equations contradict each other
-//! tries the next seed with more slots.
+//! The elimination fails when the keys' equations contradict each other, and the larger the
+//! band, the more slack it needs to succeed (at 8%, one of 2 million keys always failed). So
+//! a filter is cut into segments of about 32,768 keys, chosen by bits of the key's hash,
+//! each a band of its own with the same number of blocks; a segment whose equations
+//! contradict each other is built again with another seed, which changes its rows.
+//!
+//! Layout: `words | seeds: S bytes | S: u32 LE | r: u8 | RIBBON_TAG`, the words being
+//! `S * B * r` little-endian u64s (`B` blocks of 64 slots a segment). Column `j` of slots
+//! `64b..64b+63` of the filter is word `b * r + j`, bit `i % 64` for slot `i`, so the words
+//! a lookup reads lie together.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -20,13 +26,14 @@
 pub(super) const RIBBON_TAG: u8 = 0xC2;
 /// Coefficient bits per row, and slots per block.
 const WIDTH: usize = 64;
-/// Slots beyond one per key: room for the elimination to succeed (a failure at 8% costs a
-/// second build about once in a few thousand tables).
+/// Slots beyond one per key: room for the elimination to succeed.
 const SLACK: f64 = 0.08;
+/// Keys a segment is cut for.
+const SEGMENT_KEYS: usize = 1 << 15;
 /// The most fingerprint bits a slot holds.
 const MAX_RESULT_BITS: u32 = 16;
-/// Seeds tried before a build gives up (and the table gets a Bloom filter).
-const ATTEMPTS: u8 = 8;
+/// Seeds a segment tries before the build gives up (and the table gets a Bloom filter).
+const ATTEMPTS: u8 = 16;
 
 /// Fingerprint bits a Ribbon filter of `bits_per_key` holds per slot (0: it cannot be one).
 pub(crate) fn result_bits(bits_per_key: f64) -> u32 {
@@ -103,43 +110,63 @@ fn has_popcnt() -> bool {
     }
 }
 
+/// The segment of `segments` that the key of hash `h` falls in: from bits 16 to 31 of the
+/// hash, which neither the start (bits 32 to 63) nor the fingerprint (bits 0 to 15) use.
+fn segment_of(h: u64, segments: usize) -> usize {
+    ((((h >> 16) & 0xffff) * segments as u64) >> 16) as usize
+}
+
 /// The Ribbon filter of the keys of `hashes` with `bits_per_key`, or `None` where it cannot
-/// be one (too few bits per key, or no seed's equations agree). Its slots are rounded up to
-/// whole blocks: a small filter may take up to 63 slots more than its keys' bits ask.
+/// be one (too few bits per key, or a segment none of whose seeds' equations agree).
 pub(crate) fn build(hashes: &[u64], bits_per_key: f64) -> Option<Vec<u8>> {
-    let r = result_bits(bits_per_key);
+    build_from_seed(hashes, result_bits(bits_per_key), 0)
+}
+
+/// [`build`] with `r` fingerprint bits, each segment trying seeds from `first_seed` on.
+fn build_from_seed(hashes: &[u64], r: u32, first_seed: u8) -> Option<Vec<u8>> {
     if r == 0 {
         return None;
     }
-    let wanted = (hashes.len() as f64 * (1.0 + SLACK)).ceil() as usize;
-    let mut sorted = Vec::new();
-    for seed in 0..ATTEMPTS {
-        // Each retry adds a little room: small filters fail more often.
-        let slots = (wanted + wanted * usize::from(seed) / 50).max(WIDTH);
-        let blocks = slots.div_ceil(WIDTH);
-        by_block(hashes, seed, blocks, &mut sorted);
-        if let Some((coeffs, results)) = band(&sorted, seed, blocks * WIDTH, r) {
-            let words = match has_popcnt() {
-                // SAFETY: the processor has `popcnt`, checked just above.
-                true => unsafe { substitute_popcnt(&coeffs, &results, r) },
-                false => substitute(&coeffs, &results, r, parity),
-            };
-            let mut out: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            out.extend_from_slice(&[seed, r as u8, RIBBON_TAG]);
-            return Some(out);
-        }
+    let segments = hashes.len().div_ceil(SEGMENT_KEYS).clamp(1, 1 << 16);
+    // Every segment has the blocks of an average one; a fuller one has less room, and may
+    // need a seed or two more.
+    let keys = (hashes.len() as f64 / segments as f64 * (1.0 + SLACK)).ceil() as usize;
+    let blocks = keys.max(WIDTH).div_ceil(WIDTH);
+    let span = blocks * r as usize;
+    let mut grouped = Vec::new();
+    let firsts = counting_sort(hashes, segments, |h| segment_of(h, segments), &mut grouped);
+    let mut words = vec![0u64; segments * span];
+    let mut seeds = vec![0u8; segments];
+    let mut work = Band::default();
+    for (s, (seed, out)) in seeds
+        .iter_mut()
+        .zip(words.chunks_exact_mut(span))
+        .enumerate()
+    {
+        let from = firsts.get(s).copied().unwrap_or(0);
+        let to = firsts.get(s + 1).copied().unwrap_or(from);
+        let keys = grouped.get(from..to).unwrap_or_default();
+        *seed = (first_seed..first_seed.saturating_add(ATTEMPTS))
+            .find(|&seed| work.solve(keys, seed, blocks, r, out))?;
     }
-    None
+    let mut out: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    out.extend_from_slice(&seeds);
+    out.extend_from_slice(&(segments as u32).to_le_bytes());
+    out.extend_from_slice(&[r as u8, RIBBON_TAG]);
+    Some(out)
 }
 
-/// `hashes` into `out` ordered by the block their rows start in (a counting sort), so that
-/// the elimination walks the band from one end to the other instead of at random.
-fn by_block(hashes: &[u64], seed: u8, blocks: usize, out: &mut Vec<u64>) {
-    let starts = (blocks * WIDTH - WIDTH + 1) as u64;
-    let block = |h: u64| row(h, seed, starts, 1).start / WIDTH;
-    let mut first = vec![0usize; blocks + 1];
+/// `hashes` into `out` grouped by `bucket` of each (in `0..buckets`), keeping their order
+/// within a bucket; returns where each bucket starts in `out`, and the end.
+fn counting_sort(
+    hashes: &[u64],
+    buckets: usize,
+    bucket: impl Fn(u64) -> usize,
+    out: &mut Vec<u64>,
+) -> Vec<usize> {
+    let mut first = vec![0usize; buckets + 1];
     for &h in hashes {
-        if let Some(c) = first.get_mut(block(h) + 1) {
+        if let Some(c) = first.get_mut(bucket(h) + 1) {
             *c += 1;
         }
     }
@@ -149,24 +176,59 @@ fn by_block(hashes: &[u64], seed: u8, blocks: usize, out: &mut Vec<u64>) {
             *c += before;
         }
     }
+    let starts = first.clone();
     out.clear();
     out.resize(hashes.len(), 0);
     for &h in hashes {
-        if let Some(at) = first.get_mut(block(h)) {
+        if let Some(at) = first.get_mut(bucket(h)) {
             if let Some(slot) = out.get_mut(*at) {
                 *slot = h;
             }
             *at += 1;
         }
     }
+    starts
 }
 
-/// Eliminates the keys' rows into a band: slot `i` ends with a row whose lowest coefficient
-/// is `i`, or none (`0`). `None` when two keys' equations contradict each other.
-fn band(hashes: &[u64], seed: u8, slots: usize, r: u32) -> Option<(Vec<u64>, Vec<u16>)> {
-    let starts = (slots - WIDTH + 1) as u64;
-    let mut coeffs = vec![0u64; slots];
-    let mut results = vec![0u16; slots];
+/// The working memory of a segment's elimination, kept from one segment to the next.
+#[derive(Default)]
+struct Band {
+    sorted: Vec<u64>,
+    coeffs: Vec<u64>,
+    results: Vec<u16>,
+}
+
+impl Band {
+    /// Builds the segment of `keys` over `blocks` blocks with `seed` into `out`; false when
+    /// the keys' equations contradict each other under this seed.
+    fn solve(&mut self, keys: &[u64], seed: u8, blocks: usize, r: u32, out: &mut [u64]) -> bool {
+        let slots = blocks * WIDTH;
+        let starts = (slots - WIDTH + 1) as u64;
+        // By the block each row starts in, so that the elimination walks the band from one
+        // end to the other instead of at random.
+        let block = |h: u64| row(h, seed, starts, 1).start / WIDTH;
+        counting_sort(keys, blocks, block, &mut self.sorted);
+        self.coeffs.clear();
+        self.coeffs.resize(slots, 0);
+        self.results.clear();
+        self.results.resize(slots, 0);
+        if !band(&self.sorted, seed, r, &mut self.coeffs, &mut self.results) {
+            return false;
+        }
+        match has_popcnt() {
+            // SAFETY: the processor has `popcnt`, checked just above.
+            true => unsafe { substitute_popcnt(&self.coeffs, &self.results, r, out) },
+            false => substitute(&self.coeffs, &self.results, r, parity, out),
+        }
+        true
+    }
+}
+
+/// Eliminates the keys' rows into a band of zeroed `coeffs` and `results`: slot `i` ends
+/// with a row whose lowest coefficient is `i`, or none (`0`). False when two keys' equations
+/// contradict each other.
+fn band(hashes: &[u64], seed: u8, r: u32, coeffs: &mut [u64], results: &mut [u16]) -> bool {
+    let starts = (coeffs.len() - WIDTH + 1) as u64;
     for &h in hashes {
         let Row {
             mut start,
@@ -174,8 +236,10 @@ fn band(hashes: &[u64], seed: u8, slots: usize, r: u32) -> Option<(Vec<u64>, Vec
             result: mut v,
         } = row(h, seed, starts, r);
         loop {
-            // A row's bits stay within its first row's 64 slots, inside the filter.
-            let (slot, result) = coeffs.get_mut(start).zip(results.get_mut(start))?;
+            // A row's bits stay within its first row's 64 slots, inside the band.
+            let Some((slot, result)) = coeffs.get_mut(start).zip(results.get_mut(start)) else {
+                return false;
+            };
             if *slot == 0 {
                 (*slot, *result) = (c, v);
                 break;
@@ -187,14 +251,14 @@ fn band(hashes: &[u64], seed: u8, slots: usize, r: u32) -> Option<(Vec<u64>, Vec
                 if v == 0 {
                     break;
                 }
-                return None;
+                return false;
             }
             let shift = c.trailing_zeros();
             start += shift as usize;
             c >>= shift;
         }
     }
-    Some((coeffs, results))
+    true
 }
 
 /// [`substitute`] compiled with `popcnt`.
@@ -202,16 +266,15 @@ fn band(hashes: &[u64], seed: u8, slots: usize, r: u32) -> Option<(Vec<u64>, Vec
 /// # Safety
 /// The processor must have `popcnt`.
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "popcnt"))]
-unsafe fn substitute_popcnt(coeffs: &[u64], results: &[u16], r: u32) -> Vec<u64> {
-    substitute(coeffs, results, r, popcnt_parity)
+unsafe fn substitute_popcnt(coeffs: &[u64], results: &[u16], r: u32, out: &mut [u64]) {
+    substitute(coeffs, results, r, popcnt_parity, out);
 }
 
-/// Solves the band from its last slot back, into the filter's words. A slot without a row
-/// is free: it takes 0.
+/// Solves the band from its last slot back, into the segment's words `out`. A slot without a
+/// row is free: it takes 0.
 #[inline(always)]
-fn substitute(coeffs: &[u64], results: &[u16], r: u32, parity: fn(u64) -> u64) -> Vec<u64> {
+fn substitute(coeffs: &[u64], results: &[u16], r: u32, parity: fn(u64) -> u64, out: &mut [u64]) {
     let r = r as usize;
-    let mut words = vec![0u64; coeffs.len() / WIDTH * r];
     // Column j's solution from the slot at hand on: bit t is slot i + t's. At a block's first
     // slot it is the block's word.
     let mut state = [0u64; MAX_RESULT_BITS as usize];
@@ -226,35 +289,53 @@ fn substitute(coeffs: &[u64], results: &[u16], r: u32, parity: fn(u64) -> u64) -
         }
         if i % WIDTH == 0 {
             let base = i / WIDTH * r;
-            if let Some(block) = words.get_mut(base..base + r) {
+            if let Some(block) = out.get_mut(base..base + r) {
                 block.copy_from_slice(state.get(..r).unwrap_or_default());
             }
         }
     }
-    words
 }
 
-/// A Ribbon filter's shape, read from its trailer; its words are the bytes before.
+/// A Ribbon filter's shape, read from its trailer.
 #[derive(Clone, Copy)]
 pub(crate) struct Shape {
+    /// Blocks a segment.
     blocks: u64,
+    segments: u64,
     r: u32,
-    seed: u8,
+    /// Bytes of words, before the segments' seeds.
+    words_len: usize,
 }
 
 impl Shape {
-    /// The shape of the filter `data` (without its tag) and its words, or `None` if its
-    /// trailer is not a Ribbon filter's.
+    /// The shape of the filter `data` (without its tag), and the bytes its lookups read (the
+    /// words, then the seeds), or `None` if its trailer is not a Ribbon filter's.
     pub(crate) fn parse(data: &[u8]) -> Option<(Shape, &[u8])> {
         let (&r, rest) = data.split_last()?;
-        let (&seed, words) = rest.split_last()?;
+        let (rest, segments) = rest.split_at_checked(rest.len().checked_sub(4)?)?;
+        let segments = u32::from_le_bytes(segments.try_into().ok()?) as usize;
+        let words_len = rest.len().checked_sub(segments)?;
         let r = u32::from(r);
-        let block_bytes = 8 * r as usize;
-        if r == 0 || r > MAX_RESULT_BITS || words.is_empty() || words.len() % block_bytes != 0 {
+        let segment_bytes = (8 * r as usize).checked_mul(segments)?;
+        if r == 0
+            || r > MAX_RESULT_BITS
+            || segments == 0
+            || words_len == 0
+            || words_len % segment_bytes != 0
+        {
             return None;
         }
-        let blocks = (words.len() / block_bytes) as u64;
-        Some((Shape { blocks, r, seed }, words))
+        let blocks = (words_len / segment_bytes) as u64;
+        let segments = segments as u64;
+        Some((
+            Shape {
+                blocks,
+                segments,
+                r,
+                words_len,
+            },
+            rest,
+        ))
     }
 
     /// Fingerprint bits per slot.
@@ -262,9 +343,13 @@ impl Shape {
         self.r
     }
 
-    fn row(&self, h: u64) -> Row {
+    /// The key of hash `h`'s row, and the index of the first word of its segment.
+    fn row(&self, data: &[u8], h: u64) -> (Row, usize) {
+        let segment = segment_of(h, self.segments as usize);
+        let seed = data.get(self.words_len + segment).copied().unwrap_or(0);
         let starts = self.blocks * WIDTH as u64 - WIDTH as u64 + 1;
-        row(h, self.seed, starts, self.r)
+        let first = segment * self.blocks as usize * self.r as usize;
+        (row(h, seed, starts, self.r), first)
     }
 
     /// Whether the key of hash `h` may have been added to the filter of `words` (always, if
@@ -291,19 +376,23 @@ impl Shape {
     /// costs more than the columns it would save.
     #[inline(always)]
     fn may_contain_with(&self, words: &[u8], h: u64, parity: fn(u64) -> u64) -> bool {
+        let words_only = words.get(..self.words_len).unwrap_or_default();
         let word = |i: usize| {
-            words
+            words_only
                 .get(i * 8..i * 8 + 8)
                 .and_then(|w| w.try_into().ok())
                 .map_or(0, u64::from_le_bytes)
         };
-        let Row {
-            start,
-            coeffs,
-            result,
-        } = self.row(h);
+        let (
+            Row {
+                start,
+                coeffs,
+                result,
+            },
+            segment,
+        ) = self.row(words, h);
         let (r, shift) = (self.r as usize, start % WIDTH);
-        let first = start / WIDTH * r;
+        let first = segment + start / WIDTH * r;
         let (low, high) = match shift {
             0 => (coeffs, 0),
             s => (coeffs << s, coeffs >> (WIDTH - s)),
@@ -318,8 +407,9 @@ impl Shape {
 
     /// Asks for the memory [`Shape::may_contain`] of hash `h` reads: two blocks of words.
     pub(crate) fn prefetch(&self, words: &[u8], h: u64) {
-        let start = self.row(h).start / WIDTH * 8 * self.r as usize;
-        let end = (start + 16 * self.r as usize).min(words.len());
+        let (row, segment) = self.row(words, h);
+        let start = (segment + row.start / WIDTH * self.r as usize) * 8;
+        let end = (start + 16 * self.r as usize).min(self.words_len);
         if let Some(bytes) = words.get(start..end) {
             crate::prefetch::bytes(bytes);
         }
@@ -338,28 +428,72 @@ mod tests {
             .collect()
     }
 
+    /// The filter's shape and the bytes its lookups read.
+    fn open(data: &[u8]) -> (Shape, &[u8]) {
+        assert_eq!(data.last(), Some(&RIBBON_TAG));
+        Shape::parse(&data[..data.len() - 1]).expect("decoded")
+    }
+
+    /// The seed of each segment of `data`.
+    fn seeds(data: &[u8]) -> Vec<u8> {
+        let (shape, bytes) = open(data);
+        bytes[shape.words_len..].to_vec()
+    }
+
     #[test]
     fn every_key_added_is_found() {
-        for n in [0, 1, 2, 63, 64, 65, 1000, 50_000] {
+        for n in [0, 1, 2, 63, 64, 65, 1000, 50_000, 100_000] {
             for bits in [2.0, 7.5, 10.0, 20.0] {
                 let keys = hashes(n, 1);
                 let data = build(&keys, bits).expect("built");
-                let (f, words) = Shape::parse(&data[..data.len() - 1]).expect("decoded");
-                assert_eq!(f.r, result_bits(bits));
+                let (f, words) = open(&data);
                 for &h in &keys {
                     assert!(f.may_contain(words, h), "{n} keys at {bits}: {h:x} missed");
+                    assert!(f.may_contain_with(words, h, parity), "without popcnt");
                 }
             }
         }
     }
 
     #[test]
+    fn segments_built_with_later_seeds_find_their_keys() {
+        // Every segment starting at seed 5: the seed changes each row, and the lookup must
+        // take the same one.
+        let keys = hashes(70_000, 6);
+        let data = build_from_seed(&keys, 9, 5).expect("built");
+        assert!(seeds(&data).iter().all(|&s| s >= 5), "{:?}", seeds(&data));
+        assert_eq!(seeds(&data).len(), 3);
+        let (f, words) = open(&data);
+        assert!(keys.iter().all(|&h| f.may_contain(words, h)));
+        // The same filter read as if its seeds were 0 loses keys: the seeds are used.
+        let mut zeroed = data.clone();
+        let (shape, _) = open(&data);
+        zeroed[shape.words_len..shape.words_len + 3].fill(0);
+        let (f, words) = open(&zeroed);
+        assert!(keys.iter().any(|&h| !f.may_contain(words, h)));
+    }
+
+    #[test]
+    fn the_slack_lets_most_segments_succeed_at_their_first_seed() {
+        // 2 million keys in one band failed at their first seed every time; in segments of
+        // 32,768 keys, most succeed at the first.
+        let keys = hashes(300_000, 7);
+        let data = build(&keys, 10.0).expect("built");
+        let seeds = seeds(&data);
+        let first = seeds.iter().filter(|&&s| s == 0).count();
+        assert!(first * 10 >= seeds.len() * 7, "{seeds:?}");
+        let (f, words) = open(&data);
+        assert!(f.words_len * 8 <= 300_000 * 10, "{} bytes", f.words_len);
+        assert!(keys.iter().all(|&h| f.may_contain(words, h)));
+    }
+
+    #[test]
     fn false_positives_match_two_to_the_minus_r() {
-        // 200,000 keys probed against a filter of 100,000: at 10 bits per key r is 9, and
-        // the rate should be 1/512 (about 391 of them), within a few standard deviations.
+        // 200,000 keys probed against a filter of 100,000 at 10 bits per key: 9 fingerprint
+        // bits, a rate of 1/512 (about 391 of them), within a few standard deviations.
         let keys = hashes(100_000, 2);
         let data = build(&keys, 10.0).expect("built");
-        let (f, words) = Shape::parse(&data[..data.len() - 1]).expect("decoded");
+        let (f, words) = open(&data);
         let probes = hashes(200_000, 3);
         let passed = probes.iter().filter(|&&h| f.may_contain(words, h)).count();
         let expected = 200_000.0 / 512.0;
@@ -368,16 +502,25 @@ mod tests {
             "{passed} false positives, {expected:.0} expected"
         );
         // And the words take no more than the bits asked for.
-        assert!(words.len() * 8 <= 100_000 * 10, "{} bytes", words.len());
+        assert!(f.words_len * 8 <= 100_000 * 10, "{} bytes", f.words_len);
     }
 
     #[test]
-    fn contradicting_equations_fail_the_seed_not_the_filter() {
-        // Keys repeated are one equation; a filter of many repeats still holds them all.
+    fn the_format_is_frozen() {
+        // Filters on disk must read the same forever: a change to the rows, the segments or
+        // the layout changes these bytes.
+        let data = build_from_seed(&hashes(40_000, 8), 7, 2).expect("built");
+        // Two segments of 20,000 keys by 1.08: 338 blocks each, of 7 words.
+        assert_eq!(data.len(), 2 * 338 * 7 * 8 + 2 + 4 + 2);
+        assert_eq!(hash64(&data), 14_097_966_774_955_254_984);
+    }
+
+    #[test]
+    fn repeated_keys_are_one_equation() {
         let mut keys = hashes(500, 4);
         keys.extend(hashes(500, 4));
         let data = build(&keys, 10.0).expect("built");
-        let (f, words) = Shape::parse(&data[..data.len() - 1]).expect("decoded");
+        let (f, words) = open(&data);
         assert!(keys.iter().all(|&h| f.may_contain(words, h)));
     }
 
@@ -391,14 +534,23 @@ mod tests {
 
     #[test]
     fn damaged_trailers_are_refused() {
-        assert!(Shape::parse(&[]).is_none());
-        assert!(Shape::parse(&[0, 9]).is_none());
-        // 9 result bits need words in multiples of 72 bytes.
-        let mut data = vec![0u8; 71];
-        data.extend_from_slice(&[0, 9]);
-        assert!(Shape::parse(&data).is_none());
-        let mut data = vec![0u8; 72];
-        data.extend_from_slice(&[0, 17]);
-        assert!(Shape::parse(&data).is_none());
+        let trailer = |words: usize, seeds: usize, segments: u32, r: u8| {
+            let mut d = vec![0u8; words + seeds];
+            d.extend_from_slice(&segments.to_le_bytes());
+            d.push(r);
+            Shape::parse(&d).is_some()
+        };
+        assert!(trailer(72, 1, 1, 9), "a good one");
+        assert!(trailer(144, 2, 2, 9), "two segments");
+        assert!(!trailer(71, 1, 1, 9), "words not whole blocks");
+        assert!(!trailer(72, 1, 2, 9), "words of one segment, two seeds");
+        assert!(!trailer(72, 0, 0, 9), "no segment");
+        assert!(!trailer(0, 1, 1, 9), "no words");
+        assert!(!trailer(128, 1, 1, 0), "no fingerprint bits");
+        assert!(!trailer(136, 1, 1, 17), "too many");
+        assert!(!trailer(72, 1, u32::MAX, 9), "more segments than bytes");
+        for len in 0..6 {
+            assert!(Shape::parse(&vec![9u8; len]).is_none(), "{len} bytes");
+        }
     }
 }
