@@ -75,10 +75,10 @@ struct Cli {
     /// off).
     #[arg(long)]
     whole_metadata: bool,
-    /// Strata only: write cache-local Bloom filters instead of Ribbon filters
-    /// (`Options::filter_format`).
-    #[arg(long)]
-    bloom_filters: bool,
+    /// Strata only: the filters tables are written with, `auto` (Strata's default), `bloom`
+    /// or `ribbon` (`Options::filter_format`).
+    #[arg(long, default_value = "auto")]
+    filter_format: String,
     /// Sync every write of every workload (fillsync always does).
     #[arg(long)]
     sync: bool,
@@ -137,7 +137,7 @@ fn settings(cli: &Cli) -> Settings {
         table_pinned_bytes: cli.table_pinned_bytes,
         partition_index_and_filters: cli.partition_index_and_filters,
         whole_metadata: cli.whole_metadata,
-        bloom_filters: cli.bloom_filters,
+        filter_format: cli.filter_format.clone(),
         ..Settings::new()
     }
 }

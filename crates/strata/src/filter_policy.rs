@@ -48,22 +48,38 @@ impl FilterPolicy {
 }
 
 /// The structure of the filters tables are written with, from
-/// [`crate::Options::filter_format`]. Either is read whatever the option says.
+/// [`crate::Options::filter_format`]. Every format is read whatever the option says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FilterFormat {
+    /// Ribbon filters for the tables compactions write while the database's tables take
+    /// more than half the memory the process may use, cache-local Bloom filters otherwise
+    /// (and for flushes). A false positive costs a read of a block: from the page cache, a
+    /// microsecond, less than Ribbon's slower probes save; from the disk, a hundred.
+    #[default]
+    Auto,
     /// Cache-local Bloom filters: each key's probes within one 64-byte line. About 1% false
-    /// positives at 10 bits per key; the quickest to build.
+    /// positives at 10 bits per key; the quickest to build and to probe.
     Bloom,
     /// Ribbon filters: for the same bits per key, about a fifth of a Bloom filter's false
-    /// positives (0.2% at 10 bits), at several times the cost to build; a lookup reads
-    /// three or four adjacent cache lines. Tables whose bits per key give a Bloom filter
-    /// the lower rate (some below about 3.3) get Bloom filters.
-    #[default]
+    /// positives (0.2% at 10 bits), at several times the cost to build and about twice the
+    /// cost to probe (a lookup reads three or four adjacent cache lines). Tables whose bits
+    /// per key give a Bloom filter the lower rate (some below about 3.3) get Bloom filters.
     Ribbon,
 }
 
 impl FilterFormat {
-    /// The false-positive rate of a filter of this format with `bits_per_key`.
+    /// The format a table is written in when the database's tables take `table_bytes` and
+    /// the process may use `memory` bytes: [`FilterFormat::Auto`] decided.
+    pub(crate) fn decide(self, table_bytes: u64, memory: u64) -> FilterFormat {
+        match self {
+            FilterFormat::Auto if table_bytes > memory / 2 => FilterFormat::Ribbon,
+            FilterFormat::Auto => FilterFormat::Bloom,
+            chosen => chosen,
+        }
+    }
+
+    /// The false-positive rate of a filter of this format with `bits_per_key` (`Auto`
+    /// decided first).
     pub(crate) fn rate(self, bits_per_key: f64) -> f64 {
         let bloom = crate::sstable::filter::false_positive_rate(bits_per_key);
         match self {
@@ -130,6 +146,21 @@ pub(crate) fn table_bits(policy: FilterPolicy, entries: &[u64], target: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_takes_ribbon_filters_once_the_tables_outgrow_half_the_memory() {
+        let auto = FilterFormat::Auto;
+        assert_eq!(auto.decide(0, 1 << 30), FilterFormat::Bloom);
+        assert_eq!(auto.decide(512 << 20, 1 << 30), FilterFormat::Bloom);
+        assert_eq!(auto.decide((512 << 20) + 1, 1 << 30), FilterFormat::Ribbon);
+        for chosen in [FilterFormat::Bloom, FilterFormat::Ribbon] {
+            assert_eq!(chosen.decide(0, 1 << 30), chosen);
+            assert_eq!(chosen.decide(u64::MAX, 1 << 30), chosen);
+        }
+        // 10 bits per key: a Ribbon filter's 9 fingerprint bits, 1/512.
+        assert_eq!(FilterFormat::Ribbon.rate(10.0), 1.0 / 512.0);
+        assert!(FilterFormat::Bloom.rate(10.0) > 0.009);
+    }
     use crate::sstable::filter::false_positive_rate;
 
     fn spent(entries: &[u64], bits: &[f64]) -> f64 {

@@ -39,13 +39,15 @@ pub struct Options {
     /// Keys between restart points in data blocks (16).
     pub block_restart_interval: usize,
     /// How filter bits are given to tables: the same bits per key everywhere (`Uniform {
-    /// bits_per_key: 10 }`, the default: 0.2% false positives per table with Ribbon filters),
+    /// bits_per_key: 10 }`, the default: 1% false positives per table, 0.2% with Ribbon),
     /// or the same memory spread over the levels as Monkey spreads it, which cuts the wasted
     /// table reads of lookups of missing keys; see [`FilterPolicy`].
     pub filter_policy: FilterPolicy,
-    /// The filters tables are written with: Ribbon filters (the default), about a fifth of a
-    /// Bloom filter's false positives for the same bits, or cache-local Bloom filters,
-    /// quicker to build. Tables keep the format they were written with; both are read.
+    /// The filters tables are written with: Ribbon filters, about a fifth of a Bloom
+    /// filter's false positives for the same bits, or cache-local Bloom filters, quicker to
+    /// build and probe; by default (`Auto`) Ribbon filters once the database's tables take
+    /// more than half the memory the process may use, where a false positive is likely a
+    /// read from the disk. Tables keep the format they were written with; all are read.
     pub filter_format: FilterFormat,
     /// Block compression (none).
     pub compression: Compression,

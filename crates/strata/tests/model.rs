@@ -184,6 +184,9 @@ struct Harness {
     /// Compactions write partitioned metadata once the tree's is over the (tiny) budget, so
     /// the tree mixes whole and partitioned tables.
     partition_over_budget: bool,
+    /// The filters' format (the options' own, `Auto`, writes Bloom filters in databases
+    /// this small).
+    filter_format: strata::FilterFormat,
 }
 
 /// Options whose filters are partitioned, with the index they go with, and partitions of
@@ -209,6 +212,7 @@ impl Harness {
         }
         o.merge_policy = self.merge_policy;
         o.partition_over_budget = self.partition_over_budget;
+        o.filter_format = self.filter_format;
         if self.partition_over_budget {
             // A budget that a few dozen keys' filters and indexes overrun.
             o.table_pinned_bytes = 128;
@@ -413,6 +417,7 @@ fn run_ops_merging(
             policy,
             merge_policy,
             partition_over_budget: false,
+            filter_format: strata::FilterFormat::Auto,
         },
         ops,
     );
@@ -469,6 +474,27 @@ proptest! {
             policy: None,
             merge_policy: common::merge_policy(),
             partition_over_budget: true,
+            filter_format: strata::FilterFormat::Auto,
+        }, &ops);
+    }
+
+    /// Ribbon filters, whole in some tables and in partitions in others.
+    #[test]
+    fn engine_matches_model_ribbon_filters(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
+        run_harness(Harness {
+            fs: MemFs::new(),
+            db: None,
+            model: Model::new(),
+            snapshots: Vec::new(),
+            size_ratio: 4,
+            index: IndexKind::Flat,
+            filter: FilterKind::Whole,
+            policy: None,
+            merge_policy: common::merge_policy(),
+            partition_over_budget: true,
+            filter_format: strata::FilterFormat::Ribbon,
         }, &ops);
     }
 

@@ -21,8 +21,8 @@ pub struct Settings {
     /// Strata's whole filters and flat indexes even over its metadata budget
     /// (`Options::partition_over_budget` off).
     pub whole_metadata: bool,
-    /// Strata only: cache-local Bloom filters in place of Ribbon filters.
-    pub bloom_filters: bool,
+    /// Strata only: its filter format, `auto`, `bloom` or `ribbon`.
+    pub filter_format: String,
     /// Size ratio between adjacent levels, where the engine lets it be set (Strata's
     /// `size_ratio`, RocksDB's `max_bytes_for_level_multiplier`; LevelDB's is fixed at 10).
     pub size_ratio: Option<u64>,
@@ -61,7 +61,7 @@ impl Settings {
             table_pinned_bytes: None,
             partition_index_and_filters: false,
             whole_metadata: false,
-            bloom_filters: false,
+            filter_format: "auto".to_string(),
             size_ratio: None,
             level1_bytes: None,
             btree_index: false,

@@ -44,6 +44,16 @@ pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
             ));
         }
     };
+    let filter_format = match s.filter_format.as_str() {
+        "auto" => strata::FilterFormat::Auto,
+        "bloom" => strata::FilterFormat::Bloom,
+        "ribbon" => strata::FilterFormat::Ribbon,
+        other => {
+            return Err(format!(
+                "strata has no filter format {other:?} (auto, bloom, ribbon)"
+            ));
+        }
+    };
     let defaults = Options::default();
     let (index_kind, filter_kind) = match (s.partition_index_and_filters, s.btree_index) {
         (true, _) => (IndexKind::BTree, FilterKind::Partitioned),
@@ -60,10 +70,7 @@ pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
         compression,
         table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
         partition_over_budget: !s.whole_metadata,
-        filter_format: match s.bloom_filters {
-            true => strata::FilterFormat::Bloom,
-            false => strata::FilterFormat::Ribbon,
-        },
+        filter_format,
         index_kind,
         filter_kind,
         size_ratio: s.size_ratio.unwrap_or(defaults.size_ratio),

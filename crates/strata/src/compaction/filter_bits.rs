@@ -158,6 +158,21 @@ pub(crate) fn metadata_layout(
     }
 }
 
+/// `opts` with [`FilterFormat::Auto`] decided from the size of the tables of `versions`
+/// (every family's) against the `memory` the process may use.
+pub(crate) fn filter_format(
+    opts: TableOptions,
+    versions: &[Arc<Version>],
+    memory: u64,
+) -> TableOptions {
+    let tables = versions.iter().flat_map(|v| v.levels.iter().flatten());
+    let bytes = tables.map(|f| f.size).sum();
+    TableOptions {
+        filter_format: opts.filter_format.decide(bytes, memory),
+        ..opts
+    }
+}
+
 /// What a table's whole filter and flat index take, from the MANIFEST's figures: its
 /// entries times its filter's bits, and an index entry per data block (a key of about the
 /// length of its bounds, its sequence number and a block handle). Blocks are counted from
@@ -184,7 +199,7 @@ pub(crate) fn level_bits(files: &[Arc<FileMeta>], fallback_bits: f64) -> Option<
 /// over sorted runs of their false-positive rates, each level's being the average of its
 /// files' weighted by entries (a key falls in one file's range). Files whose bits the
 /// MANIFEST does not record (written before it did) count with `fallback_bits`. Every file
-/// counts as written in `format` (the MANIFEST does not record a table's).
+/// counts as written in `format`, decided (the MANIFEST does not record a table's).
 pub(crate) fn expected_false_positives(
     version: &Version,
     fallback_bits: f64,

@@ -514,17 +514,19 @@ impl DbInner {
             c,
             &family.tree_model(),
         );
+        // Every family's tables count: they share the budget and the memory.
+        let versions: Vec<_> = {
+            let st = lock(&self.state);
+            st.families()
+                .map(|f| st.versions.current(f.family.id))
+                .collect()
+        };
         if family.opts.partition_over_budget {
-            // Every family's tables hold their metadata under the one budget.
-            let versions: Vec<_> = {
-                let st = lock(&self.state);
-                st.families()
-                    .map(|f| st.versions.current(f.family.id))
-                    .collect()
-            };
             table_options =
                 compaction::metadata_layout(table_options, &versions, self.store.pins.budget());
         }
+        let memory = crate::process_memory_limit();
+        table_options = compaction::filter_format(table_options, &versions, memory);
         let ctx = JobContext {
             store: &self.store,
             table_options: &table_options,

@@ -97,6 +97,8 @@ impl DbInner {
         while runs_per_level.len() > 1 && runs_per_level.last() == Some(&0) {
             runs_per_level.pop();
         }
+        let sst_bytes: u64 = st.versions.files().map(|(_, _, f)| f.size).sum();
+        let format = self.opts.filter_format;
         Stats {
             levels,
             merge_policy: t.policy,
@@ -132,12 +134,12 @@ impl DbInner {
             write_stall_micros: r(&c.stall_micros),
             wal_tail_dropped_bytes: r(&c.wal_tail_dropped_bytes),
             wal_salvaged_bytes: r(&c.wal_salvaged_bytes),
-            sst_bytes: st.versions.files().map(|(_, _, f)| f.size).sum(),
+            sst_bytes,
             wal_bytes,
             expected_false_positives: compaction::expected_false_positives(
                 &v,
                 fallback_bits,
-                self.opts.filter_format,
+                format.decide(sst_bytes, crate::process_memory_limit()),
             ),
             filter_false_positives: self.store.filter_false_positives.load(Ordering::Relaxed),
             parallel_block_reads: self.store.parallel_reads.load(Ordering::Relaxed),

@@ -192,7 +192,8 @@ impl FilterBuilder {
             self.hashes.clear();
             return vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1];
         }
-        // Below a few bits per key a Bloom filter's rate can be the lower one.
+        // Below a few bits per key a Bloom filter's rate can be the lower one. `Auto` left
+        // undecided (a flush) writes Bloom filters.
         let ribbon_pays =
             || ribbon::rate(self.bits_per_key) < false_positive_rate(self.bits_per_key);
         if self.format == FilterFormat::Ribbon
