@@ -77,18 +77,6 @@ impl FilterFormat {
             chosen => chosen,
         }
     }
-
-    /// The false-positive rate of a filter of this format with `bits_per_key` (`Auto`
-    /// decided first).
-    pub(crate) fn rate(self, bits_per_key: f64) -> f64 {
-        let bloom = crate::sstable::filter::false_positive_rate(bits_per_key);
-        match self {
-            FilterFormat::Ribbon if bits_per_key > 0.0 => {
-                bloom.min(crate::sstable::ribbon_rate(bits_per_key))
-            }
-            _ => bloom,
-        }
-    }
 }
 
 /// The most bits per key a table gets, however small its run (the most the options allow).
@@ -157,9 +145,6 @@ mod tests {
             assert_eq!(chosen.decide(0, 1 << 30), chosen);
             assert_eq!(chosen.decide(u64::MAX, 1 << 30), chosen);
         }
-        // 10 bits per key: a Ribbon filter's 9 fingerprint bits, 1/512.
-        assert_eq!(FilterFormat::Ribbon.rate(10.0), 1.0 / 512.0);
-        assert!(FilterFormat::Bloom.rate(10.0) > 0.009);
     }
     use crate::sstable::filter::false_positive_rate;
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::{Compaction, LevelTargets};
 use crate::filter_policy::{FilterFormat, FilterPolicy, table_bits};
+use crate::sstable::filter::format_rate;
 use crate::sstable::{FilterKind, IndexKind, TableOptions};
 use crate::version::{FileMeta, Version};
 
@@ -205,7 +206,7 @@ pub(crate) fn expected_false_positives(
     fallback_bits: f64,
     format: FilterFormat,
 ) -> f64 {
-    let rate = |f: &Arc<FileMeta>| format.rate(f.filter_bits().unwrap_or(fallback_bits));
+    let rate = |f: &Arc<FileMeta>| format_rate(format, f.filter_bits().unwrap_or(fallback_bits));
     let mut sum: f64 = version.levels[0].iter().map(rate).sum();
     for files in version.levels.iter().skip(1) {
         let entries: u64 = files.iter().map(|f| f.entries).sum();

@@ -106,6 +106,16 @@ pub(crate) fn false_positive_rate(bits_per_key: f64) -> f64 {
     })
 }
 
+/// The false-positive rate of a filter of `format` (decided: `Auto` counts as Bloom) with
+/// `bits_per_key`.
+pub(crate) fn format_rate(format: FilterFormat, bits_per_key: f64) -> f64 {
+    let bloom = false_positive_rate(bits_per_key);
+    match format {
+        FilterFormat::Ribbon if bits_per_key > 0.0 => bloom.min(ribbon::rate(bits_per_key)),
+        _ => bloom,
+    }
+}
+
 /// A 64-bit hash of a byte string (multiply-mix over 8-byte words). Written into filters: the
 /// function is frozen for the filter format.
 pub(crate) fn hash64(data: &[u8]) -> u64 {
@@ -414,6 +424,18 @@ impl<'a> FilterRef<'a> {
 #[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ribbon_rates_are_two_to_the_minus_their_fingerprint_bits() {
+        // 10 bits per key: a Ribbon filter's 9 fingerprint bits, 1/512.
+        assert_eq!(format_rate(FilterFormat::Ribbon, 10.0), 1.0 / 512.0);
+        assert!(format_rate(FilterFormat::Bloom, 10.0) > 0.009);
+        // Where a Bloom filter's rate is the lower, a table gets one.
+        assert_eq!(
+            format_rate(FilterFormat::Ribbon, 2.0),
+            false_positive_rate(2.0)
+        );
+    }
 
     #[test]
     fn no_false_negatives() {

@@ -15,7 +15,6 @@ mod table_iter;
 mod tests;
 
 pub use format::{Compression, FilterKind, IndexKind};
-pub(crate) use ribbon::rate as ribbon_rate;
 pub(crate) use table_iter::TableIter;
 
 /// How tables are built.
