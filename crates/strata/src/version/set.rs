@@ -289,11 +289,7 @@ impl VersionSet {
                 }
             }
         }
-        v.range_del_files = v
-            .files()
-            .filter(|(_, f)| f.range_deletions > 0)
-            .map(|(_, f)| f.clone())
-            .collect();
+        v.index_files();
         Ok(v)
     }
 
