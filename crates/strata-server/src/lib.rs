@@ -77,8 +77,10 @@ impl Server {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let saves = save::Saves::new(now.as_secs(), db.snapshot().sequence());
+        let versions = store::Versions::open(&db)?;
         let shared = Arc::new(Shared {
             db,
+            versions,
             clock: config.clock.clone(),
             cache: HotCache::new(config.cache_bytes),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
@@ -108,6 +110,7 @@ impl Server {
             next_client_id: AtomicU64::new(0),
             random: AtomicU64::new((now.as_nanos() as u64) | 1),
             expiry_floor: AtomicU64::new(0),
+            shapes: Mutex::new(Default::default()),
             config,
         });
         shared.set_sync_mode(shared.config.sync);

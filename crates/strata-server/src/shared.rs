@@ -15,6 +15,7 @@ use crate::store::Clock;
 use crate::tls::TlsFiles;
 
 pub(crate) const STRIPES: usize = 1024;
+const MAX_SCAN_CURSORS: usize = 100_000;
 
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -35,6 +36,8 @@ pub(crate) struct Counters {
 /// State shared by every connection.
 pub(crate) struct Shared {
     pub db: Db,
+    /// The versions new collections are stored under.
+    pub versions: crate::store::Versions,
     pub config: Config,
     pub clock: Clock,
     pub cache: HotCache,
@@ -80,6 +83,8 @@ pub(crate) struct Shared {
     pub(crate) random: AtomicU64,
     /// The active-expiry cycle removed every index entry due before this time (Unix ms).
     pub expiry_floor: AtomicU64,
+    /// The shape parameters CONFIG SET changed (`commands::config::SHAPES`).
+    pub shapes: Mutex<HashMap<&'static str, i64>>,
 }
 
 #[derive(Default)]
@@ -156,6 +161,22 @@ impl Shared {
             .users
             .get(name)
             .cloned()
+    }
+
+    /// A new SCAN cursor that names `key` in database `db` (a client key, or a collection's
+    /// member), to continue after; the oldest cursors expire.
+    pub(crate) fn new_cursor(&self, db: u8, key: Vec<u8>) -> u64 {
+        let mut table = self.cursors.lock().unwrap_or_else(|e| e.into_inner());
+        table.next += 1;
+        let id = table.next;
+        table.map.insert(id, (db, key));
+        table.order.push_back(id);
+        while table.order.len() > MAX_SCAN_CURSORS {
+            if let Some(old) = table.order.pop_front() {
+                table.map.remove(&old);
+            }
+        }
+        id
     }
 
     pub(crate) fn stripe(&self, key: &[u8]) -> usize {

@@ -3,12 +3,21 @@
 //! Every engine key starts with one byte that says what it holds:
 //! - `0..=15`: a key of the database of that number (`SELECT`), followed by the client's key.
 //!   Its value is a one-byte tag, then for an expiring value the expiry time as eight
-//!   big-endian bytes of Unix milliseconds, then the client's value.
+//!   big-endian bytes of Unix milliseconds, then the client's value. The tag names the kind
+//!   of value (string, hash, set) and whether it expires: `2 * kind + expiring`. A
+//!   collection's value is its header: its version (eight big-endian bytes) and its count of
+//!   elements (eight more).
+//! - `0x20`: the elements of collections, `[0x20][version: u64 BE][member]`, each with its
+//!   value (a hash field's value; empty for a set member). A collection's version is drawn
+//!   once, when it is created, and never again for any key: deleting a collection deletes its
+//!   header and the range of its version, and renaming it moves the header alone.
 //! - `0xFE`: the expiry index, `[0xFE][time: u64 BE][database][key]` with an empty value: one
 //!   entry for each time a key was given an expiry. The active-expiry cycle reads it from the
 //!   start, so it meets due keys first. An entry whose key was since given another expiry, or
 //!   none, or deleted, is stale: the cycle checks the key's own value and drops the entry.
-//! - `0xFF`: the server's own records; `0xFF "layout"` holds the layout's version.
+//! - `0xFF`: the server's own records; `0xFF "layout"` holds the layout's version, and
+//!   `0xFF "versions"` the first collection version no server has handed out (eight
+//!   big-endian bytes), reserved ahead in blocks.
 //!
 //! The tags and the layout are written to disk: their numbers are frozen, never renumbered.
 //! docs/format.md describes the layout beside the engine's formats.
@@ -27,9 +36,42 @@ const LAYOUT_KEY: &[u8] = b"\xFFlayout";
 /// raw keys and values) is converted when it is opened.
 const LAYOUT_VERSION: &[u8] = b"1";
 
-/// Value tags. Written to disk: never renumbered.
-const TAG_STRING: u8 = 0;
-const TAG_STRING_EXPIRING: u8 = 1;
+const ELEMENTS: u8 = 0x20;
+const VERSIONS_KEY: &[u8] = b"\xFFversions";
+/// Versions reserved by one write of [`VERSIONS_KEY`].
+const VERSION_BLOCK: u64 = 1 << 16;
+
+/// The error of a command that meets a key of another kind than it works on.
+pub(crate) const WRONGTYPE: &str =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// What a key holds. Its number is written to disk, in the value's tag: never renumbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    String = 0,
+    Hash = 1,
+    Set = 2,
+}
+
+impl Kind {
+    fn from_tag(tag: u8) -> Option<Kind> {
+        match tag >> 1 {
+            0 => Some(Kind::String),
+            1 => Some(Kind::Hash),
+            2 => Some(Kind::Set),
+            _ => None,
+        }
+    }
+
+    /// The name TYPE answers.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::Set => "set",
+        }
+    }
+}
 
 /// The time expiry is judged by: the system's clock, or one a test sets by hand.
 #[derive(Debug, Clone, Default)]
@@ -103,6 +145,8 @@ pub(crate) fn user_key(engine_key: &[u8]) -> &[u8] {
 /// A stored value, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Value {
+    pub kind: Kind,
+    /// A string's bytes, or a collection's header ([`Header`]).
     pub data: Vec<u8>,
     /// Unix milliseconds at which the key expires.
     pub expires_at: Option<u64>,
@@ -114,16 +158,22 @@ impl Value {
     }
 }
 
-/// Appends the stored form of `data` expiring at `expires_at` to `dst`.
+/// Appends the stored form of string `data` expiring at `expires_at` to `dst`.
 pub(crate) fn encode_value_into(data: &[u8], expires_at: Option<u64>, dst: &mut Vec<u8>) {
+    encode_stored_into(Kind::String, data, expires_at, dst);
+}
+
+/// Appends the stored form of a value of `kind` to `dst`.
+fn encode_stored_into(kind: Kind, data: &[u8], expires_at: Option<u64>, dst: &mut Vec<u8>) {
+    let tag = (kind as u8) << 1;
     match expires_at {
         None => {
             dst.reserve(data.len() + 1);
-            dst.push(TAG_STRING);
+            dst.push(tag);
         }
         Some(t) => {
             dst.reserve(data.len() + 9);
-            dst.push(TAG_STRING_EXPIRING);
+            dst.push(tag | 1);
             dst.extend_from_slice(&t.to_be_bytes());
         }
     }
@@ -131,33 +181,144 @@ pub(crate) fn encode_value_into(data: &[u8], expires_at: Option<u64>, dst: &mut 
 }
 
 pub(crate) fn encode_value(data: &[u8], expires_at: Option<u64>) -> Vec<u8> {
+    encode_stored(Kind::String, data, expires_at)
+}
+
+pub(crate) fn encode_stored(kind: Kind, data: &[u8], expires_at: Option<u64>) -> Vec<u8> {
     let mut v = Vec::new();
-    encode_value_into(data, expires_at, &mut v);
+    encode_stored_into(kind, data, expires_at, &mut v);
     v
 }
 
-/// The expiry time and data of a stored value; an error names what is wrong with bytes this
-/// server did not write.
-pub(crate) fn parse_value(raw: &[u8]) -> Result<(Option<u64>, &[u8]), String> {
-    match raw.split_first() {
-        Some((&TAG_STRING, data)) => Ok((None, data)),
-        Some((&TAG_STRING_EXPIRING, rest)) => {
-            let (t, data) = rest
-                .split_first_chunk::<8>()
-                .ok_or("corrupt stored value: expiring value shorter than its header")?;
-            Ok((Some(u64::from_be_bytes(*t)), data))
-        }
-        Some((tag, _)) => Err(format!("corrupt stored value: unknown tag {tag}")),
-        None => Err("corrupt stored value: empty".into()),
+/// The kind, expiry time and data of a stored value of any kind; an error (a whole error
+/// line) names what is wrong with bytes this server did not write.
+pub(crate) fn parse_stored(raw: &[u8]) -> Result<(Kind, Option<u64>, &[u8]), String> {
+    let (&tag, rest) = raw.split_first().ok_or("ERR corrupt stored value: empty")?;
+    let kind = Kind::from_tag(tag)
+        .ok_or_else(|| format!("ERR corrupt stored value: unknown tag {tag}"))?;
+    let (expires_at, data) = if tag & 1 == 1 {
+        let (t, data) = rest
+            .split_first_chunk::<8>()
+            .ok_or("ERR corrupt stored value: expiring value shorter than its header")?;
+        (Some(u64::from_be_bytes(*t)), data)
+    } else {
+        (None, rest)
+    };
+    if kind != Kind::String && data.len() != HEADER_BYTES {
+        return Err("ERR corrupt stored value: collection header of the wrong length".into());
     }
+    Ok((kind, expires_at, data))
 }
 
+/// A stored value of any kind.
 pub(crate) fn decode_value(raw: &[u8]) -> Result<Value, String> {
-    let (expires_at, data) = parse_value(raw)?;
+    let (kind, expires_at, data) = parse_stored(raw)?;
     Ok(Value {
+        kind,
         data: data.to_vec(),
         expires_at,
     })
+}
+
+const HEADER_BYTES: usize = 16;
+
+/// A collection's header: the version its elements are stored under and their count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub version: u64,
+    pub count: u64,
+}
+
+impl Header {
+    pub(crate) fn encode(self) -> [u8; HEADER_BYTES] {
+        let mut b = [0; HEADER_BYTES];
+        b[..8].copy_from_slice(&self.version.to_be_bytes());
+        b[8..].copy_from_slice(&self.count.to_be_bytes());
+        b
+    }
+
+    /// The header in a collection's value data (its length checked by [`parse_stored`]).
+    pub(crate) fn decode(data: &[u8]) -> Header {
+        let word = |i: usize| {
+            let mut w = [0; 8];
+            w.copy_from_slice(data.get(i..i + 8).unwrap_or(&[0; 8]));
+            u64::from_be_bytes(w)
+        };
+        Header {
+            version: word(0),
+            count: word(8),
+        }
+    }
+}
+
+/// The engine key of `member` of the collection of `version`.
+pub(crate) fn element_key(version: u64, member: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(member.len() + 9);
+    k.push(ELEMENTS);
+    k.extend_from_slice(&version.to_be_bytes());
+    k.extend_from_slice(member);
+    k
+}
+
+/// The member an element key names.
+pub(crate) fn element_member(key: &[u8]) -> &[u8] {
+    key.get(9..).unwrap_or_default()
+}
+
+/// The engine-key range of every element of the collection of `version`.
+pub(crate) fn elements_range(version: u64) -> (Vec<u8>, Vec<u8>) {
+    let lo = element_key(version, b"");
+    let hi = match version.checked_add(1) {
+        Some(v) => element_key(v, b""),
+        None => vec![ELEMENTS + 1],
+    };
+    (lo, hi)
+}
+
+/// The engine-key range of every collection's elements.
+pub(crate) fn all_elements_range() -> (Vec<u8>, Vec<u8>) {
+    (vec![ELEMENTS], vec![ELEMENTS + 1])
+}
+
+/// Hands out collection versions, each once over the directory's life: the next is kept in
+/// memory, and the directory records a bound above every version handed out, reserved a
+/// block at a time.
+pub(crate) struct Versions {
+    /// The next version and the bound the directory records.
+    state: std::sync::Mutex<(u64, u64)>,
+}
+
+impl Versions {
+    /// Starts at the bound the directory records (versions below it may have been used).
+    pub(crate) fn open(db: &Db) -> Result<Versions, String> {
+        let bound = match db.get(VERSIONS_KEY).map_err(|e| e.to_string())? {
+            None => 1,
+            Some(v) => u64::from_be_bytes(
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| "the data directory's collection version record is corrupt")?,
+            ),
+        };
+        Ok(Versions {
+            state: std::sync::Mutex::new((bound, bound)),
+        })
+    }
+
+    /// A version no collection has had.
+    pub(crate) fn next(&self, db: &Db) -> Result<u64, String> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (next, bound) = *state;
+        if next >= bound {
+            let bound = next.saturating_add(VERSION_BLOCK);
+            let mut batch = WriteBatch::new();
+            batch.put(VERSIONS_KEY, &bound.to_be_bytes());
+            db.write(batch, WriteOptions { sync: true })
+                .map_err(|e| format!("ERR {e}"))?;
+            state.1 = bound;
+        }
+        state.0 = next + 1;
+        Ok(next)
+    }
 }
 
 /// The index entry that makes the active-expiry cycle look at `engine_key` at `at_ms`.
@@ -213,8 +374,10 @@ impl CompactionFilter for ExpiryFilter {
         }
         let now = self.clock.now_ms();
         match key.first() {
-            Some(&b) if b < DATABASES => match parse_value(value) {
-                Ok((Some(t), _)) if t <= now => FilterDecision::Remove,
+            // A collection's header stays for the active-expiry cycle, which removes its
+            // elements with it.
+            Some(&b) if b < DATABASES => match parse_stored(value) {
+                Ok((Kind::String, Some(t), _)) if t <= now => FilterDecision::Remove,
                 _ => FilterDecision::Keep,
             },
             Some(&EXPIRY_INDEX) => match parse_index_key(key) {
@@ -270,14 +433,29 @@ mod tests {
             assert_eq!(
                 decode_value(&encode_value(data, t)),
                 Ok(Value {
+                    kind: Kind::String,
                     data: data.to_vec(),
                     expires_at: t
                 })
             );
         }
-        assert!(parse_value(b"").is_err());
-        assert!(parse_value(&[TAG_STRING_EXPIRING, 0, 0]).is_err());
-        assert!(parse_value(&[9, 1]).is_err());
+        assert!(parse_stored(b"").is_err());
+        // An expiring string (tag 1) shorter than its expiry time.
+        assert!(parse_stored(&[1, 0, 0]).is_err());
+        assert!(parse_stored(&[9, 1]).is_err());
+        // A hash (tag 2) whose header is cut short.
+        assert!(parse_stored(&[2, 0, 0, 0]).is_err());
+        let header = Header {
+            version: 7,
+            count: u64::MAX,
+        };
+        let stored = encode_stored(Kind::Set, &header.encode(), Some(5));
+        assert_eq!(stored[0], 5, "a set's tag, expiring");
+        let (kind, t, data) = parse_stored(&stored).unwrap();
+        assert_eq!(
+            (kind, t, Header::decode(data)),
+            (Kind::Set, Some(5), header)
+        );
     }
 
     #[test]

@@ -27,7 +27,9 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     vec![
         ("appendonly", "yes".into(), false),
         ("appendfsync", appendfsync.into(), true),
-        ("save", String::new(), false),
+        // No timed snapshots: every acknowledged write is in the log already. CONFIG SET
+        // takes the empty value, which says so.
+        ("save", String::new(), true),
         ("databases", DATABASES.to_string(), false),
         (
             "maxclients",
@@ -119,7 +121,55 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
             false,
         ),
     ]
+    .into_iter()
+    .chain(shape_values(shared))
+    .collect()
 }
+
+/// Redis's thresholds between the compact and the general shape of each kind, with their
+/// defaults (the `ziplist` names are the older spellings of the `listpack` ones). Strata
+/// keeps one shape per kind, an engine entry per element, so they change nothing it
+/// stores; they are kept and reported for clients and tools that set them.
+pub(crate) const SHAPES: &[(&str, i64)] = &[
+    ("hash-max-listpack-entries", 128),
+    ("hash-max-listpack-value", 64),
+    ("set-max-intset-entries", 512),
+    ("zset-max-listpack-entries", 128),
+    ("zset-max-listpack-value", 64),
+    ("list-max-listpack-size", -2),
+    ("list-compress-depth", 0),
+    ("stream-node-max-bytes", 4096),
+    ("stream-node-max-entries", 100),
+];
+
+/// The name a shape parameter is kept under: its `listpack` spelling.
+fn shape_name(name: &str) -> Option<&'static str> {
+    let name = name.replace("ziplist", "listpack");
+    SHAPES.iter().map(|(n, _)| *n).find(|n| *n == name)
+}
+
+fn shape_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
+    let shapes = shared.shapes.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = Vec::new();
+    for (name, default) in SHAPES {
+        let v = shapes.get(name).copied().unwrap_or(*default).to_string();
+        out.push((*name, v.clone(), true));
+        let older = name.replace("listpack", "ziplist");
+        if let Some(older) = ZIPLIST_NAMES.iter().find(|n| **n == older) {
+            out.push((*older, v, true));
+        }
+    }
+    out
+}
+
+/// The older spellings CONFIG answers beside the newer.
+const ZIPLIST_NAMES: &[&str] = &[
+    "hash-max-ziplist-entries",
+    "hash-max-ziplist-value",
+    "zset-max-ziplist-entries",
+    "zset-max-ziplist-value",
+    "list-max-ziplist-size",
+];
 
 /// A memory size as Redis writes them: bytes, or with k, kb, m, mb, g or gb (1000s for the
 /// bare letters, 1024s with b).
@@ -152,6 +202,10 @@ enum Setting {
     OutputBufferLimit(usize),
     /// `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` or `tls-auth-clients`.
     Tls(&'static str, String),
+    /// One of [`SHAPES`].
+    Shape(&'static str, i64),
+    /// `save ""`: what the server does already.
+    NoSnapshots,
 }
 
 /// The TLS configuration that `changes` make, read from the files now; `None` when they
@@ -213,6 +267,10 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .map(Setting::TimeoutSecs)
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "requirepass" => Ok(Setting::RequirePass(value.to_vec())),
+        "save" if text.trim().is_empty() => Ok(Setting::NoSnapshots),
+        "save" => Err(invalid(
+            "timed snapshots are not supported: every write is logged; use BGSAVE",
+        )),
         "tcp-keepalive" => number()
             .filter(|&n| n <= crate::config::MAX_KEEPALIVE_SECS)
             .map(Setting::TcpKeepalive)
@@ -245,7 +303,13 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             "no" => Ok(Setting::ProtectedMode(false)),
             _ => Err(invalid("argument must be 'yes' or 'no'")),
         },
-        _ => Err(invalid("unsupported parameter")),
+        _ => match shape_name(name) {
+            Some(shape) => text
+                .parse::<i64>()
+                .map(|n| Setting::Shape(shape, n))
+                .map_err(|_| invalid("argument couldn't be parsed into an integer")),
+            None => Err(invalid("unsupported parameter")),
+        },
     }
 }
 
@@ -264,7 +328,11 @@ fn apply_setting(shared: &Shared, setting: Setting) {
         Setting::TcpKeepalive(n) => shared.tcp_keepalive.store(n, Ordering::Relaxed),
         Setting::OutputBufferLimit(n) => shared.output_buffer_limit.store(n, Ordering::Relaxed),
         // Applied whole by the caller, from `tls_changes`.
-        Setting::Tls(..) => {}
+        Setting::Tls(..) | Setting::NoSnapshots => {}
+        Setting::Shape(name, n) => {
+            let mut shapes = shared.shapes.lock().unwrap_or_else(|e| e.into_inner());
+            shapes.insert(name, n);
+        }
     }
 }
 

@@ -80,14 +80,24 @@ pub(super) fn merged_range(
     Ok(Some(merged))
 }
 
-/// Holds a command's writes (engine key and stored bytes, `None` deleting) in the batch of
+/// Holds a command's writes (engine key and stored bytes, `None` deleting; ranges of
+/// elements deleted) in the batch of
 /// the `EXEC` running on this thread, and the keys to drop from the cache once written.
 /// False, holding nothing, when none runs.
-pub(super) fn hold(ops: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>, keys: &[Vec<u8>]) -> bool {
+pub(super) fn hold(
+    ops: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ranges: &[(Vec<u8>, Vec<u8>)],
+    keys: &[Vec<u8>],
+) -> bool {
     WRITES.with_borrow_mut(|w| {
         let Some(w) = w.as_mut() else {
             return false;
         };
+        // A range goes in ahead of the command's other writes: it deletes elements of a
+        // version no later write of the transaction uses.
+        for (lo, hi) in ranges {
+            w.batch.delete_range(lo, hi);
+        }
         for (k, v) in ops.drain(..) {
             match &v {
                 Some(v) => w.batch.put(&k, v),

@@ -2,7 +2,9 @@
 //! of [`super::spec::SPECS`].
 
 use super::table::command_rows;
-use super::{Handler, auth, config, info, keys, persistence, server, strings, transaction};
+use super::{
+    Handler, auth, config, hashes, info, keys, persistence, server, sets, strings, transaction,
+};
 
 macro_rules! handlers {
     ($((

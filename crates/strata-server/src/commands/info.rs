@@ -296,7 +296,7 @@ fn keyspace_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
             .map_err(super::engine)?;
         for e in entries {
             let (_, raw) = e.map_err(super::engine)?;
-            if let Ok((t, _)) = crate::store::parse_value(&raw)
+            if let Ok((_, t, _)) = crate::store::parse_stored(&raw)
                 && t.is_none_or(|t| t > cx.now)
             {
                 keys += 1;

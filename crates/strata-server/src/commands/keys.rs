@@ -9,9 +9,7 @@ use strata::ReadOptions;
 use super::keyspace::{Writes, lock_stripes, read_raw_locked};
 use super::{Ctx, Outcome, engine, exec_state, int_arg, syntax, upper};
 use crate::shared::Shared;
-use crate::store::{self, DATABASES};
-
-const MAX_SCAN_CURSORS: usize = 100_000;
+use crate::store::{self, DATABASES, Kind};
 
 pub(super) fn del(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let keys: Vec<Vec<u8>> = a[1..].iter().map(|k| cx.key(k)).collect();
@@ -20,9 +18,12 @@ pub(super) fn del(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let mut seen = std::collections::HashSet::new();
     let mut removed = 0;
     for k in &keys {
-        if seen.insert(k.as_slice()) && cx.get_locked(k)?.is_some() {
+        if !seen.insert(k.as_slice()) {
+            continue;
+        }
+        if let Some(v) = cx.get_any_locked(k)? {
             removed += 1;
-            w.delete(k);
+            w.delete_value(k, &v);
         }
     }
     if !w.is_empty() {
@@ -39,7 +40,7 @@ pub(super) fn exists(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let _g = cx.lock(keys.iter().map(Vec::as_slice));
     let mut count = 0;
     for k in &keys {
-        if cx.get_locked(k)?.is_some() {
+        if cx.get_any_locked(k)?.is_some() {
             count += 1;
         }
     }
@@ -48,8 +49,8 @@ pub(super) fn exists(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 }
 
 pub(super) fn type_(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
-    let found = cx.get(&cx.key(a[1]))?.is_some();
-    cx.out.simple(if found { "string" } else { "none" });
+    let found = cx.get_any(&cx.key(a[1]))?;
+    cx.out.simple(found.map_or("none", |v| v.kind.name()));
     Ok(())
 }
 
@@ -91,7 +92,7 @@ fn walk_dir(
             Box::new(merged.into_iter())
         };
         for (k, raw) in &mut entries {
-            let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
+            let v = store::decode_value(&raw)?;
             if v.is_live(cx.now) && !each(store::user_key(&k), &v) {
                 break;
             }
@@ -105,7 +106,7 @@ fn walk_dir(
         .map_err(engine)?;
     for e in entries {
         let (k, raw) = e.map_err(engine)?;
-        let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
+        let v = store::decode_value(&raw)?;
         if v.is_live(cx.now) && !each(store::user_key(&k), &v) {
             break;
         }
@@ -207,19 +208,17 @@ pub(super) fn scan(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         Some(k) => Bound::Excluded(k.as_slice()),
         None => Bound::Unbounded,
     };
-    // Every key is a string: a TYPE other than string matches none, but the walk goes on so
-    // that the cursor moves as Redis's does.
-    let type_ok = type_filter.as_deref().is_none_or(|t| t == "string");
     let mut keys = Vec::new();
     let mut last: Option<Vec<u8>> = None;
     let mut examined = 0;
     let mut finished = true;
-    walk(cx, cx.conn.db, start, |k, _| {
+    walk(cx, cx.conn.db, start, |k, v| {
         if examined == count {
             finished = false;
             return false;
         }
         examined += 1;
+        let type_ok = type_filter.as_deref().is_none_or(|t| t == v.kind.name());
         if type_ok && pattern.is_none_or(|p| crate::glob::matches(p, k)) {
             keys.push(k.to_vec());
         }
@@ -227,19 +226,7 @@ pub(super) fn scan(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         true
     })?;
     let next = match (finished, last) {
-        (false, Some(k)) => {
-            let mut table = cx.shared.cursors.lock().unwrap_or_else(|e| e.into_inner());
-            table.next += 1;
-            let id = table.next;
-            table.map.insert(id, (cx.conn.db, k));
-            table.order.push_back(id);
-            while table.order.len() > MAX_SCAN_CURSORS {
-                if let Some(old) = table.order.pop_front() {
-                    table.map.remove(&old);
-                }
-            }
-            id
-        }
+        (false, Some(k)) => cx.shared.new_cursor(cx.conn.db, k),
         _ => 0,
     };
     cx.out.array(2);
@@ -304,7 +291,7 @@ pub(super) fn rename(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let nx = a[0].eq_ignore_ascii_case(b"renamenx");
     let (src, dst) = (cx.key(a[1]), cx.key(a[2]));
     let _g = cx.lock([src.as_slice(), dst.as_slice()]);
-    let v = cx.get_locked(&src)?.ok_or("ERR no such key")?;
+    let v = cx.get_any_locked(&src)?.ok_or("ERR no such key")?;
     if src == dst {
         if nx {
             cx.out.int(0);
@@ -313,11 +300,12 @@ pub(super) fn rename(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
         return Ok(());
     }
-    if nx && cx.get_locked(&dst)?.is_some() {
+    let old = cx.get_any_locked(&dst)?;
+    if nx && old.is_some() {
         cx.out.int(0);
         return Ok(());
     }
-    relocate(cx, &src, &dst, &v)?;
+    relocate(cx, &src, &dst, &v, old.as_ref())?;
     if nx {
         cx.out.int(1);
     } else {
@@ -348,16 +336,24 @@ pub(super) fn copy(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         return Err("ERR source and destination objects are the same".into());
     }
     let _g = cx.lock([src.as_slice(), dst.as_slice()]);
-    let Some(v) = cx.get_locked(&src)? else {
+    let Some(v) = cx.get_any_locked(&src)? else {
         cx.out.int(0);
         return Ok(());
     };
-    if !replace && cx.get_locked(&dst)?.is_some() {
+    let old = cx.get_any_locked(&dst)?;
+    if !replace && old.is_some() {
         cx.out.int(0);
         return Ok(());
     }
     let mut w = Writes::default();
-    w.put(&dst, &v.data, v.expires_at);
+    if let Some(old) = &old {
+        w.delete_value(&dst, old);
+    }
+    let data = match v.kind {
+        Kind::String => v.data.clone(),
+        _ => super::collection::copy_elements(cx, &v, &mut w)?,
+    };
+    w.put_value(&dst, v.kind, &data, v.expires_at);
     w.commit(cx.shared)?;
     cx.out.int(1);
     Ok(())
@@ -372,25 +368,35 @@ pub(super) fn move_(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let src = cx.key(a[1]);
     let dst = store::data_key(db, a[1]);
     let _g = cx.lock([src.as_slice(), dst.as_slice()]);
-    let Some(v) = cx.get_locked(&src)? else {
+    let Some(v) = cx.get_any_locked(&src)? else {
         cx.out.int(0);
         return Ok(());
     };
-    if cx.get_locked(&dst)?.is_some() {
+    if cx.get_any_locked(&dst)?.is_some() {
         cx.out.int(0);
         return Ok(());
     }
-    relocate(cx, &src, &dst, &v)?;
+    relocate(cx, &src, &dst, &v, None)?;
     cx.out.int(1);
     Ok(())
 }
 
-/// Moves a key's value and expiry from engine key `src` to `dst` in one batch (RENAME, MOVE).
-/// Requires: the caller holds both keys' stripe locks.
-fn relocate(cx: &Ctx<'_, '_>, src: &[u8], dst: &[u8], v: &store::Value) -> Outcome {
+/// Moves a key's value and expiry from engine key `src` to `dst` in one batch (RENAME, MOVE),
+/// replacing `old`, what `dst` held. A collection's elements stay where they are: the header
+/// that names their version moves. Requires: the caller holds both keys' stripe locks.
+fn relocate(
+    cx: &Ctx<'_, '_>,
+    src: &[u8],
+    dst: &[u8],
+    v: &store::Value,
+    old: Option<&store::Value>,
+) -> Outcome {
     let mut w = Writes::default();
+    if let Some(old) = old {
+        w.delete_value(dst, old);
+    }
     w.delete(src);
-    w.put(dst, &v.data, v.expires_at);
+    w.put_value(dst, v.kind, &v.data, v.expires_at);
     w.commit(cx.shared)
 }
 
@@ -433,7 +439,16 @@ fn flush_mode(a: &[&[u8]]) -> Outcome {
 
 pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     flush_mode(a)?;
-    delete_ranges(cx.shared, &[store::db_range(cx.conn.db)])?;
+    let mut ranges = vec![store::db_range(cx.conn.db)];
+    walk(cx, cx.conn.db, Bound::Unbounded, |_, v| {
+        if v.kind != Kind::String {
+            ranges.push(store::elements_range(
+                store::Header::decode(&v.data).version,
+            ));
+        }
+        true
+    })?;
+    delete_ranges(cx.shared, &ranges)?;
     cx.shared.cache.clear();
     cx.out.ok();
     Ok(())
@@ -443,7 +458,11 @@ pub(super) fn flushall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     flush_mode(a)?;
     delete_ranges(
         cx.shared,
-        &[(vec![0], vec![DATABASES]), store::index_range()],
+        &[
+            (vec![0], vec![DATABASES]),
+            store::index_range(),
+            store::all_elements_range(),
+        ],
     )?;
     cx.shared.cache.clear();
     cx.out.ok();
@@ -488,7 +507,7 @@ pub(super) fn expire(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     };
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
-    let Some(v) = cx.get_locked(&key)? else {
+    let Some(v) = cx.get_any_locked(&key)? else {
         cx.out.int(0);
         return Ok(());
     };
@@ -504,9 +523,9 @@ pub(super) fn expire(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     }
     let mut w = Writes::default();
     if at <= cx.now as i64 {
-        w.delete(&key);
+        w.delete_value(&key, &v);
     } else {
-        w.put(&key, &v.data, Some(at as u64));
+        w.put_value(&key, v.kind, &v.data, Some(at as u64));
     }
     w.commit(cx.shared)?;
     cx.out.int(1);
@@ -516,7 +535,7 @@ pub(super) fn expire(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 /// TTL, PTTL, EXPIRETIME and PEXPIRETIME: -2 for a missing key, -1 for one without expiry.
 pub(super) fn ttl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let name = String::from_utf8_lossy(a[0]).to_ascii_lowercase();
-    let reply = match cx.get(&cx.key(a[1]))? {
+    let reply = match cx.get_any(&cx.key(a[1]))? {
         None => -2,
         Some(v) => match v.expires_at {
             None => -1,
@@ -539,10 +558,10 @@ pub(super) fn ttl(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 pub(super) fn persist(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
-    match cx.get_locked(&key)? {
+    match cx.get_any_locked(&key)? {
         Some(v) if v.expires_at.is_some() => {
             let mut w = Writes::default();
-            w.put(&key, &v.data, None);
+            w.put_value(&key, v.kind, &v.data, None);
             w.commit(cx.shared)?;
             cx.out.int(1);
         }
@@ -596,10 +615,10 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
             let raw = read_raw_locked(shared, key)?;
             // The key goes if its value, as it is now, has expired: whatever entry led here.
             if let Some(raw) = raw
-                && let Ok((Some(t), _)) = store::parse_value(&raw)
-                && t <= now_ms
+                && let Ok(v) = store::decode_value(&raw)
+                && v.expires_at.is_some_and(|t| t <= now_ms)
             {
-                w.delete(key);
+                w.delete_value(key, &v);
                 removed += 1;
             }
         }
@@ -617,4 +636,56 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
         .expired_keys
         .fetch_add(removed, Ordering::Relaxed);
     Ok((removed, more))
+}
+
+/// `MEMORY USAGE key [SAMPLES n]`: the bytes the key takes in the engine (its key and
+/// stored value; for a collection, its elements too, estimated from `n` of them, 5 by
+/// default, all of them for 0), before compression. `MEMORY HELP` lists that.
+pub(super) fn memory(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    match upper(a[1]).as_str() {
+        "HELP" if a.len() == 2 => {
+            let lines = [
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value, as stored by the",
+                "    engine. Collections' elements are estimated from <count> of them (5 by",
+                "    default, all of them for 0).",
+                "HELP",
+                "    Print this help.",
+            ];
+            cx.out.array(lines.len());
+            for l in lines {
+                cx.out.simple(l);
+            }
+            Ok(())
+        }
+        "USAGE" if a.len() == 3 || a.len() == 5 => {
+            let samples = match a.get(3) {
+                Some(o) if upper(o) == "SAMPLES" => {
+                    let n = int_arg(a[4])?;
+                    usize::try_from(n).map_err(|_| syntax())?
+                }
+                Some(_) => return Err(syntax()),
+                None => 5,
+            };
+            let key = cx.key(a[2]);
+            let _g = cx.lock([key.as_slice()]);
+            let Some(v) = cx.get_any_locked(&key)? else {
+                cx.out.null();
+                return Ok(());
+            };
+            // The key and its stored value: a tag, perhaps an expiry, the data.
+            let own = key.len() + 1 + 8 * usize::from(v.expires_at.is_some()) + v.data.len();
+            let elements = match v.kind {
+                Kind::String => 0,
+                _ => super::collection::estimate_bytes(cx, &v, samples)?,
+            };
+            cx.out.int((own as u64).saturating_add(elements) as i64);
+            Ok(())
+        }
+        _ => Err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(a[1])
+        )),
+    }
 }

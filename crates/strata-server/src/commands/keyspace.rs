@@ -6,7 +6,7 @@ use strata::WriteBatch;
 use super::exec_state;
 use super::{Ctx, Outcome, engine, write_opts};
 use crate::shared::Shared;
-use crate::store::{self, Value};
+use crate::store::{self, Kind, Value};
 
 /// Reads an engine key's stored bytes through the hot-key cache. On a miss the engine is
 /// read and the cache filled under the key's stripe lock, so that a concurrent write cannot
@@ -40,16 +40,29 @@ pub(crate) fn read_raw_locked(shared: &Shared, key: &[u8]) -> Result<Option<Vec<
     shared.db.get(key).map_err(engine)
 }
 
-/// The data of stored bytes, read in place, unless expired at `now`.
+/// The data of a stored string, read in place, unless expired at `now`; a key of another
+/// kind is [`store::WRONGTYPE`] while it lives.
 pub(crate) fn live_data(raw: &[u8], now: u64) -> Result<Option<&[u8]>, String> {
-    let (expires_at, data) = store::parse_value(raw).map_err(|e| format!("ERR {e}"))?;
-    Ok(expires_at.is_none_or(|t| t > now).then_some(data))
+    match store::parse_stored(raw)? {
+        (_, Some(t), _) if t <= now => Ok(None),
+        (Kind::String, _, data) => Ok(Some(data)),
+        _ => Err(store::WRONGTYPE.into()),
+    }
 }
 
+/// The live value of any kind in stored bytes.
 fn live(raw: Option<Vec<u8>>, now: u64) -> Result<Option<Value>, String> {
     let Some(raw) = raw else { return Ok(None) };
-    let v = store::decode_value(&raw).map_err(|e| format!("ERR {e}"))?;
+    let v = store::decode_value(&raw)?;
     Ok(v.is_live(now).then_some(v))
+}
+
+/// A live value that must be a string.
+fn string(v: Option<Value>) -> Result<Option<Value>, String> {
+    match v {
+        Some(v) if v.kind != Kind::String => Err(store::WRONGTYPE.into()),
+        v => Ok(v),
+    }
 }
 
 impl<'a> Ctx<'a, '_> {
@@ -58,13 +71,24 @@ impl<'a> Ctx<'a, '_> {
         store::data_key(self.conn.db, key)
     }
 
-    /// The live value of an engine key (`None` when absent or expired).
+    /// The live string of an engine key (`None` when absent or expired); a key of another
+    /// kind is [`store::WRONGTYPE`].
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Value>, String> {
-        live(read_raw(self.shared, key)?, self.now)
+        string(self.get_any(key)?)
     }
 
     /// As [`Ctx::get`], for a caller that holds the key's stripe lock.
     pub(crate) fn get_locked(&self, key: &[u8]) -> Result<Option<Value>, String> {
+        string(self.get_any_locked(key)?)
+    }
+
+    /// The live value of any kind of an engine key.
+    pub(crate) fn get_any(&self, key: &[u8]) -> Result<Option<Value>, String> {
+        live(read_raw(self.shared, key)?, self.now)
+    }
+
+    /// As [`Ctx::get_any`], for a caller that holds the key's stripe lock.
+    pub(crate) fn get_any_locked(&self, key: &[u8]) -> Result<Option<Value>, String> {
         live(read_raw_locked(self.shared, key)?, self.now)
     }
 
@@ -84,12 +108,25 @@ pub(crate) struct Writes {
     keys: Vec<Vec<u8>>,
     /// Inside an `EXEC`, the same writes, engine key and stored bytes (`None` deletes).
     ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Inside an `EXEC`, the ranges deleted: elements of collections no key names any more.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Writes {
-    /// Stores `data` under an engine key; an expiry also enters the expiry index.
+    /// Stores string `data` under an engine key; an expiry also enters the expiry index.
     pub(crate) fn put(&mut self, key: &[u8], data: &[u8], expires_at: Option<u64>) {
-        let stored = store::encode_value(data, expires_at);
+        self.put_value(key, Kind::String, data, expires_at);
+    }
+
+    /// Stores a value of `kind` under an engine key, as [`Writes::put`].
+    pub(crate) fn put_value(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        data: &[u8],
+        expires_at: Option<u64>,
+    ) {
+        let stored = store::encode_stored(kind, data, expires_at);
         self.batch.put(key, &stored);
         let in_exec = exec_state::in_exec();
         if in_exec {
@@ -113,11 +150,37 @@ impl Writes {
         self.keys.push(key.to_vec());
     }
 
-    /// Deletes a key of the server's own (an expiry index entry), not cached.
+    /// Deletes a key of the server's own (an expiry index entry, an element), not cached.
     pub(crate) fn delete_raw(&mut self, key: &[u8]) {
         self.batch.delete(key);
         if exec_state::in_exec() {
             self.ops.push((key.to_vec(), None));
+        }
+    }
+
+    /// Stores bytes under a key of the server's own (an element), not cached.
+    pub(crate) fn put_raw(&mut self, key: &[u8], value: &[u8]) {
+        self.batch.put(key, value);
+        if exec_state::in_exec() {
+            self.ops.push((key.to_vec(), Some(value.to_vec())));
+        }
+    }
+
+    /// Deletes the keys in `[lo, hi)`: the elements of a collection whose header is deleted
+    /// or replaced in the same batch, which nothing reads again.
+    pub(crate) fn delete_range(&mut self, lo: &[u8], hi: &[u8]) {
+        self.batch.delete_range(lo, hi);
+        if exec_state::in_exec() {
+            self.ranges.push((lo.to_vec(), hi.to_vec()));
+        }
+    }
+
+    /// Deletes the key of a value of any kind: with a collection, its elements.
+    pub(crate) fn delete_value(&mut self, key: &[u8], v: &Value) {
+        self.delete(key);
+        if v.kind != Kind::String {
+            let (lo, hi) = store::elements_range(store::Header::decode(&v.data).version);
+            self.delete_range(&lo, &hi);
         }
     }
 
@@ -126,7 +189,7 @@ impl Writes {
     }
 
     pub(crate) fn commit(mut self, shared: &Shared) -> Outcome {
-        if exec_state::hold(&mut self.ops, &self.keys) {
+        if exec_state::hold(&mut self.ops, &self.ranges, &self.keys) {
             return Ok(());
         }
         // A written key leaves the cache (the next read fills it): cheaper than copying every

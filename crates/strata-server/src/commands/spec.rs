@@ -22,6 +22,8 @@ pub(crate) struct Spec {
 const R: &[&str] = &["readonly", "fast"];
 const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write", "denyoom"];
+/// A write that frees memory rather than taking it (HDEL, SREM, SPOP, SMOVE).
+const WF: &[&str] = &["write", "fast"];
 const RS: &[&str] = &["readonly"];
 /// Connection commands a client may send before it authenticates.
 const C: &[&str] = &["fast", "loading", "stale", "no-auth"];

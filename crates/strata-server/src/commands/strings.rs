@@ -3,7 +3,7 @@
 use super::batched::{ReadScratch, answer_value, read_many};
 use super::keyspace::{Writes, live_data};
 use super::{Ctx, Outcome, int_arg, not_an_integer, parse_i64, syntax, upper};
-use crate::store::Value;
+use crate::store::{self, Kind, Value};
 
 /// The largest string a key may hold: the engine's value limit less the stored value's
 /// header (a tag and an expiry time). Redis's limit is 512 MiB; Strata's is 64 MiB.
@@ -67,11 +67,15 @@ pub(super) fn set(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     }
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
+    // A key of another kind is replaced, as Redis replaces it, except by SET ... GET.
     let old = if nx || xx || get || keepttl {
-        cx.get_locked(&key)?
+        cx.get_any_locked(&key)?
     } else {
         None
     };
+    if get && old.as_ref().is_some_and(|v| v.kind != Kind::String) {
+        return Err(store::WRONGTYPE.into());
+    }
     let allowed = !(nx && old.is_some() || xx && old.is_none());
     if allowed {
         let mut w = Writes::default();
@@ -80,6 +84,9 @@ pub(super) fn set(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         } else {
             expiry
         };
+        if let Some(old) = old.as_ref().filter(|v| v.kind != Kind::String) {
+            w.delete_value(&key, old);
+        }
         if expires_at.is_some_and(|t| t <= cx.now) {
             w.delete(&key);
         } else {
@@ -214,8 +221,12 @@ pub(super) fn mget(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     // reply; the values go to the reply from the engine's buffers, uncopied.
     let mut live = Vec::with_capacity(values.len());
     for v in &values {
+        // A key of another kind reads as missing, as in Redis.
         live.push(match v {
-            Ok(Some(raw)) => live_data(raw, cx.now)?,
+            Ok(Some(raw)) => match live_data(raw, cx.now) {
+                Err(e) if e == store::WRONGTYPE => None,
+                other => other?,
+            },
             Ok(None) => None,
             Err(e) => return Err(e.clone()),
         });
@@ -322,7 +333,7 @@ pub(super) fn incr(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 
 /// Parses a float as Redis's INCRBYFLOAT does: no spaces, nothing after the number, not NaN
 /// (an infinity parses, and the sum it makes is refused).
-fn parse_float(b: &[u8]) -> Option<f64> {
+pub(super) fn parse_float(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
     if s.is_empty() || s.trim() != s {
         return None;

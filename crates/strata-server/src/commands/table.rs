@@ -215,7 +215,73 @@ macro_rules! command_rows {
                 ONE,
                 strings::bitpos
             ),
+            // Hashes.
+            ("hset", -4, W, ["write", "hash", "fast"], ONE, hashes::hset),
+            ("hsetnx", 4, W, ["write", "hash", "fast"], ONE, hashes::hsetnx),
+            ("hmset", -4, W, ["write", "hash", "fast"], ONE, hashes::hset),
+            ("hget", 3, R, ["read", "hash", "fast"], ONE, hashes::hget),
+            ("hmget", -3, R, ["read", "hash", "fast"], ONE, hashes::hmget),
+            ("hdel", -3, WF, ["write", "hash", "fast"], ONE, hashes::hdel),
+            ("hlen", 2, R, ["read", "hash", "fast"], ONE, hashes::hlen),
+            ("hstrlen", 3, R, ["read", "hash", "fast"], ONE, hashes::hstrlen),
+            ("hexists", 3, R, ["read", "hash", "fast"], ONE, hashes::hexists),
+            ("hincrby", 4, W, ["write", "hash", "fast"], ONE, hashes::hincrby),
+            (
+                "hincrbyfloat",
+                4,
+                W,
+                ["write", "hash", "fast"],
+                ONE,
+                hashes::hincrbyfloat
+            ),
+            ("hkeys", 2, RS, ["read", "hash", "slow"], ONE, hashes::hgetall),
+            ("hvals", 2, RS, ["read", "hash", "slow"], ONE, hashes::hgetall),
+            ("hgetall", 2, RS, ["read", "hash", "slow"], ONE, hashes::hgetall),
+            (
+                "hrandfield",
+                -2,
+                RS,
+                ["read", "hash", "slow"],
+                ONE,
+                hashes::hrandfield
+            ),
+            ("hscan", -3, RS, ["read", "hash", "slow"], ONE, hashes::hscan),
+            // Sets.
+            ("sadd", -3, W, ["write", "set", "fast"], ONE, sets::sadd),
+            ("srem", -3, WF, ["write", "set", "fast"], ONE, sets::srem),
+            ("scard", 2, R, ["read", "set", "fast"], ONE, sets::scard),
+            ("sismember", 3, R, ["read", "set", "fast"], ONE, sets::sismember),
+            ("smismember", -3, R, ["read", "set", "fast"], ONE, sets::sismember),
+            ("smembers", 2, RS, ["read", "set", "slow"], ONE, sets::smembers),
+            ("spop", -2, WF, ["write", "set", "fast"], ONE, sets::spop),
+            (
+                "srandmember",
+                -2,
+                RS,
+                ["read", "set", "slow"],
+                ONE,
+                sets::srandmember
+            ),
+            ("smove", 4, WF, ["write", "set", "fast"], (1, 2, 1), sets::smove),
+            ("sinter", -2, RS, ["read", "set", "slow"], ALL, sets::algebra),
+            ("sunion", -2, RS, ["read", "set", "slow"], ALL, sets::algebra),
+            ("sdiff", -2, RS, ["read", "set", "slow"], ALL, sets::algebra),
+            ("sinterstore", -3, WS, ["write", "set", "slow"], ALL, sets::store),
+            ("sunionstore", -3, WS, ["write", "set", "slow"], ALL, sets::store),
+            ("sdiffstore", -3, WS, ["write", "set", "slow"], ALL, sets::store),
+            // Every argument after numkeys counts as a key for ACL checks and EXEC's locks
+            // (LIMIT and its number too): never fewer keys than the command reads.
+            (
+                "sintercard",
+                -3,
+                RS,
+                ["read", "set", "slow"],
+                (2, -1, 1),
+                sets::sintercard
+            ),
+            ("sscan", -3, RS, ["read", "set", "slow"], ONE, sets::sscan),
             // The keyspace and expiry.
+            ("memory", -2, RS, ["slow"], (2, 2, 1), keys::memory),
             (
                 "del",
                 -2,

@@ -52,7 +52,7 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         let key = cx.key(k);
         let seq = cx.shared.db.newest_sequence(&key).map_err(engine)?;
         let stored = keyspace::read_raw(cx.shared, &key)?
-            .map(|raw| store::decode_value(&raw).map_err(|e| format!("ERR {e}")))
+            .map(|raw| store::decode_value(&raw))
             .transpose()?;
         let live = stored.as_ref().filter(|v| v.is_live(cx.now));
         cx.conn.watched.push(Watched {

@@ -1,0 +1,503 @@
+//! Hashes and sets against a model of Redis's keyspace with strings, hashes and sets: random
+//! commands over a few keys and two databases, expiry judged by a clock the test moves,
+//! WRONGTYPE wherever a command meets a key of another kind, restarts, and some runs of
+//! commands as one MULTI/EXEC transaction. Every reply must equal the model's (an error where
+//! the model expects one); replies that list members are compared in full, in member order.
+//!
+//! The seed is printed; `STRATA_SEED=n` replays a run.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use redis::{ConnectionLike, Value};
+use strata_server::{Clock, Config, Server, SyncMode};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const KEYS: &[&[u8]] = &[b"h", b"s", b"x", b"\x00k", b"long key name"];
+const MEMBERS: &[&[u8]] = &[b"", b"a", b"b", b"\x00", b"\xff\x01", b"member c"];
+const VALUES: &[&[u8]] = &[b"", b"1", b"-7", b"12", b"abc", b"\x00\xff"];
+
+#[derive(Clone, Debug, PartialEq)]
+enum V {
+    Str(Vec<u8>),
+    Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    Set(BTreeSet<Vec<u8>>),
+}
+
+/// Each database's keys: value and expiry time (Unix ms).
+type Model = BTreeMap<(u8, Vec<u8>), (V, Option<u64>)>;
+
+/// A command drawn, and the reply the model expects (`Err`: an error reply).
+type Drawn = (Vec<Vec<u8>>, Result<Value, ()>);
+
+fn text(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+/// `a` and `b`, once each.
+fn distinct(a: &[u8], b: &[u8]) -> BTreeSet<Vec<u8>> {
+    [a.to_vec(), b.to_vec()].into_iter().collect()
+}
+
+fn bulk(b: &[u8]) -> Value {
+    Value::BulkString(b.to_vec())
+}
+
+fn start(dir: &std::path::Path, clock: &Clock) -> (Server, redis::Connection) {
+    let server = Server::start(Config {
+        dir: dir.to_path_buf(),
+        port: 0,
+        sync: SyncMode::No,
+        cache_bytes: 64 * 1024,
+        clock: clock.clone(),
+        active_expiry: Some(std::time::Duration::from_millis(5)),
+        engine: strata::Options {
+            // Small: elements are flushed and compacted while the run goes on.
+            write_buffer_size: 4096,
+            idle_merge_after: None,
+            ..common::engine_options()
+        },
+        ..Config::default()
+    })
+    .unwrap();
+    let c = redis::Client::open(format!("redis://{}/", server.local_addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    (server, c)
+}
+
+fn command(args: &[Vec<u8>]) -> redis::Cmd {
+    let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap());
+    for a in &args[1..] {
+        cmd.arg(a.as_slice());
+    }
+    cmd
+}
+
+fn run(c: &mut redis::Connection, args: &[Vec<u8>]) -> redis::RedisResult<Value> {
+    c.req_packed_command(&command(args).get_packed_command())
+}
+
+/// The model's keyspace at one moment, and the draws that read and change it.
+struct World {
+    m: Model,
+    db: u8,
+    now: u64,
+}
+
+impl World {
+    fn live(&self, k: &[u8]) -> Option<&(V, Option<u64>)> {
+        self.m
+            .get(&(self.db, k.to_vec()))
+            .filter(|(_, t)| t.is_none_or(|t| t > self.now))
+    }
+
+    fn hash(&self, k: &[u8]) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, ()> {
+        match self.live(k) {
+            None => Ok(BTreeMap::new()),
+            Some((V::Hash(h), _)) => Ok(h.clone()),
+            Some(_) => Err(()),
+        }
+    }
+
+    fn set(&self, k: &[u8]) -> Result<BTreeSet<Vec<u8>>, ()> {
+        match self.live(k) {
+            None => Ok(BTreeSet::new()),
+            Some((V::Set(s), _)) => Ok(s.clone()),
+            Some(_) => Err(()),
+        }
+    }
+
+    /// Stores a collection under `k` keeping its expiry; an empty one deletes the key.
+    fn store(&mut self, k: &[u8], v: V) {
+        let t = self.live(k).and_then(|(_, t)| *t);
+        let empty = match &v {
+            V::Hash(h) => h.is_empty(),
+            V::Set(s) => s.is_empty(),
+            V::Str(_) => false,
+        };
+        if empty {
+            self.m.remove(&(self.db, k.to_vec()));
+        } else {
+            self.m.insert((self.db, k.to_vec()), (v, t));
+        }
+    }
+
+    fn draw_hash(&mut self, rng: &mut Rng, key: Vec<u8>) -> Drawn {
+        let f = rng.pick(MEMBERS).to_vec();
+        let g = rng.pick(MEMBERS).to_vec();
+        let v = rng.pick(VALUES).to_vec();
+        let h = self.hash(&key);
+        match rng.below(6) {
+            0 => {
+                let args = vec![
+                    text("HSET"),
+                    key.clone(),
+                    f.clone(),
+                    v.clone(),
+                    g.clone(),
+                    v.clone(),
+                ];
+                let want = h.map(|mut h| {
+                    let new = distinct(&f, &g)
+                        .into_iter()
+                        .filter(|x| !h.contains_key(x))
+                        .count();
+                    h.insert(f, v.clone());
+                    h.insert(g, v);
+                    self.store(&key, V::Hash(h));
+                    Value::Int(new as i64)
+                });
+                (args, want)
+            }
+            1 => {
+                let want = h.map(|mut h| {
+                    let n = distinct(&f, &g)
+                        .into_iter()
+                        .filter(|x| h.remove(x).is_some())
+                        .count();
+                    self.store(&key, V::Hash(h));
+                    Value::Int(n as i64)
+                });
+                (vec![text("HDEL"), key, f, g], want)
+            }
+            2 => {
+                let want = h.map(|h| h.get(&f).map_or(Value::Nil, |v| bulk(v)));
+                (vec![text("HGET"), key, f], want)
+            }
+            3 => {
+                let want = h.map(|h| {
+                    Value::Array(h.iter().flat_map(|(f, v)| [bulk(f), bulk(v)]).collect())
+                });
+                (vec![text("HGETALL"), key], want)
+            }
+            4 => (
+                vec![text("HLEN"), key.clone()],
+                h.map(|h| Value::Int(h.len() as i64)),
+            ),
+            _ => {
+                let by = rng.below(7) as i64 - 3;
+                let canonical = |s: &[u8]| {
+                    std::str::from_utf8(s)
+                        .ok()?
+                        .parse::<i64>()
+                        .ok()
+                        .filter(|n| n.to_string().as_bytes() == s)
+                };
+                let want = h.and_then(|mut h| {
+                    let cur = match h.get(&f) {
+                        None => 0,
+                        Some(v) => canonical(v).ok_or(())?,
+                    };
+                    h.insert(f.clone(), (cur + by).to_string().into_bytes());
+                    self.store(&key, V::Hash(h));
+                    Ok(Value::Int(cur + by))
+                });
+                (vec![text("HINCRBY"), key, f, text(&by.to_string())], want)
+            }
+        }
+    }
+
+    fn draw_set(&mut self, rng: &mut Rng, key: Vec<u8>) -> Drawn {
+        let a = rng.pick(MEMBERS).to_vec();
+        let b = rng.pick(MEMBERS).to_vec();
+        let other = rng.pick(KEYS).to_vec();
+        let s = self.set(&key);
+        let members = |s: &BTreeSet<Vec<u8>>| Value::Array(s.iter().map(|m| bulk(m)).collect());
+        match rng.below(7) {
+            0 => {
+                let want = s.map(|mut s| {
+                    let n = distinct(&a, &b)
+                        .into_iter()
+                        .filter(|m| s.insert(m.clone()))
+                        .count();
+                    self.store(&key, V::Set(s));
+                    Value::Int(n as i64)
+                });
+                (vec![text("SADD"), key, a, b], want)
+            }
+            1 => {
+                let want = s.map(|mut s| {
+                    let n = distinct(&a, &b).into_iter().filter(|m| s.remove(m)).count();
+                    self.store(&key, V::Set(s));
+                    Value::Int(n as i64)
+                });
+                (vec![text("SREM"), key, a, b], want)
+            }
+            2 => (vec![text("SMEMBERS"), key], s.map(|s| members(&s))),
+            3 => (
+                vec![text("SISMEMBER"), key, a.clone()],
+                s.map(|s| Value::Int(i64::from(s.contains(&a)))),
+            ),
+            4 => {
+                let op = *rng.pick(&["SINTER", "SUNION", "SDIFF"]);
+                let t = self.set(&other);
+                let want = s.and_then(|s| {
+                    let t = t?;
+                    Ok(members(&match op {
+                        "SINTER" => s.intersection(&t).cloned().collect(),
+                        "SUNION" => s.union(&t).cloned().collect(),
+                        _ => s.difference(&t).cloned().collect(),
+                    }))
+                });
+                (vec![text(op), key, other], want)
+            }
+            5 => {
+                // The destination is replaced whatever it held.
+                let op = *rng.pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]);
+                let dst = rng.pick(KEYS).to_vec();
+                let t = self.set(&other);
+                let want = s.and_then(|s| {
+                    let t = t?;
+                    let r: BTreeSet<Vec<u8>> = match op {
+                        "SINTERSTORE" => s.intersection(&t).cloned().collect(),
+                        "SUNIONSTORE" => s.union(&t).cloned().collect(),
+                        _ => s.difference(&t).cloned().collect(),
+                    };
+                    let n = r.len() as i64;
+                    self.m.remove(&(self.db, dst.clone()));
+                    self.store(&dst, V::Set(r));
+                    Ok(Value::Int(n))
+                });
+                (vec![text(op), dst, key, other], want)
+            }
+            _ => {
+                let dst = other;
+                let missing = self.live(&key).is_none();
+                let want = s.and_then(|mut s| {
+                    if missing {
+                        return Ok(Value::Int(0));
+                    }
+                    let mut t = self.set(&dst)?;
+                    if !s.contains(&a) {
+                        return Ok(Value::Int(0));
+                    }
+                    if dst != key {
+                        s.remove(&a);
+                        t.insert(a.clone());
+                        self.store(&key, V::Set(s));
+                        self.store(&dst, V::Set(t));
+                    }
+                    Ok(Value::Int(1))
+                });
+                (vec![text("SMOVE"), key, dst, a], want)
+            }
+        }
+    }
+
+    fn draw_generic(&mut self, rng: &mut Rng, key: Vec<u8>) -> Drawn {
+        let other = rng.pick(KEYS).to_vec();
+        let cur = self.live(&key).cloned();
+        match rng.below(9) {
+            0 => {
+                let name = match &cur {
+                    None => "none",
+                    Some((V::Str(_), _)) => "string",
+                    Some((V::Hash(_), _)) => "hash",
+                    Some((V::Set(_), _)) => "set",
+                };
+                (
+                    vec![text("TYPE"), key],
+                    Ok(Value::SimpleString(name.into())),
+                )
+            }
+            1 => {
+                let v = rng.pick(VALUES).to_vec();
+                self.m
+                    .insert((self.db, key.clone()), (V::Str(v.clone()), None));
+                (vec![text("SET"), key, v], Ok(Value::Okay))
+            }
+            2 => {
+                let want = match &cur {
+                    None => Ok(Value::Nil),
+                    Some((V::Str(v), _)) => Ok(bulk(v)),
+                    Some(_) => Err(()),
+                };
+                (vec![text("GET"), key], want)
+            }
+            3 => {
+                let n = i64::from(cur.is_some());
+                self.m.remove(&(self.db, key.clone()));
+                (vec![text("DEL"), key], Ok(Value::Int(n)))
+            }
+            4 => {
+                let ms = rng.below(3000) as i64 - 300;
+                let reply = match cur {
+                    None => 0,
+                    Some((v, _)) => {
+                        if ms <= 0 {
+                            self.m.remove(&(self.db, key.clone()));
+                        } else {
+                            self.m
+                                .insert((self.db, key.clone()), (v, Some(self.now + ms as u64)));
+                        }
+                        1
+                    }
+                };
+                (
+                    vec![text("PEXPIRE"), key, text(&ms.to_string())],
+                    Ok(Value::Int(reply)),
+                )
+            }
+            5 => {
+                let reply = match &cur {
+                    None => -2,
+                    Some((_, None)) => -1,
+                    Some((_, Some(t))) => (t - self.now) as i64,
+                };
+                (vec![text("PTTL"), key], Ok(Value::Int(reply)))
+            }
+            6 => {
+                let want = match cur {
+                    None => Err(()),
+                    Some(v) => {
+                        self.m.remove(&(self.db, key.clone()));
+                        self.m.insert((self.db, other.clone()), v);
+                        Ok(Value::Okay)
+                    }
+                };
+                (vec![text("RENAME"), key, other], want)
+            }
+            7 => {
+                let want = match (cur, key == other) {
+                    (_, true) => Err(()),
+                    (None, _) => Ok(Value::Int(0)),
+                    (Some(_), _) if self.live(&other).is_some() => Ok(Value::Int(0)),
+                    (Some(v), _) => {
+                        self.m.insert((self.db, other.clone()), v);
+                        Ok(Value::Int(1))
+                    }
+                };
+                (vec![text("COPY"), key, other], want)
+            }
+            _ => {
+                self.db = 1 - self.db;
+                (
+                    vec![text("SELECT"), text(&self.db.to_string())],
+                    Ok(Value::Okay),
+                )
+            }
+        }
+    }
+}
+
+fn shown(a: &[Vec<u8>]) -> String {
+    a.iter()
+        .map(|x| format!("{:?}", String::from_utf8_lossy(x)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn check(seed: u64, step: usize, args: &[Vec<u8>], got: &Value, want: &Result<Value, ()>) {
+    match want {
+        Ok(w) => assert_eq!(got, w, "seed {seed}, step {step}: {}", shown(args)),
+        Err(()) => assert!(
+            matches!(got, Value::ServerError(_)),
+            "seed {seed}, step {step}: {}: got {got:?}, want an error",
+            shown(args)
+        ),
+    }
+}
+
+#[test]
+fn hashes_and_sets_answer_as_the_model_does() {
+    let seed: u64 = std::env::var("STRATA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("STRATA_SEED={seed}");
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_700_000_000_000);
+    let (mut server, mut c) = start(dir.path(), &clock);
+    let mut w = World {
+        m: BTreeMap::new(),
+        db: 0,
+        now: clock.now_ms(),
+    };
+    let mut block: Vec<Drawn> = Vec::new();
+    let mut block_len = 0;
+    let (mut transactions, mut wrongtype) = (0, 0);
+    for step in 0..4000 {
+        if block_len == 0 && rng.below(15) == 0 {
+            block_len = 2 + rng.below(4) as usize;
+        }
+        if block_len == 0 && step % 700 == 699 {
+            server.shutdown().unwrap();
+            (server, c) = start(dir.path(), &clock);
+            w.db = 0;
+        }
+        w.now = clock.now_ms();
+        let key = rng.pick(KEYS).to_vec();
+        let (args, want) = match rng.below(10) {
+            0..=2 => w.draw_hash(&mut rng, key),
+            3..=5 => w.draw_set(&mut rng, key),
+            6..=8 => w.draw_generic(&mut rng, key),
+            _ if block_len > 0 => continue,
+            _ => {
+                clock.advance_ms(rng.below(1200));
+                continue;
+            }
+        };
+        wrongtype += usize::from(want.is_err());
+        if block_len == 0 {
+            let got = run(&mut c, &args)
+                .unwrap_or_else(|e| panic!("seed {seed}, step {step}: {}: {e}", shown(&args)));
+            check(seed, step, &args, &got, &want);
+            continue;
+        }
+        // The clock stands still while a transaction is drawn: EXEC runs it at one moment.
+        block.push((args, want));
+        if block.len() < block_len {
+            continue;
+        }
+        let mut p = redis::pipe();
+        p.add_command(redis::cmd("MULTI"));
+        for (args, _) in &block {
+            p.add_command(command(args));
+        }
+        p.add_command(redis::cmd("EXEC"));
+        let got = c
+            .req_packed_commands(&p.get_packed_pipeline(), 0, block.len() + 2)
+            .unwrap_or_else(|e| panic!("seed {seed}, step {step}: a transaction: {e}"));
+        let Some(Value::Array(replies)) = got.last() else {
+            panic!("seed {seed}, step {step}: EXEC answered {got:?}");
+        };
+        assert_eq!(replies.len(), block.len(), "seed {seed}, step {step}");
+        for ((args, want), got) in block.iter().zip(replies) {
+            check(seed, step, args, got, want);
+        }
+        transactions += 1;
+        block.clear();
+        block_len = 0;
+    }
+    server.shutdown().unwrap();
+    assert!(
+        transactions > 50 && wrongtype > 50,
+        "seed {seed}: {transactions} transactions, {wrongtype} errors"
+    );
+}
