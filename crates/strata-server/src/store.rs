@@ -8,7 +8,10 @@
 //!   collection's value is its header: its version (eight big-endian bytes) and its count of
 //!   elements (eight more).
 //! - `0x20`: the elements of collections, `[0x20][version: u64 BE][member]`, each with its
-//!   value (a hash field's value; empty for a set member). A collection's version is drawn
+//!   value (a hash field's value; empty for a set member; a sorted set member's score as
+//!   eight bytes, [`encode_score`]).
+//! - `0x21`: the score index of sorted sets, `[0x21][version: u64 BE][score: 8 bytes][member]`
+//!   with an empty value, in score order. A collection's version is drawn
 //!   once, when it is created, and never again for any key: deleting a collection deletes its
 //!   header and the range of its version, and renaming it moves the header alone.
 //! - `0xFE`: the expiry index, `[0xFE][time: u64 BE][database][key]` with an empty value: one
@@ -37,6 +40,7 @@ const LAYOUT_KEY: &[u8] = b"\xFFlayout";
 const LAYOUT_VERSION: &[u8] = b"1";
 
 const ELEMENTS: u8 = 0x20;
+const SCORES: u8 = 0x21;
 const VERSIONS_KEY: &[u8] = b"\xFFversions";
 /// Versions reserved by one write of [`VERSIONS_KEY`].
 const VERSION_BLOCK: u64 = 1 << 16;
@@ -51,6 +55,7 @@ pub(crate) enum Kind {
     String = 0,
     Hash = 1,
     Set = 2,
+    ZSet = 3,
 }
 
 impl Kind {
@@ -59,6 +64,7 @@ impl Kind {
             0 => Some(Kind::String),
             1 => Some(Kind::Hash),
             2 => Some(Kind::Set),
+            3 => Some(Kind::ZSet),
             _ => None,
         }
     }
@@ -69,6 +75,7 @@ impl Kind {
             Kind::String => "string",
             Kind::Hash => "hash",
             Kind::Set => "set",
+            Kind::ZSet => "zset",
         }
     }
 }
@@ -275,9 +282,67 @@ pub(crate) fn elements_range(version: u64) -> (Vec<u8>, Vec<u8>) {
     (lo, hi)
 }
 
-/// The engine-key range of every collection's elements.
-pub(crate) fn all_elements_range() -> (Vec<u8>, Vec<u8>) {
-    (vec![ELEMENTS], vec![ELEMENTS + 1])
+/// The engine-key ranges of every collection's elements and score indexes.
+pub(crate) fn all_elements_ranges() -> [(Vec<u8>, Vec<u8>); 2] {
+    [
+        (vec![ELEMENTS], vec![ELEMENTS + 1]),
+        (vec![SCORES], vec![SCORES + 1]),
+    ]
+}
+
+/// The engine-key ranges of a collection of `kind` and `version`: its elements, and for a
+/// sorted set its score index.
+pub(crate) fn collection_ranges(kind: Kind, version: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut ranges = vec![elements_range(version)];
+    if kind == Kind::ZSet {
+        ranges.push(scores_range(version));
+    }
+    ranges
+}
+
+/// A score as eight bytes that sort as the scores do (negative zero as zero).
+pub(crate) fn encode_score(score: f64) -> [u8; 8] {
+    let bits = if score == 0.0 { 0 } else { score.to_bits() };
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    };
+    ordered.to_be_bytes()
+}
+
+/// The score of eight bytes from [`encode_score`].
+pub(crate) fn decode_score(b: &[u8]) -> Option<f64> {
+    let ordered = u64::from_be_bytes(b.get(..8)?.try_into().ok()?);
+    let bits = if ordered >> 63 == 1 {
+        ordered & !(1 << 63)
+    } else {
+        !ordered
+    };
+    Some(f64::from_bits(bits))
+}
+
+/// The engine key of `member` with `score` in the score index of sorted set `version`.
+pub(crate) fn score_key(version: u64, score: f64, member: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(member.len() + 17);
+    k.push(SCORES);
+    k.extend_from_slice(&version.to_be_bytes());
+    k.extend_from_slice(&encode_score(score));
+    k.extend_from_slice(member);
+    k
+}
+
+/// The score and member a score-index key names.
+pub(crate) fn parse_score_key(key: &[u8]) -> Option<(f64, &[u8])> {
+    Some((decode_score(key.get(9..17)?)?, key.get(17..)?))
+}
+
+/// The engine-key range of the score index of sorted set `version`.
+pub(crate) fn scores_range(version: u64) -> (Vec<u8>, Vec<u8>) {
+    let (mut lo, mut hi) = elements_range(version);
+    lo[0] = SCORES;
+    hi[0] = if hi.len() == 1 { SCORES + 1 } else { SCORES };
+    (lo, hi)
 }
 
 /// Hands out collection versions, each once over the directory's life: the next is kept in

@@ -186,26 +186,9 @@ impl Collection {
             Bound::Excluded(m) => Bound::Excluded(self.element_key(m)),
             Bound::Unbounded => Bound::Included(lo),
         };
-        let range = (from, Bound::Excluded(hi));
-        if let Some(merged) = exec_state::merged_range(shared, &range)? {
-            for (k, v) in &merged {
-                if !each(store::element_member(k), v) {
-                    break;
-                }
-            }
-            return Ok(());
-        }
-        let entries = shared
-            .db
-            .scan_with(range, ReadOptions::default(), false)
-            .map_err(engine)?;
-        for e in entries {
-            let (k, v) = e.map_err(engine)?;
-            if !each(store::element_member(&k), &v) {
-                break;
-            }
-        }
-        Ok(())
+        walk_range(shared, (from, Bound::Excluded(hi)), false, |k, v| {
+            each(store::element_member(k), v)
+        })
     }
 
     /// Every element, in member order.
@@ -278,8 +261,41 @@ impl Collection {
     }
 }
 
-/// Copies the elements of collection `v` under a new version (COPY); returns the header of
-/// the copy.
+/// Calls `each` with every engine entry in `range`, forward or backward, until it returns
+/// false: from an engine iterator, or inside `EXEC` with the transaction's writes over it.
+pub(crate) fn walk_range(
+    shared: &Shared,
+    range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    backward: bool,
+    mut each: impl FnMut(&[u8], &[u8]) -> bool,
+) -> Outcome {
+    if let Some(merged) = exec_state::merged_range(shared, &range)? {
+        let entries: Box<dyn Iterator<Item = (&Vec<u8>, &Vec<u8>)>> = match backward {
+            true => Box::new(merged.iter().rev()),
+            false => Box::new(merged.iter()),
+        };
+        for (k, v) in entries {
+            if !each(k, v) {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    let entries = shared
+        .db
+        .scan_with(range, ReadOptions::default(), backward)
+        .map_err(engine)?;
+    for e in entries {
+        let (k, v) = e.map_err(engine)?;
+        if !each(&k, &v) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the elements of collection `v` under a new version (COPY), with a sorted set's
+/// score index; returns the header of the copy.
 pub(crate) fn copy_elements(
     cx: &Ctx<'_, '_>,
     v: &Value,
@@ -289,6 +305,9 @@ pub(crate) fn copy_elements(
     let version = cx.shared.versions.next(&cx.shared.db)?;
     from.walk(cx.shared, Bound::Unbounded, |m, value| {
         w.put_raw(&store::element_key(version, m), value);
+        if let (Kind::ZSet, Some(score)) = (v.kind, store::decode_score(value)) {
+            w.put_raw(&store::score_key(version, score, m), b"");
+        }
         true
     })?;
     Ok(Header {

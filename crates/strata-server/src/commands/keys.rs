@@ -442,7 +442,8 @@ pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let mut ranges = vec![store::db_range(cx.conn.db)];
     walk(cx, cx.conn.db, Bound::Unbounded, |_, v| {
         if v.kind != Kind::String {
-            ranges.push(store::elements_range(
+            ranges.extend(store::collection_ranges(
+                v.kind,
                 store::Header::decode(&v.data).version,
             ));
         }
@@ -456,14 +457,9 @@ pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 
 pub(super) fn flushall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     flush_mode(a)?;
-    delete_ranges(
-        cx.shared,
-        &[
-            (vec![0], vec![DATABASES]),
-            store::index_range(),
-            store::all_elements_range(),
-        ],
-    )?;
+    let mut ranges = vec![(vec![0], vec![DATABASES]), store::index_range()];
+    ranges.extend(store::all_elements_ranges());
+    delete_ranges(cx.shared, &ranges)?;
     cx.shared.cache.clear();
     cx.out.ok();
     Ok(())

@@ -179,8 +179,10 @@ impl Writes {
     pub(crate) fn delete_value(&mut self, key: &[u8], v: &Value) {
         self.delete(key);
         if v.kind != Kind::String {
-            let (lo, hi) = store::elements_range(store::Header::decode(&v.data).version);
-            self.delete_range(&lo, &hi);
+            let version = store::Header::decode(&v.data).version;
+            for (lo, hi) in store::collection_ranges(v.kind, version) {
+                self.delete_range(&lo, &hi);
+            }
         }
     }
 
