@@ -111,6 +111,9 @@ impl Server {
             random: AtomicU64::new((now.as_nanos() as u64) | 1),
             expiry_floor: AtomicU64::new(0),
             shapes: Mutex::new(Default::default()),
+            blocking: Mutex::new(Default::default()),
+            parked: AtomicUsize::new(0),
+            wakers: std::sync::OnceLock::new(),
             config,
         });
         shared.set_sync_mode(shared.config.sync);
@@ -123,6 +126,9 @@ impl Server {
             .map(|i| net::WorkerHandle::spawn(shared.clone(), i))
             .collect::<Result<_, _>>()
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+        let _ = shared
+            .wakers
+            .set(workers.iter().map(net::WorkerHandle::waker).collect());
         let workers = Arc::new(workers);
         let accept = {
             let shared = shared.clone();

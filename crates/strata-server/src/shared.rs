@@ -85,6 +85,12 @@ pub(crate) struct Shared {
     pub expiry_floor: AtomicU64,
     /// The shape parameters CONFIG SET changed (`commands::config::SHAPES`).
     pub shapes: Mutex<HashMap<&'static str, i64>>,
+    /// The connections blocking commands parked, by key.
+    pub blocking: Mutex<Blocking>,
+    /// How many connections are parked (0: writes need not look at `blocking`).
+    pub parked: AtomicUsize,
+    /// Each worker's waker, by index, set once the workers run.
+    pub wakers: std::sync::OnceLock<Vec<Arc<mio::Waker>>>,
 }
 
 #[derive(Default)]
@@ -201,4 +207,100 @@ pub(crate) struct CommandStats {
 pub(crate) enum After {
     Continue,
     Close,
+    /// Park the connection until one of the keys is written or the deadline passes, then run
+    /// the command again.
+    Block(Block),
+}
+
+/// A parked command: the engine keys whose writes may let it through, and when it gives up.
+pub(crate) struct Block {
+    pub keys: Vec<Vec<u8>>,
+    pub deadline: Option<Instant>,
+}
+
+/// A connection waiting on a key: its worker, its slot there, and its place in line.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Waiter {
+    pub worker: usize,
+    pub client: usize,
+    pub ticket: u64,
+}
+
+/// The connections parked on each key, in the order they blocked, and for each worker the
+/// parked connections whose keys were written since it last looked.
+#[derive(Default)]
+pub(crate) struct Blocking {
+    waiters: HashMap<Vec<u8>, Vec<Waiter>>,
+    ready: HashMap<usize, Vec<Waiter>>,
+    next_ticket: u64,
+}
+
+impl Blocking {
+    /// Parks a connection on `keys`; returns its ticket.
+    pub(crate) fn park(&mut self, worker: usize, client: usize, keys: &[Vec<u8>]) -> u64 {
+        self.next_ticket += 1;
+        let w = Waiter {
+            worker,
+            client,
+            ticket: self.next_ticket,
+        };
+        for k in keys {
+            let line = self.waiters.entry(k.clone()).or_default();
+            if !line.contains(&w) {
+                line.push(w);
+            }
+        }
+        w.ticket
+    }
+
+    /// Takes a parked connection off every line.
+    pub(crate) fn unpark(&mut self, w: Waiter, keys: &[Vec<u8>]) {
+        for k in keys {
+            if let Some(line) = self.waiters.get_mut(k) {
+                line.retain(|x| *x != w);
+                if line.is_empty() {
+                    self.waiters.remove(k);
+                }
+            }
+        }
+    }
+
+    /// The parked connections of `worker` whose keys were written, in ticket order.
+    pub(crate) fn take_ready(&mut self, worker: usize) -> Vec<Waiter> {
+        let mut ready = self.ready.remove(&worker).unwrap_or_default();
+        ready.sort_unstable_by_key(|w| w.ticket);
+        ready.dedup();
+        ready
+    }
+}
+
+impl Shared {
+    /// Tells the parked connections waiting on any of `keys` that it was written, waking their
+    /// workers. Costs one atomic load when no connection is parked.
+    pub(crate) fn notify_written(&self, keys: &[Vec<u8>]) {
+        // Acquire: pairs with the release of a worker that parks a connection.
+        if self.parked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut workers = Vec::new();
+        {
+            let mut b = self.blocking.lock().unwrap_or_else(|e| e.into_inner());
+            let Blocking { waiters, ready, .. } = &mut *b;
+            for k in keys {
+                for w in waiters.get(k).into_iter().flatten() {
+                    ready.entry(w.worker).or_default().push(*w);
+                    workers.push(w.worker);
+                }
+            }
+        }
+        workers.sort_unstable();
+        workers.dedup();
+        if let Some(wakers) = self.wakers.get() {
+            for w in workers {
+                if let Some(waker) = wakers.get(w) {
+                    let _ = waker.wake();
+                }
+            }
+        }
+    }
 }

@@ -3,8 +3,8 @@
 
 use super::table::command_rows;
 use super::{
-    Handler, auth, config, hashes, info, keys, persistence, server, sets, strings, transaction,
-    zalgebra, zrange, zsets,
+    Handler, auth, blocking, config, hashes, info, keys, persistence, server, sets, strings,
+    transaction, zalgebra, zrange, zsets,
 };
 
 macro_rules! handlers {

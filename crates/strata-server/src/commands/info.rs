@@ -93,12 +93,13 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                 "# Clients\r\n\
                  connected_clients:{}\r\n\
                  maxclients:{}\r\n\
-                 blocked_clients:0\r\n\
+                 blocked_clients:{}\r\n\
                  rejected_connections:{}\r\n\
                  client_query_buffer_limit_disconnections:{}\r\n\
                  client_output_buffer_limit_disconnections:{}\r\n",
                 c.connected.load(Ordering::Relaxed),
                 shared.max_clients.load(Ordering::Relaxed),
+                shared.parked.load(Ordering::Relaxed),
                 c.rejected.load(Ordering::Relaxed),
                 c.query_buffer_closed.load(Ordering::Relaxed),
                 c.output_buffer_closed.load(Ordering::Relaxed)

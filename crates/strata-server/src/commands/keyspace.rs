@@ -204,7 +204,9 @@ impl Writes {
         shared
             .db
             .write(self.batch, write_opts(shared))
-            .map_err(engine)
+            .map_err(engine)?;
+        shared.notify_written(&self.keys);
+        Ok(())
     }
 }
 

@@ -19,6 +19,7 @@
 
 mod auth;
 mod batched;
+mod blocking;
 mod collection;
 mod config;
 mod dispatch;

@@ -32,6 +32,9 @@ pub(crate) struct Connection {
     pub denied: bool,
     /// Where the user's key patterns are walked from: the one that granted the last key.
     pub acl_hint: usize,
+    /// Running a parked blocking command again: a key of another kind is passed over as
+    /// empty (it may become the right kind again), not answered with WRONGTYPE.
+    pub retrying: bool,
 }
 
 impl Connection {
@@ -53,6 +56,7 @@ impl Connection {
             user: user.clone(),
             denied,
             acl_hint: 0,
+            retrying: false,
         };
         c.log_in(user, false);
         c

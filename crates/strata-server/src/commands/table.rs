@@ -313,6 +313,10 @@ macro_rules! command_rows {
             ("zunionstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
             ("zinterstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
             ("zdiffstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
+            // The last argument is the timeout: every argument after the name counts as a key.
+            ("bzpopmin", -3, &["write", "noscript", "blocking"], ["write", "sortedset", "fast", "blocking"], (1, -2, 1), blocking::bzpop),
+            ("bzpopmax", -3, &["write", "noscript", "blocking"], ["write", "sortedset", "fast", "blocking"], (1, -2, 1), blocking::bzpop),
+            ("bzmpop", -5, &["write", "blocking"], ["write", "sortedset", "slow", "blocking"], (3, -1, 1), blocking::bzmpop),
             ("zintercard", -3, RS, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zintercard),
             // The keyspace and expiry.
             ("memory", -2, RS, ["slow"], (2, 2, 1), keys::memory),

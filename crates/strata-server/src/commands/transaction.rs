@@ -142,6 +142,8 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
             .db
             .write(writes.batch, write_opts(shared))
             .map_err(engine)?;
+        // Connections parked on these keys see the transaction whole, never half of it.
+        shared.notify_written(&writes.cached);
     }
     cx.out.array(queue.len());
     cx.out.raw(&replies);

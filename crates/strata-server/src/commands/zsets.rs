@@ -464,23 +464,7 @@ pub(super) fn zpop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 /// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`: pops from the first key that holds
 /// members.
 pub(super) fn zmpop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
-    let n = super::parse_i64(a[1])
-        .filter(|&n| n > 0)
-        .ok_or("ERR numkeys should be greater than 0")? as usize;
-    let rest = a.get(2 + n..).ok_or_else(syntax)?;
-    let max = match rest.first().map(|w| upper(w)).as_deref() {
-        Some("MIN") => false,
-        Some("MAX") => true,
-        _ => return Err(syntax()),
-    };
-    let count = match rest.get(1..) {
-        Some([]) | None => 1,
-        Some([word, c]) if upper(word) == "COUNT" => super::parse_i64(c)
-            .filter(|&c| c > 0)
-            .ok_or("ERR count should be greater than 0")?
-            as u64,
-        Some(_) => return Err(syntax()),
-    };
+    let (n, max, count) = mpop_args(&a[1..])?;
     let keys: Vec<Vec<u8>> = a[2..2 + n].iter().map(|k| cx.key(k)).collect();
     let _g = cx.lock(keys.iter().map(Vec::as_slice));
     for (k, name) in keys.iter().zip(&a[2..2 + n]) {
@@ -494,6 +478,29 @@ pub(super) fn zmpop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     }
     cx.out.null_array();
     Ok(())
+}
+
+/// The arguments of ZMPOP and BZMPOP from `numkeys` on: the number of keys, whether to pop
+/// the highest members, and how many.
+pub(crate) fn mpop_args(a: &[&[u8]]) -> Result<(usize, bool, u64), String> {
+    let n = super::parse_i64(a[0])
+        .filter(|&n| n > 0)
+        .ok_or("ERR numkeys should be greater than 0")? as usize;
+    let rest = a.get(1 + n..).ok_or_else(syntax)?;
+    let max = match rest.first().map(|w| upper(w)).as_deref() {
+        Some("MIN") => false,
+        Some("MAX") => true,
+        _ => return Err(syntax()),
+    };
+    let count = match rest.get(1..) {
+        Some([]) | None => 1,
+        Some([word, c]) if upper(word) == "COUNT" => super::parse_i64(c)
+            .filter(|&c| c > 0)
+            .ok_or("ERR count should be greater than 0")?
+            as u64,
+        Some(_) => return Err(syntax()),
+    };
+    Ok((n, max, count))
 }
 
 /// `ZRANDMEMBER key [count [WITHSCORES]]`.

@@ -29,6 +29,16 @@ pub(super) struct Client {
     /// In the next round's list already.
     pub(super) queued: bool,
     pub(super) last_activity: Instant,
+    /// The blocking command the connection waits on, if it is parked.
+    pub(super) parked: Option<Parked>,
+}
+
+/// A parked connection's command, and where it waits.
+pub(super) struct Parked {
+    pub(super) argv: Vec<Vec<u8>>,
+    pub(super) keys: Vec<Vec<u8>>,
+    pub(super) deadline: Option<Instant>,
+    pub(super) ticket: u64,
 }
 
 impl Client {

@@ -16,7 +16,7 @@ use crate::shared::{After, Shared};
 use crate::store;
 use crate::tls::Stream;
 
-use super::client::{Client, Written};
+use super::client::{Client, Parked, Written};
 
 /// Stop running a connection's commands while this many reply bytes wait to be sent to it.
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
@@ -52,12 +52,17 @@ impl WorkerHandle {
         let (sender, receiver) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(format!("strata-worker-{index}"))
-            .spawn(move || Worker::new(shared, poll, receiver).run())?;
+            .spawn(move || Worker::new(shared, poll, receiver, index).run())?;
         Ok(WorkerHandle {
             sender,
             waker,
             thread: Some(thread),
         })
+    }
+
+    /// What wakes the worker: for the writes that let its parked connections through.
+    pub(crate) fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
     }
 
     /// Wakes the worker so that it sees the shutdown flag now rather than at its next tick.
@@ -120,6 +125,8 @@ struct Worker {
     scratch: Vec<u8>,
     /// Commands run in the current round.
     round_commands: u64,
+    /// This worker's place among the workers (parked connections are filed under it).
+    index: usize,
 }
 
 impl Worker {
@@ -127,6 +134,7 @@ impl Worker {
         shared: Arc<Shared>,
         poll: Poll,
         incoming: Receiver<(std::net::TcpStream, bool)>,
+        index: usize,
     ) -> Self {
         let limits = Limits {
             max_bulk_bytes: shared.config.max_request_bytes,
@@ -143,6 +151,7 @@ impl Worker {
             args: Args::default(),
             scratch: vec![0; 64 * 1024],
             round_commands: 0,
+            index,
         }
     }
 
@@ -158,7 +167,9 @@ impl Worker {
                 self.poll_briefly(&mut events);
             } else {
                 let timeout = if ready.is_empty() {
-                    TICK
+                    self.next_deadline().map_or(TICK, |d| {
+                        d.saturating_duration_since(Instant::now()).min(TICK)
+                    })
                 } else {
                     Duration::ZERO
                 };
@@ -166,7 +177,10 @@ impl Worker {
             }
             for event in events.iter() {
                 match event.token() {
-                    WAKE => self.take_new_connections(&mut ready),
+                    WAKE => {
+                        self.take_new_connections(&mut ready);
+                        self.serve_parked(&mut ready);
+                    }
                     Token(idx) => {
                         if let Some(Some(c)) = self.clients.get_mut(idx) {
                             if event.is_readable() || event.is_read_closed() || event.is_error() {
@@ -183,6 +197,7 @@ impl Worker {
             if self.shared.shutdown.load(Ordering::SeqCst) {
                 break;
             }
+            self.expire_parked(&mut ready);
             let round = std::mem::take(&mut ready);
             self.round_commands = 0;
             self.run_round(&round, &mut ready);
@@ -293,6 +308,7 @@ impl Worker {
                 want_write: false,
                 queued: true,
                 last_activity: Instant::now(),
+                parked: None,
             };
             if idx == self.clients.len() {
                 self.clients.push(Some(client));
@@ -347,6 +363,9 @@ impl Worker {
         };
         let shared = &*self.shared;
         let mut read_this_round = 0;
+        if c.parked.is_some() {
+            return read_while_parked(c, &mut self.scratch, shared);
+        }
         loop {
             let mut pos = 0;
             let mut commands_run = 0u64;
@@ -419,8 +438,8 @@ impl Worker {
                             &argv,
                             &mut Reply::new(&mut c.output, protocol),
                         );
-                        if matches!(after, After::Close) {
-                            c.closing = true;
+                        if after_command(shared, (self.index, idx), c, &argv, after) {
+                            break Some(Advance::Idle);
                         }
                     }
                     Ok(Parsed::Incomplete) => break None,
@@ -573,10 +592,98 @@ impl Worker {
         }
     }
 
+    /// The soonest deadline of a parked connection of this worker.
+    fn next_deadline(&self) -> Option<Instant> {
+        if self.shared.parked.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.clients
+            .iter()
+            .flatten()
+            .filter_map(|c| c.parked.as_ref()?.deadline)
+            .min()
+    }
+
+    /// Runs again the parked commands whose keys were written, first parked first; those
+    /// that now get an answer leave the registry and go on with their input.
+    fn serve_parked(&mut self, ready: &mut Vec<usize>) {
+        let waiters = {
+            let mut b = self
+                .shared
+                .blocking
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            b.take_ready(self.index)
+        };
+        let shared = &*self.shared;
+        for w in waiters {
+            let Some(Some(c)) = self.clients.get_mut(w.client) else {
+                continue;
+            };
+            let Client { parked, state, .. } = &mut *c;
+            let Some(p) = parked.as_ref().filter(|p| p.ticket == w.ticket) else {
+                continue;
+            };
+            let argv: Vec<&[u8]> = p.argv.iter().map(Vec::as_slice).collect();
+            let mut out = Vec::new();
+            state.retrying = true;
+            let protocol = state.protocol;
+            let after =
+                commands::execute(shared, state, &argv, &mut Reply::new(&mut out, protocol));
+            state.retrying = false;
+            if let After::Block(_) = after {
+                continue;
+            }
+            if let Some(p) = c.parked.take() {
+                unpark(shared, self.index, w.client, &p);
+            }
+            c.output.extend_from_slice(&out);
+            c.closing |= matches!(after, After::Close);
+            if !c.queued {
+                c.queued = true;
+                ready.push(w.client);
+            }
+        }
+    }
+
+    /// Answers null to the parked connections whose timeout passed.
+    fn expire_parked(&mut self, ready: &mut Vec<usize>) {
+        if self.shared.parked.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let now = Instant::now();
+        for idx in 0..self.clients.len() {
+            let Some(Some(c)) = self.clients.get_mut(idx) else {
+                continue;
+            };
+            if c.parked
+                .as_ref()
+                .is_none_or(|p| p.deadline.is_none_or(|d| d > now))
+            {
+                continue;
+            }
+            let Some(p) = c.parked.take() else { continue };
+            unpark(&self.shared, self.index, idx, &p);
+            let mut out = Reply::new(&mut c.output, c.state.protocol);
+            // The moves answer a null string, the pops a null array.
+            match p.argv.first().map(|n| n.to_ascii_lowercase()).as_deref() {
+                Some(b"blmove" | b"brpoplpush") => out.null(),
+                _ => out.null_array(),
+            }
+            if !c.queued {
+                c.queued = true;
+                ready.push(idx);
+            }
+        }
+    }
+
     fn close(&mut self, idx: usize) {
         if let Some(slot) = self.clients.get_mut(idx)
             && let Some(mut c) = slot.take()
         {
+            if let Some(p) = c.parked.take() {
+                unpark(&self.shared, self.index, idx, &p);
+            }
             let _ = self.poll.registry().deregister(c.stream.socket());
             self.free.push(idx);
             self.shared
@@ -623,6 +730,70 @@ impl Worker {
             self.close(idx);
         }
     }
+}
+
+/// Reads what a parked connection sends, without running it: its end of input closes it
+/// (and takes it out of the registry, so that no element goes to a connection that is gone).
+fn read_while_parked(c: &mut Client, scratch: &mut [u8], shared: &Shared) -> Advance {
+    let mut read_this_round = 0;
+    loop {
+        if let Some(outcome) = read_more(c, scratch, shared, &mut read_this_round) {
+            return outcome;
+        }
+    }
+}
+
+/// Does what a command asked of connection `at` (worker, slot); true when it parked it.
+fn after_command(
+    shared: &Shared,
+    at: (usize, usize),
+    c: &mut Client,
+    argv: &[&[u8]],
+    after: After,
+) -> bool {
+    match after {
+        After::Close => c.closing = true,
+        After::Block(block) => {
+            let argv = argv.iter().map(|a| a.to_vec()).collect();
+            park(shared, at.0, at.1, c, argv, block);
+            return true;
+        }
+        After::Continue => {}
+    }
+    false
+}
+
+/// Parks connection `idx` on the keys of its command `argv` (see `commands::blocking`).
+fn park(
+    shared: &Shared,
+    worker: usize,
+    idx: usize,
+    c: &mut Client,
+    argv: Vec<Vec<u8>>,
+    block: crate::shared::Block,
+) {
+    let mut b = shared.blocking.lock().unwrap_or_else(|e| e.into_inner());
+    let ticket = b.park(worker, idx, &block.keys);
+    // Release: a writer that sees the count sees the connection in the registry.
+    shared.parked.fetch_add(1, Ordering::Release);
+    c.parked = Some(Parked {
+        argv,
+        keys: block.keys,
+        deadline: block.deadline,
+        ticket,
+    });
+}
+
+/// Takes a parked connection out of the registry.
+fn unpark(shared: &Shared, worker: usize, idx: usize, p: &Parked) {
+    let mut b = shared.blocking.lock().unwrap_or_else(|e| e.into_inner());
+    let w = crate::shared::Waiter {
+        worker,
+        client: idx,
+        ticket: p.ticket,
+    };
+    b.unpark(w, &p.keys);
+    shared.parked.fetch_sub(1, Ordering::Release);
 }
 
 /// Reads more of a connection's input, within its share of the round (`read_this_round`
