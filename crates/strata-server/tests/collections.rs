@@ -1,4 +1,5 @@
-//! Hashes and sets against a model of Redis's keyspace with strings, hashes and sets: random
+//! Hashes, sets and sorted sets against a model of Redis's keyspace with strings and the
+//! three collections: random
 //! commands over a few keys and two databases, expiry judged by a clock the test moves,
 //! WRONGTYPE wherever a command meets a key of another kind, restarts, and some runs of
 //! commands as one MULTI/EXEC transaction. Every reply must equal the model's (an error where
@@ -39,6 +40,7 @@ enum V {
     Str(Vec<u8>),
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
     Set(BTreeSet<Vec<u8>>),
+    ZSet(BTreeMap<Vec<u8>, f64>),
 }
 
 /// Each database's keys: value and expiry time (Unix ms).
@@ -126,12 +128,21 @@ impl World {
         }
     }
 
+    fn zset(&self, k: &[u8]) -> Result<BTreeMap<Vec<u8>, f64>, ()> {
+        match self.live(k) {
+            None => Ok(BTreeMap::new()),
+            Some((V::ZSet(z), _)) => Ok(z.clone()),
+            Some(_) => Err(()),
+        }
+    }
+
     /// Stores a collection under `k` keeping its expiry; an empty one deletes the key.
     fn store(&mut self, k: &[u8], v: V) {
         let t = self.live(k).and_then(|(_, t)| *t);
         let empty = match &v {
             V::Hash(h) => h.is_empty(),
             V::Set(s) => s.is_empty(),
+            V::ZSet(z) => z.is_empty(),
             V::Str(_) => false,
         };
         if empty {
@@ -303,6 +314,93 @@ impl World {
         }
     }
 
+    fn draw_zset(&mut self, rng: &mut Rng, key: Vec<u8>) -> Drawn {
+        let m = rng.pick(MEMBERS).to_vec();
+        let score = *rng.pick(&[-1.5, 0.0, 2.0, 2.0, 7.0]);
+        let z = self.zset(&key);
+        // Members in score order, ties in member order, with their scores as Redis writes
+        // them (these scores need no more than one decimal).
+        let ordered = |z: &BTreeMap<Vec<u8>, f64>| {
+            let mut v: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.clone(), *s)).collect();
+            v.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+            v
+        };
+        let score_bulk = |s: f64| bulk(format!("{s}").as_bytes());
+        match rng.below(7) {
+            0 => {
+                let want = z.map(|mut z| {
+                    let new = z.insert(m.clone(), score).is_none();
+                    self.store(&key, V::ZSet(z));
+                    Value::Int(i64::from(new))
+                });
+                (vec![text("ZADD"), key, text(&format!("{score}")), m], want)
+            }
+            1 => {
+                let want = z.map(|mut z| {
+                    let n = i64::from(z.remove(&m).is_some());
+                    self.store(&key, V::ZSet(z));
+                    Value::Int(n)
+                });
+                (vec![text("ZREM"), key, m], want)
+            }
+            2 => {
+                let want = z.map(|z| z.get(&m).map_or(Value::Nil, |s| score_bulk(*s)));
+                (vec![text("ZSCORE"), key, m], want)
+            }
+            3 => {
+                let want = z.map(|z| {
+                    let all = ordered(&z).into_iter();
+                    Value::Array(all.flat_map(|(m, s)| [bulk(&m), score_bulk(s)]).collect())
+                });
+                (
+                    vec![
+                        text("ZRANGE"),
+                        key,
+                        text("0"),
+                        text("-1"),
+                        text("WITHSCORES"),
+                    ],
+                    want,
+                )
+            }
+            4 => {
+                let want = z.map(|z| {
+                    let hit = ordered(&z)
+                        .into_iter()
+                        .filter(|(_, s)| *s > 0.0 && *s <= 2.0);
+                    Value::Array(hit.map(|(m, _)| bulk(&m)).collect())
+                });
+                (
+                    vec![text("ZRANGEBYSCORE"), key, text("(0"), text("2")],
+                    want,
+                )
+            }
+            5 => {
+                let want = z.map(|z| {
+                    let rank = ordered(&z).iter().position(|(x, _)| *x == m);
+                    rank.map_or(Value::Nil, |r| Value::Int(r as i64))
+                });
+                (vec![text("ZRANK"), key, m], want)
+            }
+            _ => {
+                let want = z.map(|mut z| {
+                    let first = ordered(&z).into_iter().next();
+                    if let Some((m, _)) = &first {
+                        z.remove(m);
+                    }
+                    self.store(&key, V::ZSet(z));
+                    Value::Array(
+                        first
+                            .into_iter()
+                            .flat_map(|(m, s)| [bulk(&m), score_bulk(s)])
+                            .collect(),
+                    )
+                });
+                (vec![text("ZPOPMIN"), key], want)
+            }
+        }
+    }
+
     fn draw_generic(&mut self, rng: &mut Rng, key: Vec<u8>) -> Drawn {
         let other = rng.pick(KEYS).to_vec();
         let cur = self.live(&key).cloned();
@@ -313,6 +411,7 @@ impl World {
                     Some((V::Str(_), _)) => "string",
                     Some((V::Hash(_), _)) => "hash",
                     Some((V::Set(_), _)) => "set",
+                    Some((V::ZSet(_), _)) => "zset",
                 };
                 (
                     vec![text("TYPE"), key],
@@ -418,7 +517,7 @@ fn check(seed: u64, step: usize, args: &[Vec<u8>], got: &Value, want: &Result<Va
 }
 
 #[test]
-fn hashes_and_sets_answer_as_the_model_does() {
+fn collections_answer_as_the_model_does() {
     let seed: u64 = std::env::var("STRATA_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -453,10 +552,11 @@ fn hashes_and_sets_answer_as_the_model_does() {
         }
         w.now = clock.now_ms();
         let key = rng.pick(KEYS).to_vec();
-        let (args, want) = match rng.below(10) {
+        let (args, want) = match rng.below(13) {
             0..=2 => w.draw_hash(&mut rng, key),
             3..=5 => w.draw_set(&mut rng, key),
-            6..=8 => w.draw_generic(&mut rng, key),
+            6..=8 => w.draw_zset(&mut rng, key),
+            9..=11 => w.draw_generic(&mut rng, key),
             _ if block_len > 0 => continue,
             _ => {
                 clock.advance_ms(rng.below(1200));
