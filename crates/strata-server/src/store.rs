@@ -10,6 +10,9 @@
 //! - `0x20`: the elements of collections, `[0x20][version: u64 BE][member]`, each with its
 //!   value (a hash field's value; empty for a set member; a sorted set member's score as
 //!   eight bytes, [`encode_score`]).
+//!   A list's elements are keyed by their position, eight big-endian bytes, and its header
+//!   holds, after the count, the position of its first element (pushes at the head take
+//!   the positions below it, pushes at the tail those from `head + count` on).
 //! - `0x21`: the score index of sorted sets, `[0x21][version: u64 BE][score: 8 bytes][member]`
 //!   with an empty value, in score order. A collection's version is drawn
 //!   once, when it is created, and never again for any key: deleting a collection deletes its
@@ -56,6 +59,7 @@ pub(crate) enum Kind {
     Hash = 1,
     Set = 2,
     ZSet = 3,
+    List = 4,
 }
 
 impl Kind {
@@ -65,6 +69,7 @@ impl Kind {
             1 => Some(Kind::Hash),
             2 => Some(Kind::Set),
             3 => Some(Kind::ZSet),
+            4 => Some(Kind::List),
             _ => None,
         }
     }
@@ -76,6 +81,7 @@ impl Kind {
             Kind::Hash => "hash",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::List => "list",
         }
     }
 }
@@ -211,7 +217,11 @@ pub(crate) fn parse_stored(raw: &[u8]) -> Result<(Kind, Option<u64>, &[u8]), Str
     } else {
         (None, rest)
     };
-    if kind != Kind::String && data.len() != HEADER_BYTES {
+    let header_bytes = match kind {
+        Kind::List => HEADER_BYTES + 8,
+        _ => HEADER_BYTES,
+    };
+    if kind != Kind::String && data.len() != header_bytes {
         return Err("ERR corrupt stored value: collection header of the wrong length".into());
     }
     Ok((kind, expires_at, data))
@@ -229,18 +239,25 @@ pub(crate) fn decode_value(raw: &[u8]) -> Result<Value, String> {
 
 const HEADER_BYTES: usize = 16;
 
-/// A collection's header: the version its elements are stored under and their count.
+/// A collection's header: the version its elements are stored under and their count, and
+/// for a list the position of its first element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Header {
     pub version: u64,
     pub count: u64,
+    /// A list's first position (0 for the other kinds, which do not store it).
+    pub head: u64,
 }
 
 impl Header {
-    pub(crate) fn encode(self) -> [u8; HEADER_BYTES] {
-        let mut b = [0; HEADER_BYTES];
-        b[..8].copy_from_slice(&self.version.to_be_bytes());
-        b[8..].copy_from_slice(&self.count.to_be_bytes());
+    /// The header as a collection of `kind` stores it.
+    pub(crate) fn encode(self, kind: Kind) -> Vec<u8> {
+        let mut b = Vec::with_capacity(HEADER_BYTES + 8);
+        b.extend_from_slice(&self.version.to_be_bytes());
+        b.extend_from_slice(&self.count.to_be_bytes());
+        if kind == Kind::List {
+            b.extend_from_slice(&self.head.to_be_bytes());
+        }
         b
     }
 
@@ -254,6 +271,7 @@ impl Header {
         Header {
             version: word(0),
             count: word(8),
+            head: word(16),
         }
     }
 }
@@ -513,8 +531,9 @@ mod tests {
         let header = Header {
             version: 7,
             count: u64::MAX,
+            head: 0,
         };
-        let stored = encode_stored(Kind::Set, &header.encode(), Some(5));
+        let stored = encode_stored(Kind::Set, &header.encode(Kind::Set), Some(5));
         assert_eq!(stored[0], 5, "a set's tag, expiring");
         let (kind, t, data) = parse_stored(&stored).unwrap();
         assert_eq!(

@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::lists;
 use super::zsets::{self, Shape, reply_score, reply_scored};
 use super::{Ctx, Outcome, exec_state};
 use crate::shared::{After, Block};
@@ -31,7 +32,7 @@ fn timeout(arg: &[u8]) -> Result<Option<Instant>, String> {
 }
 
 /// Parks the command on `keys`, unless it runs inside `MULTI`/`EXEC`, where it answers null
-/// at once.
+/// at once (a null array; a null string for the moves).
 fn block_or_null(cx: &mut Ctx<'_, '_>, keys: Vec<Vec<u8>>, deadline: Option<Instant>) {
     if exec_state::in_exec() {
         cx.out.null_array();
@@ -95,5 +96,75 @@ pub(super) fn bzmpop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
     }
     block_or_null(cx, keys, deadline);
+    Ok(())
+}
+
+/// `BLPOP key [key ...] timeout` and BRPOP: `[key, element]` from the first key with a list.
+pub(super) fn blpop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let left = a[0].eq_ignore_ascii_case(b"blpop");
+    let deadline = timeout(a[a.len() - 1])?;
+    let names = &a[1..a.len() - 1];
+    let keys: Vec<Vec<u8>> = names.iter().map(|k| cx.key(k)).collect();
+    let _g = cx.lock(keys.iter().map(Vec::as_slice));
+    for (k, name) in keys.iter().zip(names) {
+        if !check_kind(cx, k, Kind::List)? {
+            continue;
+        }
+        if let Some(v) = lists::pop_n(cx, k, 1, left)?.and_then(|mut p| p.pop()) {
+            cx.out.array(2);
+            cx.out.bulk(name);
+            cx.out.bulk(&v);
+            return Ok(());
+        }
+    }
+    block_or_null(cx, keys, deadline);
+    Ok(())
+}
+
+/// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`.
+pub(super) fn blmpop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let deadline = timeout(a[1])?;
+    let (n, left, count) = lists::mpop_args(&a[2..])?;
+    let names = &a[3..3 + n];
+    let keys: Vec<Vec<u8>> = names.iter().map(|k| cx.key(k)).collect();
+    let _g = cx.lock(keys.iter().map(Vec::as_slice));
+    let mut live = Vec::new();
+    let mut live_names = Vec::new();
+    for (k, name) in keys.iter().zip(names) {
+        if check_kind(cx, k, Kind::List)? {
+            live.push(k.clone());
+            live_names.push(*name);
+        }
+    }
+    if !lists::mpop_first(cx, &live, &live_names, left, count)? {
+        block_or_null(cx, keys, deadline);
+    }
+    Ok(())
+}
+
+/// `BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout` and `BRPOPLPUSH source
+/// destination timeout`: the element moved.
+pub(super) fn blmove(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let (from_left, to_left) = match a.len() {
+        4 => (false, true),
+        _ => (lists::side(a[3])?, lists::side(a[4])?),
+    };
+    let deadline = timeout(a[a.len() - 1])?;
+    let (src, dst) = (cx.key(a[1]), cx.key(a[2]));
+    let _g = cx.lock([src.as_slice(), dst.as_slice()]);
+    if check_kind(cx, &src, Kind::List)?
+        && let Some(v) = lists::move_one(cx, &src, &dst, from_left, to_left)?
+    {
+        cx.out.bulk(&v);
+        return Ok(());
+    }
+    if exec_state::in_exec() {
+        cx.out.null();
+    } else {
+        cx.after = After::Block(Block {
+            keys: vec![src],
+            deadline,
+        });
+    }
     Ok(())
 }

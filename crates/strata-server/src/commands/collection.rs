@@ -100,6 +100,8 @@ impl Collection {
             header: Header {
                 version: cx.shared.versions.next(&cx.shared.db)?,
                 count: 0,
+                // A new list grows both ways from the middle of the positions.
+                head: 1 << 63,
             },
             expires_at: None,
             existed: false,
@@ -142,6 +144,16 @@ impl Collection {
         Ok(new)
     }
 
+    /// Writes an element without counting it (a list's, by position): `None` deletes it.
+    pub(crate) fn write_raw(&mut self, w: &mut Writes, member: &[u8], value: Option<&[u8]>) {
+        let k = self.element_key(member);
+        match value {
+            Some(v) => w.put_raw(&k, v),
+            None => w.delete_raw(&k),
+        }
+        self.written.insert(k, value.map(<[u8]>::to_vec));
+    }
+
     /// Removes `member`; true when it was an element.
     pub(crate) fn remove(
         &mut self,
@@ -168,7 +180,12 @@ impl Collection {
                 w.delete_range(&lo, &hi);
             }
         } else {
-            w.put_value(&self.key, self.kind, &self.header.encode(), self.expires_at);
+            w.put_value(
+                &self.key,
+                self.kind,
+                &self.header.encode(self.kind),
+                self.expires_at,
+            );
         }
     }
 
@@ -312,10 +329,9 @@ pub(crate) fn copy_elements(
     })?;
     Ok(Header {
         version,
-        count: from.header.count,
+        ..from.header
     }
-    .encode()
-    .to_vec())
+    .encode(v.kind))
 }
 
 /// The arguments of `HSCAN`/`SSCAN key cursor [MATCH pattern] [COUNT n]`: the cursor,

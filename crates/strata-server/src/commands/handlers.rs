@@ -3,7 +3,7 @@
 
 use super::table::command_rows;
 use super::{
-    Handler, auth, blocking, config, hashes, info, keys, persistence, server, sets, strings,
+    Handler, auth, blocking, config, hashes, info, keys, lists, persistence, server, sets, strings,
     transaction, zalgebra, zrange, zsets,
 };
 

@@ -179,7 +179,7 @@ impl Worker {
                 match event.token() {
                     WAKE => {
                         self.take_new_connections(&mut ready);
-                        self.serve_parked(&mut ready);
+                        let _ = self.serve_parked(&mut ready);
                     }
                     Token(idx) => {
                         if let Some(Some(c)) = self.clients.get_mut(idx) {
@@ -341,6 +341,14 @@ impl Worker {
             }
         }
         self.flush_batch();
+        // Parked connections this round's writes let through are served before its replies
+        // go out, as Redis serves them before answering the write; one served may write a
+        // key another waits on (two moves in a circle), so until none is left.
+        for _ in 0..1024 {
+            if !self.serve_parked(next) {
+                break;
+            }
+        }
         for &idx in round {
             self.send(idx);
         }
@@ -606,7 +614,10 @@ impl Worker {
 
     /// Runs again the parked commands whose keys were written, first parked first; those
     /// that now get an answer leave the registry and go on with their input.
-    fn serve_parked(&mut self, ready: &mut Vec<usize>) {
+    fn serve_parked(&mut self, ready: &mut Vec<usize>) -> bool {
+        if self.shared.parked.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         let waiters = {
             let mut b = self
                 .shared
@@ -615,6 +626,7 @@ impl Worker {
                 .unwrap_or_else(|e| e.into_inner());
             b.take_ready(self.index)
         };
+        let any = !waiters.is_empty();
         let shared = &*self.shared;
         for w in waiters {
             let Some(Some(c)) = self.clients.get_mut(w.client) else {
@@ -644,6 +656,7 @@ impl Worker {
                 ready.push(w.client);
             }
         }
+        any
     }
 
     /// Answers null to the parked connections whose timeout passed.
