@@ -32,6 +32,8 @@ impl Rng {
 }
 
 const KEYS: &[&[u8]] = &[b"h", b"s", b"x", b"\x00k", b"long key name"];
+/// Lists get keys of their own besides: other kinds meet them less, so they grow longer.
+const LIST_KEYS: &[&[u8]] = &[b"l1", b"l2", b"x"];
 const MEMBERS: &[&[u8]] = &[b"", b"a", b"b", b"\x00", b"\xff\x01", b"member c"];
 const VALUES: &[&[u8]] = &[b"", b"1", b"-7", b"12", b"abc", b"\x00\xff"];
 
@@ -41,6 +43,7 @@ enum V {
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
     Set(BTreeSet<Vec<u8>>),
     ZSet(BTreeMap<Vec<u8>, f64>),
+    List(std::collections::VecDeque<Vec<u8>>),
 }
 
 /// Each database's keys: value and expiry time (Unix ms).
@@ -136,6 +139,14 @@ impl World {
         }
     }
 
+    fn list(&self, k: &[u8]) -> Result<std::collections::VecDeque<Vec<u8>>, ()> {
+        match self.live(k) {
+            None => Ok(Default::default()),
+            Some((V::List(l), _)) => Ok(l.clone()),
+            Some(_) => Err(()),
+        }
+    }
+
     /// Stores a collection under `k` keeping its expiry; an empty one deletes the key.
     fn store(&mut self, k: &[u8], v: V) {
         let t = self.live(k).and_then(|(_, t)| *t);
@@ -143,6 +154,7 @@ impl World {
             V::Hash(h) => h.is_empty(),
             V::Set(s) => s.is_empty(),
             V::ZSet(z) => z.is_empty(),
+            V::List(l) => l.is_empty(),
             V::Str(_) => false,
         };
         if empty {
@@ -401,6 +413,89 @@ impl World {
         }
     }
 
+    fn draw_list(&mut self, rng: &mut Rng) -> Drawn {
+        let key = rng.pick(LIST_KEYS).to_vec();
+        let v = rng.pick(VALUES).to_vec();
+        let l = self.list(&key);
+        let all = |l: &std::collections::VecDeque<Vec<u8>>| {
+            Value::Array(l.iter().map(|v| bulk(v)).collect())
+        };
+        let i = rng.below(7) as i64 - 3;
+        // An index (negative from the end) within the list, as LINDEX and LSET read it.
+        let at = |len: usize| {
+            let j = if i < 0 { i + len as i64 } else { i };
+            (0..len as i64).contains(&j).then_some(j as usize)
+        };
+        match rng.below(11) {
+            0..=2 => {
+                let left = rng.below(2) == 0;
+                let want = l.map(|mut l| {
+                    if left {
+                        l.push_front(v.clone())
+                    } else {
+                        l.push_back(v.clone())
+                    }
+                    let n = l.len() as i64;
+                    self.store(&key, V::List(l));
+                    Value::Int(n)
+                });
+                (
+                    vec![text(if left { "LPUSH" } else { "RPUSH" }), key, v],
+                    want,
+                )
+            }
+            3 | 4 => {
+                let left = rng.below(2) == 0;
+                let want = l.map(|mut l| {
+                    let got = if left { l.pop_front() } else { l.pop_back() };
+                    self.store(&key, V::List(l));
+                    got.map_or(Value::Nil, |g| bulk(&g))
+                });
+                (vec![text(if left { "LPOP" } else { "RPOP" }), key], want)
+            }
+            5 | 6 => (
+                vec![text("LRANGE"), key, text("0"), text("-1")],
+                l.map(|l| all(&l)),
+            ),
+            7 => {
+                let want = l.map(|l| at(l.len()).map_or(Value::Nil, |j| bulk(&l[j])));
+                (vec![text("LINDEX"), key, text(&i.to_string())], want)
+            }
+            8 => {
+                let want = l.and_then(|mut l| {
+                    if l.is_empty() {
+                        return Err(());
+                    }
+                    let j = at(l.len()).ok_or(())?;
+                    l[j] = v.clone();
+                    self.store(&key, V::List(l));
+                    Ok(Value::Okay)
+                });
+                (vec![text("LSET"), key, text(&i.to_string()), v], want)
+            }
+            9 => {
+                // LREM of every match.
+                let want = l.map(|mut l| {
+                    let before = l.len();
+                    l.retain(|x| *x != v);
+                    let n = (before - l.len()) as i64;
+                    self.store(&key, V::List(l));
+                    Value::Int(n)
+                });
+                (vec![text("LREM"), key, text("0"), v], want)
+            }
+            _ => {
+                // LTRIM to the second element on.
+                let want = l.map(|mut l| {
+                    l.pop_front();
+                    self.store(&key, V::List(l));
+                    Value::Okay
+                });
+                (vec![text("LTRIM"), key, text("1"), text("-1")], want)
+            }
+        }
+    }
+
     fn draw_generic(&mut self, rng: &mut Rng, key: Vec<u8>) -> Drawn {
         let other = rng.pick(KEYS).to_vec();
         let cur = self.live(&key).cloned();
@@ -412,6 +507,7 @@ impl World {
                     Some((V::Hash(_), _)) => "hash",
                     Some((V::Set(_), _)) => "set",
                     Some((V::ZSet(_), _)) => "zset",
+                    Some((V::List(_), _)) => "list",
                 };
                 (
                     vec![text("TYPE"), key],
@@ -552,11 +648,12 @@ fn collections_answer_as_the_model_does() {
         }
         w.now = clock.now_ms();
         let key = rng.pick(KEYS).to_vec();
-        let (args, want) = match rng.below(13) {
+        let (args, want) = match rng.below(16) {
             0..=2 => w.draw_hash(&mut rng, key),
             3..=5 => w.draw_set(&mut rng, key),
             6..=8 => w.draw_zset(&mut rng, key),
-            9..=11 => w.draw_generic(&mut rng, key),
+            9..=11 => w.draw_list(&mut rng),
+            12..=14 => w.draw_generic(&mut rng, key),
             _ if block_len > 0 => continue,
             _ => {
                 clock.advance_ms(rng.below(1200));
