@@ -467,17 +467,25 @@ struct CollectionWriter {
 fn collections_of(c: &mut redis::Connection, id: usize) -> Vec<(String, String)> {
     let hash: Vec<(String, String)> = c.hgetall(format!("w{id}:hash")).unwrap();
     let set: Vec<String> = c.smembers(format!("w{id}:set")).unwrap();
+    let zset: Vec<(String, String)> = redis::cmd("ZRANGE")
+        .arg(format!("w{id}:zset"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(c)
+        .unwrap();
     let mut all: Vec<(String, String)> = hash
         .into_iter()
         .map(|(f, v)| (format!("h:{f}"), v))
         .chain(set.into_iter().map(|m| (format!("s:{m}"), String::new())))
+        .chain(zset.into_iter().map(|(m, s)| (format!("z:{m}"), s)))
         .collect();
     all.sort();
     all
 }
 
-/// Writes HSET, HDEL, HINCRBY, SADD and SREM to one connection's own hash and set until the
-/// server goes away, each recorded once its reply came.
+/// Writes HSET, HDEL, HINCRBY, SADD, SREM, ZADD and ZREM to one connection's own hash, set
+/// and sorted set until the server goes away, each recorded once its reply came.
 fn write_collections_until_killed(port: u16, id: usize, start: u64, w: &mut CollectionWriter) {
     let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
         return;
@@ -485,7 +493,11 @@ fn write_collections_until_killed(port: u16, id: usize, start: u64, w: &mut Coll
     let Ok(mut c) = client.get_connection() else {
         return;
     };
-    let (hash, set) = (format!("w{id}:hash"), format!("w{id}:set"));
+    let (hash, set, zset) = (
+        format!("w{id}:hash"),
+        format!("w{id}:set"),
+        format!("w{id}:zset"),
+    );
     let mut x = start.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ id as u64 | 1;
     for n in start.. {
         x ^= x << 13;
@@ -494,7 +506,7 @@ fn write_collections_until_killed(port: u16, id: usize, start: u64, w: &mut Coll
         // Few elements: collections empty out and are made again, under new versions.
         let element = format!("e{}", (x >> 8) % 6);
         let mut cmd;
-        let change = match x % 5 {
+        let change = match x % 7 {
             0 => {
                 cmd = redis::cmd("HSET");
                 cmd.arg(&hash).arg(&element).arg(n);
@@ -515,6 +527,16 @@ fn write_collections_until_killed(port: u16, id: usize, start: u64, w: &mut Coll
                 cmd.arg(&hash).arg(format!("counter{id}")).arg(1);
                 (field, Some(next.to_string()))
             }
+            5 => {
+                cmd = redis::cmd("ZADD");
+                cmd.arg(&zset).arg(n % 1000).arg(&element);
+                (format!("z:{element}"), Some((n % 1000).to_string()))
+            }
+            6 => {
+                cmd = redis::cmd("ZREM");
+                cmd.arg(&zset).arg(&element);
+                (format!("z:{element}"), None)
+            }
             3 => {
                 cmd = redis::cmd("SADD");
                 cmd.arg(&set).arg(&element);
@@ -528,7 +550,7 @@ fn write_collections_until_killed(port: u16, id: usize, start: u64, w: &mut Coll
         };
         w.in_flight = Some(change.clone());
         match cmd.query::<redis::Value>(&mut c) {
-            Ok(redis::Value::Int(got)) if x % 5 == 2 => {
+            Ok(redis::Value::Int(got)) if x % 7 == 2 => {
                 assert_eq!(Some(got.to_string()), change.1, "HINCRBY's answer");
             }
             Ok(_) => {}
@@ -539,11 +561,11 @@ fn write_collections_until_killed(port: u16, id: usize, start: u64, w: &mut Coll
     }
 }
 
-/// `strata serve --sync always` killed with SIGKILL while three connections write to hashes
-/// and sets: after each restart every acknowledged field and member is there with its value,
+/// `strata serve --sync always` killed with SIGKILL while three connections write to hashes,
+/// sets and sorted sets: after each restart every acknowledged field and member is there with its value,
 /// nothing else is, and the element of the write in flight holds its old or its new state.
 #[test]
-fn hashes_and_sets_keep_every_acknowledged_write_across_sigkills() {
+fn collections_keep_every_acknowledged_write_across_sigkills() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("db");
     let port = free_port();
