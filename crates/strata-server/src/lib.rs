@@ -113,6 +113,7 @@ impl Server {
             shapes: Mutex::new(Default::default()),
             blocking: Mutex::new(Default::default()),
             parked: AtomicUsize::new(0),
+            pop_edges: Mutex::new(Default::default()),
             wakers: std::sync::OnceLock::new(),
             config,
         });

@@ -89,6 +89,11 @@ pub(crate) struct Shared {
     pub blocking: Mutex<Blocking>,
     /// How many connections are parked (0: writes need not look at `blocking`).
     pub parked: AtomicUsize,
+    /// For sorted sets popped from (by version, and whether from the high end), the score
+    /// key of the last member popped: no member lies beyond it, so the next pop seeks past
+    /// the deleted ones instead of walking over their tombstones. Kept under the set's
+    /// stripe lock by ZPOPMIN/ZPOPMAX, dropped by any write of a member beyond it.
+    pub pop_edges: Mutex<HashMap<(u64, bool), Vec<u8>>>,
     /// Each worker's waker, by index, set once the workers run.
     pub wakers: std::sync::OnceLock<Vec<Arc<mio::Waker>>>,
 }

@@ -698,3 +698,31 @@ fn collections_answer_as_the_model_does() {
         "seed {seed}: {transactions} transactions, {wrongtype} errors"
     );
 }
+
+/// A pop remembers where it left off (the next one seeks past the members it deleted): a
+/// member added beyond that point afterwards is seen by the next pop and range.
+#[test]
+fn members_added_past_a_pop_are_popped_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_700_000_000_000);
+    let (server, mut c) = start(dir.path(), &clock);
+    let mut cmd = |args: &[&str]| run(&mut c, &args.iter().map(|a| text(a)).collect::<Vec<_>>());
+    let pair = |m: &str, s: &str| Value::Array(vec![bulk(m.as_bytes()), bulk(s.as_bytes())]);
+    assert_eq!(
+        cmd(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]).unwrap(),
+        Value::Int(3)
+    );
+    assert_eq!(cmd(&["ZPOPMIN", "z"]).unwrap(), pair("a", "1"));
+    assert_eq!(cmd(&["ZADD", "z", "0", "x"]).unwrap(), Value::Int(1));
+    assert_eq!(cmd(&["ZPOPMIN", "z"]).unwrap(), pair("x", "0"));
+    assert_eq!(cmd(&["ZPOPMAX", "z"]).unwrap(), pair("c", "3"));
+    assert_eq!(cmd(&["ZADD", "z", "9", "y"]).unwrap(), Value::Int(1));
+    assert_eq!(cmd(&["ZPOPMAX", "z"]).unwrap(), pair("y", "9"));
+    // A member whose score moves below the edge by ZINCRBY.
+    assert_eq!(cmd(&["ZADD", "z", "5", "d"]).unwrap(), Value::Int(1));
+    assert_eq!(cmd(&["ZPOPMIN", "z"]).unwrap(), pair("b", "2"));
+    cmd(&["ZINCRBY", "z", "-10", "d"]).unwrap();
+    let all = cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]).unwrap();
+    assert_eq!(all, Value::Array(vec![bulk(b"d"), bulk(b"-5")]));
+    server.shutdown().unwrap();
+}

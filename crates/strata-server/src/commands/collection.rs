@@ -22,6 +22,32 @@ use crate::store::{self, Header, Kind, Value};
 /// the output buffer's limit.
 const MAX_DRAWS: usize = 1 << 26;
 
+/// Collections of at most this many elements are sampled over a walk (uniformly); larger ones
+/// by seeking to a random point ([`Collection::pick_one`]).
+const SMALL: u64 = 128;
+
+/// A point between `first` and `last` (sorted bytes): their common prefix, then a number
+/// drawn between their next eight bytes read as numbers.
+pub(crate) fn random_point(first: &[u8], last: &[u8], random: u64) -> Vec<u8> {
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let head = |k: &[u8]| {
+        let mut b = [0u8; 8];
+        for (d, s) in b.iter_mut().zip(k.get(common..).unwrap_or_default()) {
+            *d = *s;
+        }
+        u64::from_be_bytes(b)
+    };
+    let (lo, hi) = (head(first), head(last));
+    let offset = if hi > lo {
+        random % (hi - lo).saturating_add(1)
+    } else {
+        0
+    };
+    let mut point = first.get(..common).unwrap_or_default().to_vec();
+    point.extend_from_slice(&(lo + offset).to_be_bytes());
+    point
+}
+
 /// An element: its member and stored value.
 pub(crate) type Element = (Vec<u8>, Vec<u8>);
 
@@ -216,6 +242,36 @@ impl Collection {
             true
         })?;
         Ok(out)
+    }
+
+    /// One element drawn at random. A small collection is sampled over one walk; a larger
+    /// one by three seeks: its first and last members, then the first member at or after a
+    /// random point between them (members after wide gaps come up more often, as RANDOMKEY's
+    /// keys do).
+    pub(crate) fn pick_one(&self, cx: &Ctx<'_, '_>) -> Result<Option<Element>, String> {
+        if self.header.count <= SMALL {
+            return Ok(self.sample(cx, 1)?.pop());
+        }
+        let (lo, hi) = store::elements_range(self.header.version);
+        let end = |backward: bool| -> Result<Option<Element>, String> {
+            let mut found = None;
+            let range = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
+            walk_range(cx.shared, range, backward, |k, v| {
+                found = Some((store::element_member(k).to_vec(), v.to_vec()));
+                false
+            })?;
+            Ok(found)
+        };
+        let (Some(first), Some(last)) = (end(false)?, end(true)?) else {
+            return Ok(None);
+        };
+        let point = random_point(&first.0, &last.0, cx.shared.random_seed());
+        let mut found = None;
+        self.walk(cx.shared, Bound::Included(&point), |m, v| {
+            found = Some((m.to_vec(), v.to_vec()));
+            false
+        })?;
+        Ok(found.or(Some(first)))
     }
 
     /// `n` elements drawn at random (reservoir sampling over one walk): distinct ones, all of
@@ -469,11 +525,7 @@ pub(crate) fn draw(
     let _g = cx.lock([key.as_slice()]);
     let c = Collection::read(cx, &key, kind)?;
     let Some(count) = count else {
-        match c
-            .map(|c| c.sample(cx, 1))
-            .transpose()?
-            .and_then(|mut p| p.pop())
-        {
+        match c.map(|c| c.pick_one(cx)).transpose()?.flatten() {
             Some((m, _)) => cx.out.bulk(&m),
             None => cx.out.null(),
         }

@@ -249,23 +249,7 @@ pub(super) fn randomkey(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
         cx.out.null();
         return Ok(());
     };
-    let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
-    let head = |k: &[u8]| {
-        let mut b = [0u8; 8];
-        for (d, s) in b.iter_mut().zip(k.get(common..).unwrap_or_default()) {
-            *d = *s;
-        }
-        u64::from_be_bytes(b)
-    };
-    let (lo, hi) = (head(&first), head(&last));
-    let r = cx.shared.random_seed();
-    let offset = if hi > lo {
-        r % (hi - lo).saturating_add(1)
-    } else {
-        0
-    };
-    let mut point = first.get(..common).unwrap_or_default().to_vec();
-    point.extend_from_slice(&(lo + offset).to_be_bytes());
+    let point = super::collection::random_point(&first, &last, cx.shared.random_seed());
     let backward = cx.shared.random_seed() & 1 == 0;
     let found = match first_key(cx, Bound::Included(&point), backward)? {
         Some(k) => Some(k),

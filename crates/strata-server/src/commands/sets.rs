@@ -101,7 +101,10 @@ pub(super) fn spop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
         return Ok(());
     };
-    let picked = s.sample(cx, count.unwrap_or(1))?;
+    let picked = match count {
+        Some(n) => s.sample(cx, n)?,
+        None => s.pick_one(cx)?.into_iter().collect(),
+    };
     let mut w = Writes::default();
     for (m, _) in &picked {
         s.remove(cx, &mut w, m)?;

@@ -63,7 +63,26 @@ impl ZSet {
         if let Some(old) = old {
             w.delete_raw(&store::score_key(self.version(), old, member));
         }
-        w.put_raw(&store::score_key(self.version(), score, member), b"");
+        let new = store::score_key(self.version(), score, member);
+        {
+            // A member beyond a pop edge moves the edge away.
+            let mut edges = cx
+                .shared
+                .pop_edges
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let version = self.version();
+            if edges
+                .get(&(version, false))
+                .is_some_and(|edge| new <= *edge)
+            {
+                edges.remove(&(version, false));
+            }
+            if edges.get(&(version, true)).is_some_and(|edge| new >= *edge) {
+                edges.remove(&(version, true));
+            }
+        }
+        w.put_raw(&new, b"");
         self.0.put(cx, w, member, &store::encode_score(score))?;
         Ok(old)
     }
@@ -126,7 +145,16 @@ impl ZSet {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let (lo, hi) = self.all();
+        let (mut lo, mut hi) = self.all();
+        // Pops from this end left no member before its edge (see `Shared::pop_edges`).
+        if start == 0 {
+            let edges = shared.pop_edges.lock().unwrap_or_else(|e| e.into_inner());
+            match (rev, edges.get(&(self.version(), rev))) {
+                (false, Some(edge)) => lo = Bound::Excluded(edge.clone()),
+                (true, Some(edge)) => hi = Bound::Excluded(edge.clone()),
+                _ => {}
+            }
+        }
         let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
         // From the other end the same members come in reverse, after skipping the rest.
         let other_end = start > count / 2;
@@ -431,10 +459,32 @@ pub(crate) fn pop(cx: &Ctx<'_, '_>, key: &[u8], n: u64, max: bool) -> Result<Vec
     for (m, _) in &popped {
         z.remove(cx, &mut w, m)?;
     }
+    let version = z.version();
+    // The removals counted themselves off.
+    let remaining = z.count();
     z.0.finish(&mut w);
     w.commit(cx.shared)?;
+    // The next pop from this end seeks past what this one deleted rather than walking its
+    // tombstones; not inside EXEC, whose writes are not in the engine yet.
+    if let Some((member, score)) = popped
+        .last()
+        .filter(|_| remaining > 0 && !super::exec_state::in_exec())
+    {
+        let mut edges = cx
+            .shared
+            .pop_edges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if edges.len() >= MAX_POP_EDGES {
+            edges.clear();
+        }
+        edges.insert((version, max), store::score_key(version, *score, member));
+    }
     Ok(popped)
 }
+
+/// Pop edges kept at most (one per sorted set and end, while it is popped from).
+const MAX_POP_EDGES: usize = 4096;
 
 /// ZPOPMIN and ZPOPMAX `key [count]`.
 pub(super) fn zpop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {

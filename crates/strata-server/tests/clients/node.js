@@ -57,6 +57,58 @@ async function ioredis() {
   return "ioredis";
 }
 
+// Hashes, lists, sets and sorted sets, and a blocking pop that another connection wakes.
+async function nodeRedisCollections(resp) {
+  const c = createClient({ socket: { port }, RESP: resp });
+  const waiter = createClient({ socket: { port }, RESP: resp });
+  await c.connect();
+  await waiter.connect();
+  await c.flushAll();
+  assert.equal(await c.hSet("h", { a: "1", b: "2" }), 2);
+  assert.deepEqual({ ...(await c.hGetAll("h")) }, { a: "1", b: "2" });
+  assert.equal(await c.hIncrBy("h", "a", 5), 6);
+  assert.equal(await c.sAdd("s", ["x", "y", "x"]), 2);
+  assert.deepEqual([...(await c.sMembers("s"))].sort(), ["x", "y"]);
+  assert.equal(await c.zAdd("z", [{ score: 1.5, value: "a" }, { score: 0.5, value: "b" }]), 2);
+  assert.deepEqual(await c.zRange("z", 0, -1), ["b", "a"]);
+  assert.equal(Number(await c.zScore("z", "a")), 1.5);
+  assert.equal(await c.rPush("l", ["1", "2"]), 2);
+  assert.equal(await c.lPush("l", "0"), 3);
+  assert.deepEqual(await c.lRange("l", 0, -1), ["0", "1", "2"]);
+  await assert.rejects(c.get("h"), /WRONGTYPE/);
+  const popped = waiter.blPop("q", 5);
+  await sleep(200);
+  await c.rPush("q", "job");
+  const got = await popped;
+  assert.deepEqual([got.key, got.element], ["q", "job"]);
+  await waiter.quit();
+  await c.quit();
+  return `node-redis RESP${resp} collections`;
+}
+
+async function ioredisCollections() {
+  const c = new Redis({ port, lazyConnect: true });
+  const waiter = new Redis({ port, lazyConnect: true });
+  await c.connect();
+  await waiter.connect();
+  await c.flushall();
+  assert.equal(await c.hset("h", "a", "1", "b", "2"), 2);
+  assert.deepEqual(await c.hgetall("h"), { a: "1", b: "2" });
+  assert.equal(await c.sadd("s", "x", "y"), 2);
+  assert.deepEqual((await c.smembers("s")).sort(), ["x", "y"]);
+  assert.equal(await c.zadd("z", 1.5, "a", 0.5, "b"), 2);
+  assert.deepEqual(await c.zrange("z", 0, -1, "WITHSCORES"), ["b", "0.5", "a", "1.5"]);
+  assert.equal(await c.rpush("l", "1", "2"), 2);
+  assert.deepEqual(await c.lrange("l", 0, -1), ["1", "2"]);
+  const popped = waiter.brpop("q", 5);
+  await sleep(200);
+  await c.lpush("q", "job");
+  assert.deepEqual(await popped, ["q", "job"]);
+  await waiter.quit();
+  await c.quit();
+  return "ioredis collections";
+}
+
 // With credentials in the URL: the ACL user `app` (made by run.sh, keys app:* only).
 async function withPassword() {
   const url = `redis://app:apppass@127.0.0.1:${port}`;
@@ -83,7 +135,15 @@ async function withPassword() {
 }
 
 (async () => {
-  const done = [await nodeRedis(2), await nodeRedis(3), await ioredis(), await withPassword()];
+  const done = [
+    await nodeRedis(2),
+    await nodeRedis(3),
+    await ioredis(),
+    await nodeRedisCollections(2),
+    await nodeRedisCollections(3),
+    await ioredisCollections(),
+    await withPassword(),
+  ];
   console.log(`${done.join(", ")} ok`);
 })().catch((e) => {
   console.error(e);

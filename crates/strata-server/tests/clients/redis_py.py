@@ -81,6 +81,46 @@ for protocol in (None, 2, 3):
     r.close()
 print("redis-py", redis.__version__, "ok: default, RESP2 and RESP3")
 
+# Hashes, lists, sets and sorted sets, and a blocking pop woken by another connection.
+for protocol in (None, 2, 3):
+    kwargs = {} if protocol is None else {"protocol": protocol}
+    label = "default" if protocol is None else f"protocol={protocol}"
+    r = redis.Redis(port=port, **kwargs)
+    r.flushall()
+    check(f"{label} hset", r.hset("h", mapping={"a": "1", "b": "2"}), 2)
+    check(f"{label} hgetall", r.hgetall("h"), {b"a": b"1", b"b": b"2"})
+    check(f"{label} hincrby", r.hincrby("h", "a", 5), 6)
+    check(f"{label} hmget", r.hmget("h", "a", "zz"), [b"6", None])
+    check(f"{label} sadd", r.sadd("s", "x", "y", "x"), 2)
+    check(f"{label} smembers", r.smembers("s"), {b"x", b"y"})
+    check(f"{label} sinter", r.sinter("s", "missing"), set())
+    check(f"{label} zadd", r.zadd("z", {"a": 1.5, "b": 0.5}), 2)
+    got = [tuple(x) for x in r.zrange("z", 0, -1, withscores=True)]
+    check(f"{label} zrange withscores", got, [(b"b", 0.5), (b"a", 1.5)])
+    check(f"{label} zscore", r.zscore("z", "a"), 1.5)
+    check(f"{label} zincrby", r.zincrby("z", 1, "b"), 1.5)
+    check(f"{label} rpush", r.rpush("l", "1", "2", "3"), 3)
+    check(f"{label} lpush", r.lpush("l", "0"), 4)
+    check(f"{label} lrange", r.lrange("l", 0, -1), [b"0", b"1", b"2", b"3"])
+    check(f"{label} type", [r.type(k) for k in ("h", "s", "z", "l")],
+          [b"hash", b"set", b"zset", b"list"])
+    try:
+        r.get("h")
+        sys.exit(f"redis-py: {label}: GET of a hash answered")
+    except redis.ResponseError as e:
+        check(f"{label} wrongtype", str(e).startswith("WRONGTYPE"), True)
+    import threading
+    popped = []
+    waiter = threading.Thread(
+        target=lambda: popped.append(redis.Redis(port=port, **kwargs).blpop("q", timeout=5)))
+    waiter.start()
+    time.sleep(0.2)
+    r.rpush("q", "job")
+    waiter.join()
+    check(f"{label} blpop woken by rpush", tuple(popped[0]), (b"q", b"job"))
+    r.close()
+print("redis-py", redis.__version__, "ok: hashes, lists, sets, sorted sets, BLPOP; each protocol")
+
 # With credentials: the ACL user `app` (made by run.sh, keys app:* only), in each protocol.
 for protocol in (None, 2, 3):
     kwargs = {} if protocol is None else {"protocol": protocol}
