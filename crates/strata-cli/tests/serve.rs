@@ -562,8 +562,9 @@ fn write_collections_until_killed(port: u16, id: usize, start: u64, w: &mut Coll
 }
 
 /// `strata serve --sync always` killed with SIGKILL while three connections write to hashes,
-/// sets and sorted sets: after each restart every acknowledged field and member is there with its value,
-/// nothing else is, and the element of the write in flight holds its old or its new state.
+/// sets and sorted sets: after each restart every acknowledged field and member is there with
+/// its value, nothing else is, and the element of the write in flight holds its old or its
+/// new state.
 #[test]
 fn collections_keep_every_acknowledged_write_across_sigkills() {
     let t = tempfile::tempdir().unwrap();

@@ -1,11 +1,12 @@
-//! Blocking commands (BZPOPMIN, BZPOPMAX, BZMPOP, and the lists' to come): a command that
-//! finds nothing to take asks its worker to park the connection ([`After::Block`]); the
-//! connection then costs no thread, only an entry per key in `shared::Blocking`. Every
-//! write that commits (one command's batch, or an `EXEC`'s) tells the registry the keys it
-//! wrote (`Shared::notify_written`), and the workers of the connections waiting on them run their commands
-//! again, in the order they blocked: the first blocked is the first served. A command that
-//! still finds nothing stays parked, in its place; one whose timeout passes answers null.
-//! Inside `MULTI`/`EXEC` a blocking command does not block: it answers at once.
+//! Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX,
+//! BZMPOP): a command that finds nothing to take asks its worker to park the connection
+//! ([`After::Block`]); the connection then costs no thread, only an entry per key in
+//! `shared::Blocking`. Every write that commits (one command's batch, or an `EXEC`'s) tells
+//! the registry the keys it wrote (`Shared::notify_written`), and the workers of the
+//! connections waiting on them run their commands again, in the order they blocked: the first
+//! blocked is the first served. A command that still finds nothing stays parked, in its
+//! place; one whose timeout passes answers null. Inside `MULTI`/`EXEC` a blocking command
+//! does not block: it answers at once.
 
 use std::time::{Duration, Instant};
 

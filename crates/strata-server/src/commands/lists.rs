@@ -372,7 +372,11 @@ pub(super) fn lpos(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             "RANK" => {
                 rank = int_arg(value)?;
                 if rank == 0 {
-                    return Err("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list".into());
+                    return Err(concat!(
+                        "ERR RANK can't be zero: use 1 to start from the first match, 2 from the ",
+                        "second ... or use negative to start from the end of the list"
+                    )
+                    .into());
                 }
                 if rank == i64::MIN {
                     return Err("ERR value is out of range".into());

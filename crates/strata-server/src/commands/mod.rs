@@ -3,8 +3,9 @@
 //! Every command is a row of one table (`table.rs`): its name, arity, flags, ACL categories,
 //! key positions and handler. Dispatch, arity errors, COMMAND's replies and INFO's
 //! per-command statistics are all answered from its descriptions (`spec.rs`). The handlers
-//! live by family: `strings.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs`, `zrange.rs` and
-//! `zalgebra.rs` (with `collection.rs`, what the collections share), `keys.rs` (the keyspace and expiry), `server.rs`
+//! live by family: `strings.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs`,
+//! `zrange.rs` and `zalgebra.rs` (with `collection.rs`, what the collections share, and
+//! `blocking.rs`, the blocking pops), `keys.rs` (the keyspace and expiry), `server.rs`
 //! (connection and server), `config.rs` (CONFIG), `info.rs` (INFO), `persistence.rs` (SAVE,
 //! BGSAVE, LASTSAVE), `auth.rs` (AUTH, ACL and protected mode) and `transaction.rs`.
 //!

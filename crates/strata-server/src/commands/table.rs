@@ -298,11 +298,46 @@ macro_rules! command_rows {
             ("lmove", 5, WS, ["write", "list", "slow"], (1, 2, 1), lists::lmove),
             ("rpoplpush", 3, WS, ["write", "list", "slow"], (1, 2, 1), lists::lmove),
             ("lmpop", -4, &["write"], ["write", "list", "slow"], (2, -1, 1), lists::lmpop),
-            ("blpop", -3, &["write", "noscript", "blocking"], ["write", "list", "slow", "blocking"], (1, -2, 1), blocking::blpop),
-            ("brpop", -3, &["write", "noscript", "blocking"], ["write", "list", "slow", "blocking"], (1, -2, 1), blocking::blpop),
-            ("blmove", 6, &["write", "denyoom", "noscript", "blocking"], ["write", "list", "slow", "blocking"], (1, 2, 1), blocking::blmove),
-            ("brpoplpush", 4, &["write", "denyoom", "noscript", "blocking"], ["write", "list", "slow", "blocking"], (1, 2, 1), blocking::blmove),
-            ("blmpop", -5, &["write", "blocking"], ["write", "list", "slow", "blocking"], (3, -1, 1), blocking::blmpop),
+            (
+                "blpop",
+                -3,
+                &["write", "noscript", "blocking"],
+                ["write", "list", "slow", "blocking"],
+                (1, -2, 1),
+                blocking::blpop
+            ),
+            (
+                "brpop",
+                -3,
+                &["write", "noscript", "blocking"],
+                ["write", "list", "slow", "blocking"],
+                (1, -2, 1),
+                blocking::blpop
+            ),
+            (
+                "blmove",
+                6,
+                &["write", "denyoom", "noscript", "blocking"],
+                ["write", "list", "slow", "blocking"],
+                (1, 2, 1),
+                blocking::blmove
+            ),
+            (
+                "brpoplpush",
+                4,
+                &["write", "denyoom", "noscript", "blocking"],
+                ["write", "list", "slow", "blocking"],
+                (1, 2, 1),
+                blocking::blmove
+            ),
+            (
+                "blmpop",
+                -5,
+                &["write", "blocking"],
+                ["write", "list", "slow", "blocking"],
+                (3, -1, 1),
+                blocking::blmpop
+            ),
             // Sorted sets.
             ("zadd", -4, W, ["write", "sortedset", "fast"], ONE, zsets::zadd),
             ("zincrby", 4, W, ["write", "sortedset", "fast"], ONE, zsets::zincrby),
@@ -321,9 +356,30 @@ macro_rules! command_rows {
             ("zrangebylex", -4, RS, ["read", "sortedset", "slow"], ONE, zrange::zrange),
             ("zrevrangebylex", -4, RS, ["read", "sortedset", "slow"], ONE, zrange::zrange),
             ("zrangestore", -5, WS, ["write", "sortedset", "slow"], (1, 2, 1), zrange::zrangestore),
-            ("zremrangebyrank", 4, &["write"], ["write", "sortedset", "slow"], ONE, zrange::zremrange),
-            ("zremrangebyscore", 4, &["write"], ["write", "sortedset", "slow"], ONE, zrange::zremrange),
-            ("zremrangebylex", 4, &["write"], ["write", "sortedset", "slow"], ONE, zrange::zremrange),
+            (
+                "zremrangebyrank",
+                4,
+                &["write"],
+                ["write", "sortedset", "slow"],
+                ONE,
+                zrange::zremrange
+            ),
+            (
+                "zremrangebyscore",
+                4,
+                &["write"],
+                ["write", "sortedset", "slow"],
+                ONE,
+                zrange::zremrange
+            ),
+            (
+                "zremrangebylex",
+                4,
+                &["write"],
+                ["write", "sortedset", "slow"],
+                ONE,
+                zrange::zremrange
+            ),
             ("zpopmin", -2, WF, ["write", "sortedset", "fast"], ONE, zsets::zpop),
             ("zpopmax", -2, WF, ["write", "sortedset", "fast"], ONE, zsets::zpop),
             // numkeys comes first: every argument after it counts as a key (see sintercard).
@@ -337,9 +393,30 @@ macro_rules! command_rows {
             ("zinterstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
             ("zdiffstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
             // The last argument is the timeout: every argument after the name counts as a key.
-            ("bzpopmin", -3, &["write", "noscript", "blocking"], ["write", "sortedset", "fast", "blocking"], (1, -2, 1), blocking::bzpop),
-            ("bzpopmax", -3, &["write", "noscript", "blocking"], ["write", "sortedset", "fast", "blocking"], (1, -2, 1), blocking::bzpop),
-            ("bzmpop", -5, &["write", "blocking"], ["write", "sortedset", "slow", "blocking"], (3, -1, 1), blocking::bzmpop),
+            (
+                "bzpopmin",
+                -3,
+                &["write", "noscript", "blocking"],
+                ["write", "sortedset", "fast", "blocking"],
+                (1, -2, 1),
+                blocking::bzpop
+            ),
+            (
+                "bzpopmax",
+                -3,
+                &["write", "noscript", "blocking"],
+                ["write", "sortedset", "fast", "blocking"],
+                (1, -2, 1),
+                blocking::bzpop
+            ),
+            (
+                "bzmpop",
+                -5,
+                &["write", "blocking"],
+                ["write", "sortedset", "slow", "blocking"],
+                (3, -1, 1),
+                blocking::bzmpop
+            ),
             ("zintercard", -3, RS, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zintercard),
             // The keyspace and expiry.
             ("memory", -2, RS, ["slow"], (2, 2, 1), keys::memory),
