@@ -109,8 +109,10 @@ pub(crate) struct User {
     /// The last `+@all`/`-@all` (`allcommands`/`nocommands`) was `+@all`.
     base_all: bool,
     pub keys: Vec<KeyPattern>,
-    /// `&*` (channels are accepted for configurations' sake; there is no Pub/Sub).
+    /// `&*`: every channel.
     all_channels: bool,
+    /// The `&pattern` rules otherwise: channels the user may publish and subscribe to.
+    channels: Vec<Vec<u8>>,
 }
 
 /// Why a command was refused.
@@ -119,6 +121,8 @@ pub(crate) enum Denied {
     Command,
     /// The key at this argument position.
     Key(usize),
+    /// The channel at this argument position.
+    Channel(usize),
 }
 
 impl User {
@@ -137,6 +141,7 @@ impl User {
             base_all: false,
             keys: Vec::new(),
             all_channels: false,
+            channels: Vec::new(),
         }
     }
 
@@ -153,6 +158,7 @@ impl User {
     /// Every command, every key, enabled: nothing to check.
     pub(crate) fn unrestricted(&self) -> bool {
         self.enabled
+            && self.all_channels
             && self.allowed.iter().all(|&a| a)
             && self
                 .keys
@@ -220,6 +226,25 @@ impl User {
                 return Err(Denied::Key(i));
             }
         }
+        self.check_channels(cmd, args)
+    }
+
+    /// The channels a pub/sub command names, against the user's channel rules.
+    fn check_channels(&self, cmd: &Spec, args: &[&[u8]]) -> Result<(), Denied> {
+        if self.all_channels {
+            return Ok(());
+        }
+        let (last, pattern) = match cmd.name {
+            "publish" | "spublish" => (2, false),
+            "subscribe" | "ssubscribe" => (args.len(), false),
+            "psubscribe" => (args.len(), true),
+            _ => return Ok(()),
+        };
+        for (i, channel) in args.iter().enumerate().take(last).skip(1) {
+            if !self.channel_allowed(channel, pattern) {
+                return Err(Denied::Channel(i));
+            }
+        }
         Ok(())
     }
 
@@ -241,8 +266,11 @@ impl User {
             }
             "allkeys" => self.apply(b"~*")?,
             "resetkeys" => self.keys.clear(),
-            "allchannels" => self.all_channels = true,
-            "resetchannels" => self.all_channels = false,
+            "allchannels" => self.apply(b"&*")?,
+            "resetchannels" => {
+                self.all_channels = false;
+                self.channels.clear();
+            }
             "allcommands" => self.apply(b"+@all")?,
             "nocommands" => self.apply(b"-@all")?,
             "reset" => {
@@ -296,6 +324,9 @@ impl User {
                 Some((b'&', pattern)) => {
                     if pattern == b"*" {
                         self.all_channels = true;
+                        self.channels.clear();
+                    } else if !self.all_channels && !self.channels.iter().any(|c| c == pattern) {
+                        self.channels.push(pattern.to_vec());
                     }
                 }
                 Some((&sign @ (b'+' | b'-'), what)) => {
@@ -381,8 +412,30 @@ impl User {
         pats.join(" ")
     }
 
-    pub(crate) fn channels_text(&self) -> &'static str {
-        if self.all_channels { "&*" } else { "" }
+    /// The channel rules as `ACL GETUSER` shows them: `&*`, or each `&pattern`.
+    pub(crate) fn channels_text(&self) -> String {
+        if self.all_channels {
+            return "&*".into();
+        }
+        let each: Vec<String> = self
+            .channels
+            .iter()
+            .map(|c| format!("&{}", String::from_utf8_lossy(c)))
+            .collect();
+        each.join(" ")
+    }
+
+    /// Whether the user may publish to (or subscribe to) `channel`; a `pattern` subscribed
+    /// to must be one of the user's patterns as written, as Redis has it.
+    pub(crate) fn channel_allowed(&self, channel: &[u8], pattern: bool) -> bool {
+        self.all_channels
+            || self.channels.iter().any(|p| {
+                if pattern {
+                    p == channel
+                } else {
+                    crate::glob::matches(p, channel)
+                }
+            })
     }
 
     /// The user as one `ACL LIST` line (and one line of an ACL file): rules that rebuild it.
@@ -394,14 +447,16 @@ impl User {
         if !keys.is_empty() {
             parts.push(keys);
         }
-        parts.push(
-            if self.all_channels {
-                "&*"
-            } else {
-                "resetchannels"
-            }
-            .into(),
-        );
+        if self.all_channels {
+            parts.push("&*".into());
+        } else {
+            parts.push("resetchannels".into());
+            parts.extend(
+                self.channels
+                    .iter()
+                    .map(|c| format!("&{}", String::from_utf8_lossy(c))),
+            );
+        }
         parts.push(self.commands_text());
         parts.join(" ")
     }

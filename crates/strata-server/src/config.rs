@@ -78,6 +78,10 @@ pub struct Config {
     pub query_buffer_limit: usize,
     /// A connection whose unread replies pass this many bytes is closed (0: no limit).
     pub output_buffer_limit: usize,
+    /// The `pubsub` class of `client-output-buffer-limit`: a subscriber whose unread
+    /// messages pass the hard limit (bytes), or stay past the soft limit (bytes) for the
+    /// seconds given, is closed. 0: none.
+    pub pubsub_output_limit: [usize; 3],
     /// Seconds of silence before TCP keepalive probes a connection (0: none).
     pub tcp_keepalive: u64,
     /// The certificate, key and client-certificate settings of the TLS port.
@@ -108,6 +112,7 @@ impl Default for Config {
             // Redis's defaults: 1 GiB, and no hard limit for normal clients.
             query_buffer_limit: 1 << 30,
             output_buffer_limit: 0,
+            pubsub_output_limit: [32 << 20, 8 << 20, 60],
             // Redis's default.
             tcp_keepalive: 300,
         }

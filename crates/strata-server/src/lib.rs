@@ -28,6 +28,7 @@ mod config;
 mod glob;
 mod hotcache;
 mod net;
+mod pubsub;
 pub mod resp;
 mod save;
 mod shared;
@@ -78,6 +79,11 @@ impl Server {
             .unwrap_or_default();
         let saves = save::Saves::new(now.as_secs(), db.snapshot().sequence());
         let versions = store::Versions::open(&db)?;
+        let threads = match config.threads {
+            // Half the CPUs: the rest is left to the engine's flush and compaction threads.
+            0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            n => n,
+        };
         let shared = Arc::new(Shared {
             db,
             versions,
@@ -115,14 +121,11 @@ impl Server {
             parked: AtomicUsize::new(0),
             pop_edges: Mutex::new(Default::default()),
             wakers: std::sync::OnceLock::new(),
+            pubsub: pubsub::PubSub::new(threads),
+            pubsub_output_limit: config.pubsub_output_limit.map(AtomicUsize::new),
             config,
         });
         shared.set_sync_mode(shared.config.sync);
-        let threads = match shared.config.threads {
-            // Half the CPUs: the rest is left to the engine's flush and compaction threads.
-            0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
-            n => n,
-        };
         let workers: Vec<net::WorkerHandle> = (0..threads)
             .map(|i| net::WorkerHandle::spawn(shared.clone(), i))
             .collect::<Result<_, _>>()

@@ -339,6 +339,11 @@ impl<'a> Reply<'a> {
         self.line(b'*', n);
     }
 
+    /// An out-of-band message of `n` items (pub/sub): RESP3's push, RESP2's array.
+    pub fn push(&mut self, n: usize) {
+        self.line(if self.resp3 { b'>' } else { b'*' }, n);
+    }
+
     /// A map of `n` pairs; in RESP2 an array of `2n` items, key then value.
     pub fn map(&mut self, n: usize) {
         if self.resp3 {

@@ -96,6 +96,11 @@ pub(crate) struct Shared {
     pub pop_edges: Mutex<HashMap<(u64, bool), Vec<u8>>>,
     /// Each worker's waker, by index, set once the workers run.
     pub wakers: std::sync::OnceLock<Vec<Arc<mio::Waker>>>,
+    /// Pub/sub's subscribers and the messages on their way to them.
+    pub pubsub: crate::pubsub::PubSub,
+    /// The `pubsub` class of `client-output-buffer-limit`: the hard limit, the soft one and
+    /// its seconds (0: none).
+    pub pubsub_output_limit: [AtomicUsize; 3],
 }
 
 #[derive(Default)]
@@ -280,6 +285,14 @@ impl Blocking {
 }
 
 impl Shared {
+    /// Wakes worker `w` (for messages published to its connections, or writes that let a
+    /// parked one through).
+    pub(crate) fn wake_worker(&self, w: usize) {
+        if let Some(waker) = self.wakers.get().and_then(|all| all.get(w)) {
+            let _ = waker.wake();
+        }
+    }
+
     /// Tells the parked connections waiting on any of `keys` that it was written, waking their
     /// workers. Costs one atomic load when no connection is parked.
     pub(crate) fn notify_written(&self, keys: &[Vec<u8>]) {
@@ -300,12 +313,8 @@ impl Shared {
         }
         workers.sort_unstable();
         workers.dedup();
-        if let Some(wakers) = self.wakers.get() {
-            for w in workers {
-                if let Some(waker) = wakers.get(w) {
-                    let _ = waker.wake();
-                }
-            }
+        for w in workers {
+            self.wake_worker(w);
         }
     }
 }

@@ -87,6 +87,12 @@ pub(crate) fn permitted(
             "NOPERM this user has no permissions to access one of the keys used as arguments"
                 .to_string(),
         ),
+        Denied::Channel(i) => (
+            "channel",
+            String::from_utf8_lossy(args.get(i).copied().unwrap_or_default()).into_owned(),
+            "NOPERM this user has no permissions to access one of the channels used as arguments"
+                .to_string(),
+        ),
     };
     write(shared).record(LogEntry {
         count: 1,
@@ -336,6 +342,13 @@ fn acl_dryrun(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         Err(Denied::Key(k)) => cx.out.bulk(
             format!(
                 "This user has no permissions to access the '{}' key",
+                String::from_utf8_lossy(args.get(k).copied().unwrap_or_default())
+            )
+            .as_bytes(),
+        ),
+        Err(Denied::Channel(k)) => cx.out.bulk(
+            format!(
+                "This user has no permissions to access the '{}' channel",
                 String::from_utf8_lossy(args.get(k).copied().unwrap_or_default())
             )
             .as_bytes(),

@@ -65,10 +65,16 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
         (
             "client-output-buffer-limit",
-            format!(
-                "normal {} 0 0",
-                shared.output_buffer_limit.load(Ordering::Relaxed)
-            ),
+            {
+                let [h, s, t] = &shared.pubsub_output_limit;
+                format!(
+                    "normal {} 0 0 pubsub {} {} {}",
+                    shared.output_buffer_limit.load(Ordering::Relaxed),
+                    h.load(Ordering::Relaxed),
+                    s.load(Ordering::Relaxed),
+                    t.load(Ordering::Relaxed)
+                )
+            },
             true,
         ),
         (
@@ -199,7 +205,8 @@ enum Setting {
     ProtectedMode(bool),
     QueryBufferLimit(usize),
     TcpKeepalive(u64),
-    OutputBufferLimit(usize),
+    /// The normal class's hard limit and the pubsub class's three figures, each if given.
+    OutputBufferLimit(Option<usize>, Option<[usize; 3]>),
     /// `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` or `tls-auth-clients`.
     Tls(&'static str, String),
     /// One of [`SHAPES`].
@@ -281,18 +288,34 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .ok_or_else(|| invalid("argument must be a memory value of at least 1mb")),
         "client-output-buffer-limit" => {
             let words: Vec<&str> = text.split_ascii_whitespace().collect();
-            match words.as_slice() {
-                ["normal", hard, soft, secs] => {
-                    let hard = bytes(hard).ok_or_else(|| invalid("Invalid argument"))?;
-                    if bytes(soft) != Some(0) || *secs != "0" {
-                        return Err(invalid("soft limits are not supported, only hard ones"));
-                    }
-                    Ok(Setting::OutputBufferLimit(hard))
-                }
-                _ => Err(invalid(
-                    "only the normal class is supported: normal <hard> 0 0",
-                )),
+            if words.is_empty() || !words.len().is_multiple_of(4) {
+                return Err(invalid(
+                    "Wrong number of arguments in buffer limit configuration.",
+                ));
             }
+            let (mut normal, mut pubsub) = (None, None);
+            for class in words.chunks(4) {
+                let [name, hard, soft, secs] = class else {
+                    continue;
+                };
+                let figures = [bytes(hard), bytes(soft), secs.parse().ok()];
+                let [Some(hard), Some(soft), Some(secs)] = figures else {
+                    return Err(invalid(
+                        "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+                    ));
+                };
+                match name.to_ascii_lowercase().as_str() {
+                    "normal" if soft == 0 && secs == 0 => normal = Some(hard),
+                    "normal" => {
+                        return Err(invalid("soft limits of the normal class are not supported"));
+                    }
+                    "pubsub" => pubsub = Some([hard, soft, secs]),
+                    _ => {
+                        return Err(invalid("only the normal and pubsub classes are supported"));
+                    }
+                }
+            }
+            Ok(Setting::OutputBufferLimit(normal, pubsub))
         }
         "tls-cert-file" => Ok(Setting::Tls("tls-cert-file", text.into_owned())),
         "tls-key-file" => Ok(Setting::Tls("tls-key-file", text.into_owned())),
@@ -326,7 +349,18 @@ fn apply_setting(shared: &Shared, setting: Setting) {
         Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
         Setting::QueryBufferLimit(n) => shared.query_buffer_limit.store(n, Ordering::Relaxed),
         Setting::TcpKeepalive(n) => shared.tcp_keepalive.store(n, Ordering::Relaxed),
-        Setting::OutputBufferLimit(n) => shared.output_buffer_limit.store(n, Ordering::Relaxed),
+        Setting::OutputBufferLimit(normal, pubsub) => {
+            if let Some(n) = normal {
+                shared.output_buffer_limit.store(n, Ordering::Relaxed);
+            }
+            for (to, n) in shared
+                .pubsub_output_limit
+                .iter()
+                .zip(pubsub.into_iter().flatten())
+            {
+                to.store(n, Ordering::Relaxed);
+            }
+        }
         // Applied whole by the caller, from `tls_changes`.
         Setting::Tls(..) | Setting::NoSnapshots => {}
         Setting::Shape(name, n) => {

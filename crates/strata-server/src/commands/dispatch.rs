@@ -66,6 +66,16 @@ pub(crate) fn execute(
         conn.multi_failed |= conn.multi.is_some();
         return After::Continue;
     }
+    // A RESP2 connection that subscribes reads messages, not replies: it may only change
+    // its subscriptions, PING, QUIT and RESET.
+    if conn.protocol == 2 && conn.subs.any() && !runs_subscribed(cmd.name) {
+        out.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
+             RESET are allowed in this context",
+            cmd.name
+        ));
+        return After::Continue;
+    }
     if conn.multi.is_some() && cmd.flags.contains(&"no_multi") {
         out.error("ERR Command not allowed inside a transaction");
         conn.multi_failed = true;
@@ -90,6 +100,22 @@ pub(crate) fn execute(
         let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
         run(shared, conn, i, cmd, HANDLERS, args, out)
     }
+}
+
+/// Commands a RESP2 connection may run while it subscribes.
+fn runs_subscribed(name: &str) -> bool {
+    matches!(
+        name,
+        "subscribe"
+            | "unsubscribe"
+            | "psubscribe"
+            | "punsubscribe"
+            | "ssubscribe"
+            | "sunsubscribe"
+            | "ping"
+            | "quit"
+            | "reset"
+    )
 }
 
 /// Commands that run at once inside `MULTI` rather than being queued.

@@ -3,8 +3,8 @@
 
 use super::table::command_rows;
 use super::{
-    Handler, auth, blocking, config, hashes, info, keys, lists, persistence, server, sets, strings,
-    transaction, zalgebra, zrange, zsets,
+    Handler, auth, blocking, config, hashes, info, keys, lists, persistence, pubsub, server, sets,
+    strings, transaction, zalgebra, zrange, zsets,
 };
 
 macro_rules! handlers {

@@ -32,6 +32,7 @@ mod keys;
 mod keyspace;
 mod lists;
 mod persistence;
+mod pubsub;
 mod server;
 mod session;
 mod sets;
@@ -49,6 +50,7 @@ pub(crate) use batched::{
 };
 pub(crate) use dispatch::execute;
 pub(crate) use keys::expire_cycle;
+pub(crate) use pubsub::forget as forget_subscriptions;
 pub(crate) use session::Connection;
 #[cfg(test)]
 pub(crate) use spec::lookup;

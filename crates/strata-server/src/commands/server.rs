@@ -8,6 +8,13 @@ use crate::shared::After;
 use crate::store::DATABASES;
 
 pub(super) fn ping(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    // A RESP2 subscriber is answered in the shape of a message, which it is reading.
+    if cx.conn.protocol == 2 && cx.conn.subs.any() && a.len() <= 2 {
+        cx.out.array(2);
+        cx.out.bulk(b"pong");
+        cx.out.bulk(a.get(1).copied().unwrap_or_default());
+        return Ok(());
+    }
     match a.len() {
         1 => cx.out.simple("PONG"),
         2 => cx.out.bulk(a[1]),
@@ -38,6 +45,7 @@ pub(super) fn select(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 }
 
 pub(super) fn reset(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    super::pubsub::forget(cx.shared, cx.conn);
     cx.conn.multi = None;
     cx.conn.multi_failed = false;
     cx.conn.watched.clear();

@@ -1,9 +1,11 @@
 //! A connection's state: its database, protocol, transaction, watched keys and user.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::acl::User;
+use crate::pubsub::{Kind, Subscriber};
 use crate::shared::Shared;
 
 /// Per-connection state.
@@ -35,6 +37,38 @@ pub(crate) struct Connection {
     /// Running a parked blocking command again: a key of another kind is passed over as
     /// empty (it may become the right kind again), not answered with WRONGTYPE.
     pub retrying: bool,
+    /// Where the connection lives, for the messages published to it.
+    pub at: crate::pubsub::Subscriber,
+    /// The channels, patterns and shard channels it subscribes to.
+    pub subs: Subscriptions,
+}
+
+/// A connection's subscriptions.
+#[derive(Default)]
+pub(crate) struct Subscriptions {
+    pub channels: BTreeSet<Vec<u8>>,
+    pub patterns: BTreeSet<Vec<u8>>,
+    pub shard: BTreeSet<Vec<u8>>,
+}
+
+impl Subscriptions {
+    /// Channels and patterns: the count SUBSCRIBE and PSUBSCRIBE answer with.
+    pub(crate) fn plain(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// Any subscription at all: a RESP2 connection is in subscribed mode.
+    pub(crate) fn any(&self) -> bool {
+        self.plain() + self.shard.len() > 0
+    }
+
+    pub(crate) fn of(&mut self, kind: Kind) -> &mut BTreeSet<Vec<u8>> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard,
+        }
+    }
 }
 
 impl Connection {
@@ -57,6 +91,12 @@ impl Connection {
             denied,
             acl_hint: 0,
             retrying: false,
+            at: Subscriber {
+                worker: usize::MAX,
+                slot: usize::MAX,
+                id,
+            },
+            subs: Subscriptions::default(),
         };
         c.log_in(user, false);
         c

@@ -30,6 +30,9 @@ const C: &[&str] = &["fast", "loading", "stale", "no-auth"];
 /// Connection commands that need an authenticated client.
 const CA: &[&str] = &["fast", "loading", "stale"];
 const A: &[&str] = &["admin", "noscript", "loading", "stale"];
+const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const PF: &[&str] = &["pubsub", "loading", "stale", "fast"];
+const PL: &[&str] = &["pubsub", "loading", "stale"];
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);
 const NONE: (i32, i32, i32) = (0, 0, 0);

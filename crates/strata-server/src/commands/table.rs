@@ -591,6 +591,16 @@ macro_rules! command_rows {
                 ONE,
                 keys::persist
             ),
+            // Pub/sub.
+            ("subscribe", -2, PS, ["pubsub", "slow"], NONE, pubsub::subscribe),
+            ("unsubscribe", -1, PS, ["pubsub", "slow"], NONE, pubsub::unsubscribe),
+            ("psubscribe", -2, PS, ["pubsub", "slow"], NONE, pubsub::psubscribe),
+            ("punsubscribe", -1, PS, ["pubsub", "slow"], NONE, pubsub::punsubscribe),
+            ("ssubscribe", -2, PS, ["pubsub", "slow"], NONE, pubsub::ssubscribe),
+            ("sunsubscribe", -1, PS, ["pubsub", "slow"], NONE, pubsub::sunsubscribe),
+            ("publish", 3, PF, ["pubsub", "fast"], NONE, pubsub::publish),
+            ("spublish", 3, PF, ["pubsub", "fast"], NONE, pubsub::spublish),
+            ("pubsub", -2, PL, ["pubsub", "slow"], NONE, pubsub::pubsub),
             // The connection and the server.
             ("ping", -1, CA, ["fast", "connection"], NONE, server::ping),
             ("echo", 2, CA, ["fast", "connection"], NONE, server::echo),

@@ -31,6 +31,8 @@ pub(super) struct Client {
     pub(super) last_activity: Instant,
     /// The blocking command the connection waits on, if it is parked.
     pub(super) parked: Option<Parked>,
+    /// When its unsent replies last went past its class's soft output limit.
+    pub(super) over_soft_since: Option<Instant>,
 }
 
 /// A parked connection's command, and where it waits.

@@ -23,6 +23,7 @@
 
 mod accept;
 mod client;
+mod deliver;
 mod worker;
 
 pub(crate) use accept::accept_loop;

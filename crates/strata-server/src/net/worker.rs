@@ -127,6 +127,8 @@ struct Worker {
     round_commands: u64,
     /// This worker's place among the workers (parked connections are filed under it).
     index: usize,
+    /// Messages published to this worker's connections, kept from turn to turn.
+    inbox: Vec<crate::pubsub::Delivery>,
 }
 
 impl Worker {
@@ -152,6 +154,7 @@ impl Worker {
             scratch: vec![0; 64 * 1024],
             round_commands: 0,
             index,
+            inbox: Vec::new(),
         }
     }
 
@@ -180,6 +183,7 @@ impl Worker {
                     WAKE => {
                         self.take_new_connections(&mut ready);
                         let _ = self.serve_parked(&mut ready);
+                        self.deliver(&mut ready);
                     }
                     Token(idx) => {
                         if let Some(Some(c)) = self.clients.get_mut(idx) {
@@ -293,7 +297,7 @@ impl Worker {
                     .fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
-            let client = Client {
+            let mut client = Client {
                 stream,
                 input: Vec::new(),
                 output: Vec::new(),
@@ -309,6 +313,12 @@ impl Worker {
                 queued: true,
                 last_activity: Instant::now(),
                 parked: None,
+                over_soft_since: None,
+            };
+            client.state.at = crate::pubsub::Subscriber {
+                worker: self.index,
+                slot: idx,
+                id: client.state.id,
             };
             if idx == self.clients.len() {
                 self.clients.push(Some(client));
@@ -555,9 +565,8 @@ impl Worker {
             return;
         };
         let mut broken = c.write_out() == Written::Broken;
-        // Replies left unread past the output buffer limit (0: none) close the connection.
-        let limit = self.shared.output_buffer_limit.load(Ordering::Relaxed);
-        if !broken && limit > 0 && c.unsent() > limit {
+        // Replies left unread past the output buffer limit of the connection's class close it.
+        if !broken && super::deliver::over_limit(&self.shared, c) {
             self.shared
                 .counters
                 .output_buffer_closed
@@ -659,6 +668,26 @@ impl Worker {
         any
     }
 
+    /// Appends the messages published to this worker's connections to their output.
+    fn deliver(&mut self, ready: &mut Vec<usize>) {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        self.shared.pubsub.take(self.index, &mut inbox);
+        for d in inbox.drain(..) {
+            let Some(Some(c)) = self.clients.get_mut(d.to.slot) else {
+                continue;
+            };
+            if c.state.id != d.to.id {
+                continue;
+            }
+            super::deliver::append(&self.shared, c, &d);
+            if !c.queued {
+                c.queued = true;
+                ready.push(d.to.slot);
+            }
+        }
+        self.inbox = inbox;
+    }
+
     /// Answers null to the parked connections whose timeout passed.
     fn expire_parked(&mut self, ready: &mut Vec<usize>) {
         if self.shared.parked.load(Ordering::Relaxed) == 0 {
@@ -697,6 +726,7 @@ impl Worker {
             if let Some(p) = c.parked.take() {
                 unpark(&self.shared, self.index, idx, &p);
             }
+            commands::forget_subscriptions(&self.shared, &mut c.state);
             let _ = self.poll.registry().deregister(c.stream.socket());
             self.free.push(idx);
             self.shared

@@ -1,0 +1,338 @@
+//! Pub/sub: who listens to which channel, and the messages on their way to them.
+//!
+//! A connection lives on one worker thread, and a PUBLISH runs on whichever worker its
+//! publisher lives on. So PUBLISH writes to no subscriber's buffer itself: it finds the
+//! subscribers in the [`Registry`], files one [`Delivery`] per subscriber in the inbox of
+//! that subscriber's worker, and wakes the worker, which appends the message to the
+//! connection's output in the connection's own protocol (a push frame under RESP3) on its
+//! next turn. A publisher's messages enter every inbox in the order it published them, and
+//! a worker empties its inbox in order, so each subscriber sees one publisher's messages in
+//! publish order. What a subscriber leaves unread is bounded by the `pubsub` class of
+//! `client-output-buffer-limit`: past it the worker closes the connection.
+//!
+//! Three namespaces: channels (SUBSCRIBE), patterns over channels (PSUBSCRIBE, matched as
+//! `glob` matches) and shard channels (SSUBSCRIBE, one shard: the whole server).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::glob;
+
+/// The namespace a subscription lives in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+impl Kind {
+    /// The word a message of this namespace is announced with.
+    pub(crate) fn message(self) -> &'static [u8] {
+        match self {
+            Kind::Channel => b"message",
+            Kind::Pattern => b"pmessage",
+            Kind::Shard => b"smessage",
+        }
+    }
+}
+
+/// A subscribed connection: its worker, its slot there, and its client id (a slot is reused
+/// by later connections, the id never).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Subscriber {
+    pub worker: usize,
+    pub slot: usize,
+    pub id: u64,
+}
+
+/// One message for one subscriber.
+pub(crate) struct Delivery {
+    pub to: Subscriber,
+    pub kind: Kind,
+    /// The pattern that matched, for a pattern's message.
+    pub pattern: Option<Arc<[u8]>>,
+    pub channel: Arc<[u8]>,
+    pub payload: Arc<[u8]>,
+}
+
+/// The subscribers of every channel, pattern and shard channel, each in the order it
+/// subscribed.
+#[derive(Default)]
+struct Registry {
+    channels: HashMap<Vec<u8>, Vec<Subscriber>>,
+    patterns: HashMap<Vec<u8>, Vec<Subscriber>>,
+    shard: HashMap<Vec<u8>, Vec<Subscriber>>,
+}
+
+impl Registry {
+    fn of(&mut self, kind: Kind) -> &mut HashMap<Vec<u8>, Vec<Subscriber>> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard,
+        }
+    }
+
+    fn get(&self, kind: Kind) -> &HashMap<Vec<u8>, Vec<Subscriber>> {
+        match kind {
+            Kind::Channel => &self.channels,
+            Kind::Pattern => &self.patterns,
+            Kind::Shard => &self.shard,
+        }
+    }
+}
+
+/// The registry and the workers' inboxes.
+pub(crate) struct PubSub {
+    registry: RwLock<Registry>,
+    inboxes: Vec<Mutex<Vec<Delivery>>>,
+    /// Per worker: its inbox holds something (so that an empty one costs a load, no lock).
+    waiting: Vec<AtomicBool>,
+    /// Subscriptions of every connection: 0 lets PUBLISH answer without a lock.
+    subscriptions: AtomicUsize,
+}
+
+impl PubSub {
+    /// A registry for `workers` worker threads.
+    pub(crate) fn new(workers: usize) -> Self {
+        PubSub {
+            registry: RwLock::default(),
+            inboxes: (0..workers).map(|_| Mutex::default()).collect(),
+            waiting: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            subscriptions: AtomicUsize::new(0),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `sub` to the listeners of `name` (the caller knows it was not one).
+    pub(crate) fn subscribe(&self, kind: Kind, name: &[u8], sub: Subscriber) {
+        self.write()
+            .of(kind)
+            .entry(name.to_vec())
+            .or_default()
+            .push(sub);
+        self.subscriptions.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Takes `sub` off the listeners of `name`.
+    pub(crate) fn unsubscribe(&self, kind: Kind, name: &[u8], sub: Subscriber) {
+        let mut registry = self.write();
+        let map = registry.of(kind);
+        let Some(line) = map.get_mut(name) else {
+            return;
+        };
+        let before = line.len();
+        line.retain(|s| *s != sub);
+        let removed = before - line.len();
+        if line.is_empty() {
+            map.remove(name);
+        }
+        self.subscriptions.fetch_sub(removed, Ordering::AcqRel);
+    }
+
+    /// Files `payload` for every subscriber of `channel` (and, for a plain channel, of every
+    /// pattern matching it), wakes their workers with `wake`, and returns how many
+    /// deliveries were filed.
+    pub(crate) fn publish(
+        &self,
+        shard: bool,
+        channel: &[u8],
+        payload: &[u8],
+        wake: impl Fn(usize),
+    ) -> usize {
+        if self.subscriptions.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        let channel: Arc<[u8]> = channel.into();
+        let payload: Arc<[u8]> = payload.into();
+        let mut out: Vec<Delivery> = Vec::new();
+        // The registry is held until the messages are filed, so that a subscriber's
+        // UNSUBSCRIBE, answered after this, is answered after its messages are filed.
+        let registry = self.read();
+        let kind = if shard { Kind::Shard } else { Kind::Channel };
+        for &to in registry.get(kind).get(&*channel).into_iter().flatten() {
+            out.push(Delivery {
+                to,
+                kind,
+                pattern: None,
+                channel: channel.clone(),
+                payload: payload.clone(),
+            });
+        }
+        if !shard {
+            for (pattern, subs) in &registry.patterns {
+                if !glob::matches(pattern, &channel) {
+                    continue;
+                }
+                let pattern: Arc<[u8]> = pattern.as_slice().into();
+                for &to in subs {
+                    out.push(Delivery {
+                        to,
+                        kind: Kind::Pattern,
+                        pattern: Some(pattern.clone()),
+                        channel: channel.clone(),
+                        payload: payload.clone(),
+                    });
+                }
+            }
+        }
+        let n = out.len();
+        let mut workers: Vec<usize> = out.iter().map(|d| d.to.worker).collect();
+        workers.sort_unstable();
+        workers.dedup();
+        for &w in &workers {
+            let (Some(inbox), Some(flag)) = (self.inboxes.get(w), self.waiting.get(w)) else {
+                continue;
+            };
+            let mut inbox = inbox.lock().unwrap_or_else(|e| e.into_inner());
+            inbox.extend(out.extract_if(.., |d| d.to.worker == w));
+            flag.store(true, Ordering::Release);
+        }
+        drop(registry);
+        for w in workers {
+            wake(w);
+        }
+        n
+    }
+
+    /// The messages waiting for `worker`'s connections, in the order they were filed.
+    pub(crate) fn take(&self, worker: usize, into: &mut Vec<Delivery>) {
+        let Some(flag) = self.waiting.get(worker) else {
+            return;
+        };
+        if !flag.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(inbox) = self.inboxes.get(worker) {
+            into.append(&mut inbox.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+
+    /// The channels (or shard channels) with a subscriber, those matching `pattern` if given.
+    pub(crate) fn channels(&self, shard: bool, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let registry = self.read();
+        let kind = if shard { Kind::Shard } else { Kind::Channel };
+        let mut names: Vec<Vec<u8>> = registry
+            .get(kind)
+            .keys()
+            .filter(|c| pattern.is_none_or(|p| glob::matches(p, c)))
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// How many connections subscribe to `name`.
+    pub(crate) fn count(&self, kind: Kind, name: &[u8]) -> usize {
+        self.read().get(kind).get(name).map_or(0, Vec::len)
+    }
+
+    /// How many distinct patterns have a subscriber.
+    pub(crate) fn patterns(&self) -> usize {
+        self.read().patterns.len()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn sub(worker: usize, slot: usize) -> Subscriber {
+        Subscriber {
+            worker,
+            slot,
+            id: (worker * 100 + slot) as u64,
+        }
+    }
+
+    fn texts(d: &[Delivery]) -> Vec<(usize, &'static [u8], String)> {
+        d.iter()
+            .map(|d| {
+                let pattern = d.pattern.as_deref().map(String::from_utf8_lossy);
+                let what = format!(
+                    "{}:{}:{}",
+                    pattern.unwrap_or_default(),
+                    String::from_utf8_lossy(&d.channel),
+                    String::from_utf8_lossy(&d.payload)
+                );
+                (d.to.slot, d.kind.message(), what)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn messages_reach_channel_then_pattern_subscribers_in_publish_order() {
+        let ps = PubSub::new(2);
+        ps.subscribe(Kind::Channel, b"news", sub(0, 1));
+        ps.subscribe(Kind::Pattern, b"n*", sub(0, 1));
+        ps.subscribe(Kind::Channel, b"news", sub(1, 2));
+        ps.subscribe(Kind::Shard, b"news", sub(1, 3));
+        let woken = std::cell::RefCell::new(Vec::new());
+        assert_eq!(
+            ps.publish(false, b"news", b"a", |w| woken.borrow_mut().push(w)),
+            3
+        );
+        assert_eq!(ps.publish(false, b"nope", b"b", |_| {}), 1);
+        assert_eq!(ps.publish(false, b"other", b"c", |_| {}), 0);
+        assert_eq!(ps.publish(true, b"news", b"d", |_| {}), 1);
+        assert_eq!(*woken.borrow(), vec![0, 1]);
+        let (mut w0, mut w1) = (Vec::new(), Vec::new());
+        ps.take(0, &mut w0);
+        ps.take(1, &mut w1);
+        assert_eq!(
+            texts(&w0),
+            vec![
+                (1, &b"message"[..], ":news:a".to_string()),
+                (1, &b"pmessage"[..], "n*:news:a".to_string()),
+                (1, &b"pmessage"[..], "n*:nope:b".to_string()),
+            ]
+        );
+        assert_eq!(
+            texts(&w1),
+            vec![
+                (2, &b"message"[..], ":news:a".to_string()),
+                (3, &b"smessage"[..], ":news:d".to_string()),
+            ]
+        );
+        // Emptied: a second take finds nothing.
+        ps.take(0, &mut w1);
+        assert_eq!(w1.len(), 2);
+    }
+
+    #[test]
+    fn unsubscribed_connections_get_nothing_and_counts_follow() {
+        let ps = PubSub::new(1);
+        ps.subscribe(Kind::Channel, b"a", sub(0, 1));
+        ps.subscribe(Kind::Channel, b"a", sub(0, 2));
+        ps.subscribe(Kind::Pattern, b"a*", sub(0, 2));
+        ps.subscribe(Kind::Pattern, b"a*", sub(0, 3));
+        assert_eq!(ps.count(Kind::Channel, b"a"), 2);
+        assert_eq!(ps.patterns(), 1);
+        ps.unsubscribe(Kind::Channel, b"a", sub(0, 1));
+        ps.unsubscribe(Kind::Pattern, b"a*", sub(0, 2));
+        ps.unsubscribe(Kind::Pattern, b"a*", sub(0, 3));
+        assert_eq!(ps.patterns(), 0);
+        assert_eq!(ps.channels(false, None), vec![b"a".to_vec()]);
+        assert_eq!(ps.channels(false, Some(b"b*")), Vec::<Vec<u8>>::new());
+        assert_eq!(ps.publish(false, b"a", b"x", |_| {}), 1);
+        let mut got = Vec::new();
+        ps.take(0, &mut got);
+        assert_eq!(texts(&got), vec![(2, &b"message"[..], ":a:x".to_string())]);
+        ps.unsubscribe(Kind::Channel, b"a", sub(0, 2));
+        assert_eq!(ps.channels(false, None), Vec::<Vec<u8>>::new());
+        assert_eq!(
+            ps.publish(false, b"a", b"y", |_| panic!("nobody to wake")),
+            0
+        );
+    }
+}
