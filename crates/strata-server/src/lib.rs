@@ -28,6 +28,7 @@ mod config;
 mod glob;
 mod hotcache;
 mod net;
+mod notify;
 mod pubsub;
 pub mod resp;
 mod save;
@@ -123,6 +124,7 @@ impl Server {
             wakers: std::sync::OnceLock::new(),
             pubsub: pubsub::PubSub::new(threads),
             pubsub_output_limit: config.pubsub_output_limit.map(AtomicUsize::new),
+            notify_flags: Default::default(),
             config,
         });
         shared.set_sync_mode(shared.config.sync);

@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     /// The `pubsub` class of `client-output-buffer-limit`: the hard limit, the soft one and
     /// its seconds (0: none).
     pub pubsub_output_limit: [AtomicUsize; 3],
+    /// `notify-keyspace-events`, as `crate::notify` reads it (0: off).
+    pub notify_flags: std::sync::atomic::AtomicU32,
 }
 
 #[derive(Default)]

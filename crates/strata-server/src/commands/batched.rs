@@ -17,7 +17,13 @@ impl Connection {
     /// [`is_plain_set`]) may join the batched paths, which check nothing themselves: no
     /// transaction is open, the connection is logged in, and its user may run it on its key.
     pub(crate) fn may_batch(&mut self, shared: &Shared, args: &Args) -> bool {
-        if self.multi.is_some() || self.denied || !self.refresh_user(shared) {
+        // Keyspace notifications are found by the path every other command takes.
+        if self.multi.is_some()
+            || self.denied
+            || !self.refresh_user(shared)
+            || crate::notify::on(shared)
+            || self.reply != super::session::ReplyMode::On
+        {
             return false;
         }
         if !self.authenticated {

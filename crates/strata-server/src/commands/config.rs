@@ -26,6 +26,11 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     };
     vec![
         ("appendonly", "yes".into(), false),
+        (
+            "notify-keyspace-events",
+            crate::notify::format(shared.notify_flags.load(Ordering::Relaxed)),
+            true,
+        ),
         ("appendfsync", appendfsync.into(), true),
         // No timed snapshots: every acknowledged write is in the log already. CONFIG SET
         // takes the empty value, which says so.
@@ -205,6 +210,7 @@ enum Setting {
     ProtectedMode(bool),
     QueryBufferLimit(usize),
     TcpKeepalive(u64),
+    Notify(u32),
     /// The normal class's hard limit and the pubsub class's three figures, each if given.
     OutputBufferLimit(Option<usize>, Option<[usize; 3]>),
     /// `tls-cert-file`, `tls-key-file`, `tls-ca-cert-file` or `tls-auth-clients`.
@@ -278,6 +284,9 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
         "save" => Err(invalid(
             "timed snapshots are not supported: every write is logged; use BGSAVE",
         )),
+        "notify-keyspace-events" => crate::notify::parse(value)
+            .map(Setting::Notify)
+            .ok_or_else(|| invalid("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")),
         "tcp-keepalive" => number()
             .filter(|&n| n <= crate::config::MAX_KEEPALIVE_SECS)
             .map(Setting::TcpKeepalive)
@@ -349,6 +358,7 @@ fn apply_setting(shared: &Shared, setting: Setting) {
         Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
         Setting::QueryBufferLimit(n) => shared.query_buffer_limit.store(n, Ordering::Relaxed),
         Setting::TcpKeepalive(n) => shared.tcp_keepalive.store(n, Ordering::Relaxed),
+        Setting::Notify(f) => shared.notify_flags.store(f, Ordering::Relaxed),
         Setting::OutputBufferLimit(normal, pubsub) => {
             if let Some(n) = normal {
                 shared.output_buffer_limit.store(n, Ordering::Relaxed);

@@ -586,6 +586,7 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
         })
         .collect();
     let mut removed = 0;
+    let mut gone: Vec<&[u8]> = Vec::new();
     // A few keys at a time, so that writers wait for a short batch at most.
     for chunk in parsed.chunks(64) {
         let _g = lock_stripes(shared, chunk.iter().map(|&(_, _, key)| key));
@@ -600,9 +601,16 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
             {
                 w.delete_value(key, &v);
                 removed += 1;
+                gone.push(key);
             }
         }
         w.commit(shared)?;
+        crate::notify::clear();
+    }
+    if crate::notify::on(shared) {
+        for key in gone {
+            crate::notify::expired(shared, key);
+        }
     }
     // A command that read the clock just before this cycle may still add an entry a little
     // below `now_ms`: the floor stays a second behind.

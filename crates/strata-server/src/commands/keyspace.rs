@@ -106,6 +106,8 @@ impl<'a> Ctx<'a, '_> {
 pub(crate) struct Writes {
     batch: WriteBatch,
     keys: Vec<Vec<u8>>,
+    /// For each of `keys`, whether it was deleted (for keyspace notifications).
+    deleted: Vec<bool>,
     /// Inside an `EXEC`, the same writes, engine key and stored bytes (`None` deletes).
     ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Inside an `EXEC`, the ranges deleted: elements of collections no key names any more.
@@ -140,6 +142,7 @@ impl Writes {
             }
         }
         self.keys.push(key.to_vec());
+        self.deleted.push(false);
     }
 
     pub(crate) fn delete(&mut self, key: &[u8]) {
@@ -148,6 +151,7 @@ impl Writes {
             self.ops.push((key.to_vec(), None));
         }
         self.keys.push(key.to_vec());
+        self.deleted.push(true);
     }
 
     /// Deletes a key of the server's own (an expiry index entry, an element), not cached.
@@ -191,6 +195,16 @@ impl Writes {
     }
 
     pub(crate) fn commit(mut self, shared: &Shared) -> Outcome {
+        if crate::notify::on(shared) {
+            let now = shared.clock.now_ms();
+            for (k, &d) in self.keys.iter().zip(&self.deleted) {
+                // A key stored where none lived is new (asked only when `n` is on).
+                let created = !d
+                    && crate::notify::wants_new(shared)
+                    && live(read_raw_locked(shared, k)?, now)?.is_none();
+                crate::notify::record(k, d, created);
+            }
+        }
         if exec_state::hold(&mut self.ops, &self.ranges, &self.keys) {
             return Ok(());
         }

@@ -146,8 +146,15 @@ pub(crate) fn run(
         after: After::Continue,
         handlers,
     };
+    let notify = crate::notify::on(shared);
+    if notify {
+        crate::notify::clear();
+    }
     let result = handler(&mut ctx, args);
     let after = ctx.after;
+    if notify && result.is_ok() {
+        crate::notify::emit(shared, args);
+    }
     if let Err(e) = result {
         out.error(&e);
         if let Some(s) = stats {

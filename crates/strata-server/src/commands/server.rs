@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::session::ReplyMode;
 use super::spec::{SPECS, Spec, lookup};
 use super::{Ctx, Outcome, int_arg, upper};
 use crate::shared::After;
@@ -52,6 +53,7 @@ pub(super) fn reset(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     cx.conn.db = 0;
     cx.conn.protocol = 2;
     cx.conn.name = None;
+    cx.conn.reply = ReplyMode::On;
     // Back to `default`: authenticated only if it needs no password.
     let default = super::auth::user(cx.shared, "default")
         .unwrap_or_else(|| std::sync::Arc::new(crate::acl::User::default_user()));
@@ -154,6 +156,15 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             None => cx.out.null(),
         },
         ("ID", 2) => cx.out.int(cx.conn.id as i64),
+        ("REPLY", 3) => {
+            cx.conn.reply = match upper(a[2]).as_str() {
+                "ON" => ReplyMode::On,
+                "OFF" => ReplyMode::Off,
+                "SKIP" => ReplyMode::SkipArmed,
+                _ => return Err(super::syntax()),
+            };
+            cx.out.ok();
+        }
         ("SETINFO", 4) => cx.out.ok(),
         ("INFO", 2) => {
             let line = format!(
@@ -165,7 +176,7 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             );
             cx.out.verbatim(&line);
         }
-        ("SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO", _) => {
+        ("SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO" | "REPLY", _) => {
             return Err(super::wrong_args(&format!("client|{}", sub.to_lowercase())));
         }
         _ => {

@@ -41,6 +41,19 @@ pub(crate) struct Connection {
     pub at: crate::pubsub::Subscriber,
     /// The channels, patterns and shard channels it subscribes to.
     pub subs: Subscriptions,
+    /// `CLIENT REPLY`.
+    pub reply: ReplyMode,
+}
+
+/// Whether a connection's commands are answered (`CLIENT REPLY ON|OFF|SKIP`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ReplyMode {
+    On,
+    Off,
+    /// `CLIENT REPLY SKIP` was just run: it and the command after it go unanswered.
+    SkipArmed,
+    /// The next command goes unanswered.
+    Skip,
 }
 
 /// A connection's subscriptions.
@@ -97,6 +110,7 @@ impl Connection {
                 id,
             },
             subs: Subscriptions::default(),
+            reply: ReplyMode::On,
         };
         c.log_in(user, false);
         c
@@ -111,6 +125,30 @@ impl Connection {
         self.authenticated = authenticated || (user.enabled && user.nopass);
         self.unrestricted = user.unrestricted();
         self.user = user;
+    }
+
+    /// Drops what command `argv` appended to `output` after `start` when replies are off
+    /// or skipped; pub/sub's confirmations are messages, and always go out.
+    pub(crate) fn silence(&mut self, argv: &[&[u8]], output: &mut Vec<u8>, start: usize) {
+        let pubsub = argv.first().is_some_and(|n| {
+            let n = n.to_ascii_lowercase();
+            n.ends_with(b"subscribe")
+        });
+        let drop = match self.reply {
+            ReplyMode::On => return,
+            ReplyMode::Off => !pubsub,
+            ReplyMode::SkipArmed => {
+                self.reply = ReplyMode::Skip;
+                true
+            }
+            ReplyMode::Skip => {
+                self.reply = ReplyMode::On;
+                !pubsub
+            }
+        };
+        if drop {
+            output.truncate(start);
+        }
     }
 
     /// Picks up a change of the connection's user. False when the user was deleted: the

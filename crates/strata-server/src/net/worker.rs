@@ -450,12 +450,14 @@ impl Worker {
                         commands_run += 1;
                         let argv: Vec<&[u8]> = args.iter().collect();
                         let protocol = c.state.protocol;
+                        let start = c.output.len();
                         let after = commands::execute(
                             shared,
                             &mut c.state,
                             &argv,
                             &mut Reply::new(&mut c.output, protocol),
                         );
+                        c.state.silence(&argv, &mut c.output, start);
                         if after_command(shared, (self.index, idx), c, &argv, after) {
                             break Some(Advance::Idle);
                         }

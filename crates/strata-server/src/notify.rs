@@ -1,0 +1,348 @@
+//! Keyspace notifications: `notify-keyspace-events`, and the messages a write publishes on
+//! `__keyspace@<db>__:<key>` (the event's name) and `__keyevent@<db>__:<event>` (the key).
+//!
+//! Events are found from what a command wrote, not from each handler: while the setting is
+//! on, every batch of writes records on its thread the client keys it stored or deleted
+//! ([`record`]), and when the command is done [`emit`] names an event for each such key
+//! from the command (its name, or Redis's name for it: HMSET writes `hset`, INCR `incrby`).
+//! A key the command deleted without being a deleting command (the last element popped) has
+//! a `del` after its event, as in Redis; a command that did not change a key (SREM of a
+//! member that is not there) wrote nothing and announces nothing. The active expiry cycle
+//! announces `expired` for each key it removes.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+
+use crate::shared::Shared;
+
+pub(crate) const GENERIC: u32 = 1 << 0;
+pub(crate) const STRING: u32 = 1 << 1;
+pub(crate) const LIST: u32 = 1 << 2;
+pub(crate) const SET: u32 = 1 << 3;
+pub(crate) const HASH: u32 = 1 << 4;
+pub(crate) const ZSET: u32 = 1 << 5;
+pub(crate) const EXPIRED: u32 = 1 << 6;
+const EVICTED: u32 = 1 << 7;
+const STREAM: u32 = 1 << 8;
+const MODULE: u32 = 1 << 9;
+const NEW: u32 = 1 << 10;
+const KEYSPACE: u32 = 1 << 11;
+const KEYEVENT: u32 = 1 << 12;
+const KEY_MISS: u32 = 1 << 13;
+/// `A`: every class but `n` (new keys) and `m` (misses).
+const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+
+/// The class letters, in the order CONFIG GET shows them.
+const LETTERS: [(char, u32); 11] = [
+    ('g', GENERIC),
+    ('$', STRING),
+    ('l', LIST),
+    ('s', SET),
+    ('h', HASH),
+    ('z', ZSET),
+    ('x', EXPIRED),
+    ('e', EVICTED),
+    ('t', STREAM),
+    ('d', MODULE),
+    ('n', NEW),
+];
+
+/// Parses a `notify-keyspace-events` value; `None` for a letter Redis does not know.
+pub(crate) fn parse(text: &[u8]) -> Option<u32> {
+    let mut flags = 0;
+    for &b in text {
+        flags |= match b {
+            b'A' => ALL,
+            b'K' => KEYSPACE,
+            b'E' => KEYEVENT,
+            b'm' => KEY_MISS,
+            _ => LETTERS.iter().find(|(c, _)| *c as u8 == b)?.1,
+        };
+    }
+    Some(flags)
+}
+
+/// The value CONFIG GET shows for `flags`.
+pub(crate) fn format(flags: u32) -> String {
+    let mut s = String::new();
+    if flags & ALL == ALL {
+        s.push('A');
+        if flags & NEW != 0 {
+            s.push('n');
+        }
+    } else {
+        s.extend(
+            LETTERS
+                .iter()
+                .filter(|(_, f)| flags & f != 0)
+                .map(|(c, _)| c),
+        );
+    }
+    for (c, f) in [('K', KEYSPACE), ('E', KEYEVENT), ('m', KEY_MISS)] {
+        if flags & f != 0 {
+            s.push(c);
+        }
+    }
+    s
+}
+
+thread_local! {
+    /// The client keys this thread's command wrote, each with whether it was deleted and
+    /// whether it was created.
+    static WRITTEN: RefCell<Vec<(Vec<u8>, bool, bool)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether any notification may be sent (a class and a channel kind are both on).
+pub(crate) fn on(shared: &Shared) -> bool {
+    // Relaxed: a setting, read on its own.
+    let flags = shared.notify_flags.load(Ordering::Relaxed);
+    flags & (KEYSPACE | KEYEVENT) != 0 && flags & (ALL | NEW) != 0
+}
+
+/// Whether `new` events are asked for: the writer must then tell a created key.
+pub(crate) fn wants_new(shared: &Shared) -> bool {
+    shared.notify_flags.load(Ordering::Relaxed) & NEW != 0
+}
+
+/// Notes that the command running on this thread stored (or deleted, or created) engine
+/// key `key`.
+pub(crate) fn record(key: &[u8], deleted: bool, created: bool) {
+    WRITTEN.with_borrow_mut(|w| w.push((key.to_vec(), deleted, created)));
+}
+
+/// Forgets what an earlier command of this thread recorded.
+pub(crate) fn clear() {
+    WRITTEN.with_borrow_mut(Vec::clear);
+}
+
+/// Announces the events of command `args` (which succeeded) for the keys it wrote.
+pub(crate) fn emit(shared: &Shared, args: &[&[u8]]) {
+    let written = WRITTEN.with_borrow_mut(std::mem::take);
+    let Some(name) = args.first().map(|n| n.to_ascii_lowercase()) else {
+        return;
+    };
+    let name = String::from_utf8_lossy(&name).into_owned();
+    let mut seen: Vec<&[u8]> = Vec::new();
+    for (i, (key, deleted, created)) in written.iter().enumerate() {
+        if seen.contains(&key.as_slice()) {
+            continue;
+        }
+        seen.push(key);
+        if *created {
+            announce(shared, NEW, "new", key);
+        }
+        // A key written twice counts as deleted if its last write deleted it.
+        let deleted = written
+            .iter()
+            .skip(i)
+            .rfind(|(k, ..)| k == key)
+            .map_or(*deleted, |(_, d, _)| *d);
+        for (class, event) in events(&name, args, key, deleted) {
+            announce(shared, class, event, key);
+        }
+    }
+}
+
+/// `expired` for a key the expiry cycle removed (engine key).
+pub(crate) fn expired(shared: &Shared, key: &[u8]) {
+    announce(shared, EXPIRED, "expired", key);
+}
+
+/// The events of command `name` on engine key `key`, in order.
+fn events(name: &str, args: &[&[u8]], key: &[u8], deleted: bool) -> Vec<(u32, &'static str)> {
+    let client_key = key.get(1..).unwrap_or_default();
+    let first = args.get(1).is_some_and(|k| *k == client_key);
+    let arg = |i: usize| {
+        args.get(i)
+            .map(|a| a.to_ascii_uppercase())
+            .unwrap_or_default()
+    };
+    let side = |i: usize| if arg(i) == b"LEFT" { "l" } else { "r" };
+    // Commands that move between two keys name each end's event.
+    let moved: Option<(u32, &'static str)> = match name {
+        "rename" | "renamenx" => Some((GENERIC, if first { "rename_from" } else { "rename_to" })),
+        "copy" => (!first).then_some((GENERIC, "copy_to")),
+        "move" => Some((GENERIC, if deleted { "move_from" } else { "move_to" })),
+        "smove" => Some((SET, if first { "srem" } else { "sadd" })),
+        "rpoplpush" | "brpoplpush" => Some((LIST, if first { "rpop" } else { "lpush" })),
+        "lmove" | "blmove" => Some(if first {
+            (LIST, if side(3) == "l" { "lpop" } else { "rpop" })
+        } else {
+            (LIST, if side(4) == "l" { "lpush" } else { "rpush" })
+        }),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    if let Some(e) = moved {
+        if name == "copy" && first {
+            return out;
+        }
+        out.push(e);
+        if deleted && !matches!(name, "rename" | "renamenx" | "move") {
+            out.push((GENERIC, "del"));
+        }
+        return out;
+    }
+    let Some((class, event)) = event_of(name) else {
+        return out;
+    };
+    let deletes = matches!(event, "del") || name.ends_with("store") || class == GENERIC;
+    if deleted && deletes {
+        out.push((GENERIC, "del"));
+        return out;
+    }
+    out.push((class, event));
+    if deleted {
+        out.push((GENERIC, "del"));
+    }
+    // A string stored with a time to live announces the expiry too.
+    let timed = matches!(name, "setex" | "psetex")
+        || (name == "set"
+            && args
+                .iter()
+                .skip(3)
+                .any(|a| matches!(&*a.to_ascii_uppercase(), b"EX" | b"PX" | b"EXAT" | b"PXAT")));
+    if timed {
+        out.push((GENERIC, "expire"));
+    }
+    out
+}
+
+/// Redis's class and event name for a command that writes one kind of key.
+fn event_of(name: &str) -> Option<(u32, &'static str)> {
+    Some(match name {
+        "set" | "setnx" | "setex" | "psetex" | "mset" | "msetnx" | "getset" => (STRING, "set"),
+        "append" => (STRING, "append"),
+        "setrange" => (STRING, "setrange"),
+        "incr" | "decr" | "incrby" | "decrby" => (STRING, "incrby"),
+        "incrbyfloat" => (STRING, "incrbyfloat"),
+        "getdel" | "del" | "unlink" => (GENERIC, "del"),
+        "expire" | "pexpire" | "expireat" | "pexpireat" => (GENERIC, "expire"),
+        "persist" => (GENERIC, "persist"),
+        "getex" => (GENERIC, "expire"),
+        "restore" => (GENERIC, "restore"),
+        "hset" | "hmset" | "hsetnx" => (HASH, "hset"),
+        "hdel" => (HASH, "hdel"),
+        "hincrby" => (HASH, "hincrby"),
+        "hincrbyfloat" => (HASH, "hincrbyfloat"),
+        "lpush" | "lpushx" => (LIST, "lpush"),
+        "rpush" | "rpushx" => (LIST, "rpush"),
+        "lpop" | "blpop" => (LIST, "lpop"),
+        "rpop" | "brpop" => (LIST, "rpop"),
+        "lmpop" | "blmpop" => (LIST, "lpop"),
+        "linsert" => (LIST, "linsert"),
+        "lset" => (LIST, "lset"),
+        "lrem" => (LIST, "lrem"),
+        "ltrim" => (LIST, "ltrim"),
+        "sadd" => (SET, "sadd"),
+        "srem" => (SET, "srem"),
+        "spop" => (SET, "spop"),
+        "sinterstore" => (SET, "sinterstore"),
+        "sunionstore" => (SET, "sunionstore"),
+        "sdiffstore" => (SET, "sdiffstore"),
+        "zadd" => (ZSET, "zadd"),
+        "zincrby" => (ZSET, "zincr"),
+        "zrem" => (ZSET, "zrem"),
+        "zremrangebyscore" => (ZSET, "zremrangebyscore"),
+        "zremrangebyrank" => (ZSET, "zremrangebyrank"),
+        "zremrangebylex" => (ZSET, "zremrangebylex"),
+        "zpopmin" | "bzpopmin" => (ZSET, "zpopmin"),
+        "zpopmax" | "bzpopmax" => (ZSET, "zpopmax"),
+        "zmpop" | "bzmpop" => (ZSET, "zpopmin"),
+        "zunionstore" => (ZSET, "zunionstore"),
+        "zinterstore" => (ZSET, "zinterstore"),
+        "zdiffstore" => (ZSET, "zdiffstore"),
+        "zrangestore" => (ZSET, "zrangestore"),
+        _ => return None,
+    })
+}
+
+/// Publishes one event on the channels the setting asks for.
+fn announce(shared: &Shared, class: u32, event: &str, key: &[u8]) {
+    let flags = shared.notify_flags.load(Ordering::Relaxed);
+    if flags & class == 0 {
+        return;
+    }
+    let (Some(&db), Some(client_key)) = (key.first(), key.get(1..)) else {
+        return;
+    };
+    let wake = |w| shared.wake_worker(w);
+    if flags & KEYSPACE != 0 {
+        let mut channel = format!("__keyspace@{db}__:").into_bytes();
+        channel.extend_from_slice(client_key);
+        shared
+            .pubsub
+            .publish(false, &channel, event.as_bytes(), wake);
+    }
+    if flags & KEYEVENT != 0 {
+        let channel = format!("__keyevent@{db}__:{event}");
+        shared
+            .pubsub
+            .publish(false, channel.as_bytes(), client_key, wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_read_back_as_redis_shows_them() {
+        for (given, shown) in [
+            ("gKE", "gKE"),
+            ("$lshzxeKE", "$lshzxeKE"),
+            ("KA", "AK"),
+            ("EA", "AE"),
+            ("En", "nE"),
+            ("", ""),
+        ] {
+            assert_eq!(format(parse(given.as_bytes()).unwrap()), shown, "{given}");
+        }
+        assert_eq!(parse(b"Kq"), None);
+    }
+
+    #[test]
+    fn events_follow_what_was_written() {
+        let key = |k: &str| [&[0u8][..], k.as_bytes()].concat();
+        let ev = |args: &[&str], k: &str, deleted| {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            let name = String::from_utf8_lossy(args[0]).to_lowercase();
+            events(&name, &args, &key(k), deleted)
+        };
+        assert_eq!(ev(&["SET", "k", "v"], "k", false), vec![(STRING, "set")]);
+        assert_eq!(
+            ev(&["set", "k", "v", "ex", "5"], "k", false),
+            vec![(STRING, "set"), (GENERIC, "expire")]
+        );
+        assert_eq!(
+            ev(&["rpop", "l"], "l", true),
+            vec![(LIST, "rpop"), (GENERIC, "del")]
+        );
+        assert_eq!(ev(&["expire", "k", "0"], "k", true), vec![(GENERIC, "del")]);
+        assert_eq!(
+            ev(&["sunionstore", "d", "a"], "d", true),
+            vec![(GENERIC, "del")]
+        );
+        assert_eq!(
+            ev(&["hmset", "h", "a", "1"], "h", false),
+            vec![(HASH, "hset")]
+        );
+        assert_eq!(
+            ev(&["lmove", "a", "b", "left", "right"], "a", false),
+            vec![(LIST, "lpop")]
+        );
+        assert_eq!(
+            ev(&["lmove", "a", "b", "left", "right"], "b", false),
+            vec![(LIST, "rpush")]
+        );
+        assert_eq!(
+            ev(&["rename", "a", "b"], "a", true),
+            vec![(GENERIC, "rename_from")]
+        );
+        assert_eq!(
+            ev(&["rename", "a", "b"], "b", false),
+            vec![(GENERIC, "rename_to")]
+        );
+        assert_eq!(ev(&["get", "k"], "k", false), vec![]);
+    }
+}
