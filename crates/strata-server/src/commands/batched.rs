@@ -23,6 +23,7 @@ impl Connection {
             || !self.refresh_user(shared)
             || crate::notify::on(shared)
             || self.reply != super::session::ReplyMode::On
+            || self.subs.any()
         {
             return false;
         }
