@@ -148,7 +148,8 @@ pub(super) fn pubsub(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             } else {
                 Kind::Shard
             };
-            cx.out.map(a.len() - 2);
+            // An array of pairs, not a map, in RESP3 too, as Redis answers.
+            cx.out.array(2 * (a.len() - 2));
             for &name in &a[2..] {
                 cx.out.bulk(name);
                 cx.out.int(ps.count(kind, name) as i64);

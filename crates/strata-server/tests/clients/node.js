@@ -109,6 +109,50 @@ async function ioredisCollections() {
   return "ioredis collections";
 }
 
+// Subscribers: node-redis (a duplicate connection in subscriber mode, a pattern too) and
+// ioredis ("message" and "pmessage" events), each hearing what another connection publishes.
+async function nodeRedisPubSub(resp) {
+  const c = createClient({ socket: { port }, RESP: resp });
+  await c.connect();
+  const sub = c.duplicate();
+  await sub.connect();
+  const heard = [];
+  await sub.subscribe("news", (message, channel) => heard.push(`${channel}:${message}`));
+  await sub.pSubscribe("sport.*", (message, channel) => heard.push(`p ${channel}:${message}`));
+  assert.equal(await c.publish("news", "hello"), 1);
+  assert.equal(await c.publish("sport.golf", "par"), 1);
+  assert.equal(await c.publish("weather", "rain"), 0);
+  for (let i = 0; i < 100 && heard.length < 2; i++) await sleep(10);
+  assert.deepEqual(heard, ["news:hello", "p sport.golf:par"]);
+  assert.deepEqual(await c.pubSubNumSub(["news"]), { news: 1 });
+  await sub.unsubscribe();
+  await sub.pUnsubscribe();
+  assert.equal(await c.publish("news", "again"), 0);
+  await sub.quit();
+  await c.quit();
+  return `node-redis RESP${resp} subscriber`;
+}
+
+async function ioredisPubSub() {
+  const c = new Redis({ port, lazyConnect: true });
+  const sub = new Redis({ port, lazyConnect: true });
+  await c.connect();
+  await sub.connect();
+  const heard = [];
+  sub.on("message", (channel, message) => heard.push(`${channel}:${message}`));
+  sub.on("pmessage", (pattern, channel, message) => heard.push(`${pattern} ${channel}:${message}`));
+  assert.equal(await sub.subscribe("news", "jobs"), 2);
+  assert.equal(await sub.psubscribe("sport.*"), 3);
+  for (let i = 0; i < 20; i++) await c.publish("jobs", `job${i}`);
+  await c.publish("sport.golf", "par");
+  for (let i = 0; i < 100 && heard.length < 21; i++) await sleep(10);
+  const want = Array.from({ length: 20 }, (_, i) => `jobs:job${i}`);
+  assert.deepEqual(heard, [...want, "sport.* sport.golf:par"]);
+  sub.disconnect();
+  await c.quit();
+  return "ioredis subscriber";
+}
+
 // With credentials in the URL: the ACL user `app` (made by run.sh, keys app:* only).
 async function withPassword() {
   const url = `redis://app:apppass@127.0.0.1:${port}`;
@@ -142,6 +186,9 @@ async function withPassword() {
     await nodeRedisCollections(2),
     await nodeRedisCollections(3),
     await ioredisCollections(),
+    await nodeRedisPubSub(2),
+    await nodeRedisPubSub(3),
+    await ioredisPubSub(),
     await withPassword(),
   ];
   console.log(`${done.join(", ")} ok`);

@@ -121,6 +121,50 @@ for protocol in (None, 2, 3):
     r.close()
 print("redis-py", redis.__version__, "ok: hashes, lists, sets, sorted sets, BLPOP; each protocol")
 
+# Pub/sub: PubSub with get_message, patterns, and a listener thread, in each protocol.
+for protocol in (2, 3):
+    label = f"protocol={protocol}"
+    r = redis.Redis(port=port, protocol=protocol)
+    p = r.pubsub()
+    p.subscribe("news")
+    p.psubscribe("sport.*")
+    for want in ({"type": "subscribe", "pattern": None, "channel": b"news", "data": 1},
+                 {"type": "psubscribe", "pattern": None, "channel": b"sport.*", "data": 2}):
+        check(f"{label} subscribe confirmed", p.get_message(timeout=5), want)
+    check(f"{label} publish", r.publish("news", "hello"), 1)
+    check(f"{label} publish to pattern", r.publish("sport.golf", "par"), 1)
+    check(f"{label} publish to nobody", r.publish("weather", "rain"), 0)
+    check(f"{label} message", p.get_message(timeout=5),
+          {"type": "message", "pattern": None, "channel": b"news", "data": b"hello"})
+    check(f"{label} pmessage", p.get_message(timeout=5),
+          {"type": "pmessage", "pattern": b"sport.*", "channel": b"sport.golf", "data": b"par"})
+    check(f"{label} numsub", r.pubsub_numsub("news", "weather"), [(b"news", 1), (b"weather", 0)])
+    check(f"{label} numpat", r.pubsub_numpat(), 1)
+    check(f"{label} channels", r.pubsub_channels(), [b"news"])
+    heard = []
+    q = r.pubsub()
+    q.subscribe(**{"jobs": lambda m: heard.append(m["data"])})
+    listener = q.run_in_thread(sleep_time=0.01)
+    for _ in range(100):
+        if r.pubsub_numsub("jobs") == [(b"jobs", 1)]:
+            break
+        time.sleep(0.01)
+    for i in range(50):
+        r.publish("jobs", f"job{i}")
+    for _ in range(500):
+        if len(heard) == 50:
+            break
+        time.sleep(0.01)
+    listener.stop()
+    listener.join(timeout=5)
+    check(f"{label} listener thread", heard, [f"job{i}".encode() for i in range(50)])
+    p.unsubscribe()
+    p.punsubscribe()
+    p.close()
+    q.close()
+    r.close()
+print("redis-py", redis.__version__, "ok: PubSub, patterns, a listener thread; RESP2 and RESP3")
+
 # With credentials: the ACL user `app` (made by run.sh, keys app:* only), in each protocol.
 for protocol in (None, 2, 3):
     kwargs = {} if protocol is None else {"protocol": protocol}
