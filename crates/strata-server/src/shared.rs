@@ -228,6 +228,8 @@ pub(crate) enum After {
 pub(crate) struct Block {
     pub keys: Vec<Vec<u8>>,
     pub deadline: Option<Instant>,
+    /// The command to run again, when not the one that parked (XREAD's `$` made IDs).
+    pub argv: Option<Vec<Vec<u8>>>,
 }
 
 /// A connection waiting on a key: its worker, its slot there, and its place in line.

@@ -44,6 +44,7 @@ const LAYOUT_VERSION: &[u8] = b"1";
 
 const ELEMENTS: u8 = 0x20;
 const SCORES: u8 = 0x21;
+const STREAM_RECORDS: u8 = 0x22;
 const VERSIONS_KEY: &[u8] = b"\xFFversions";
 /// Versions reserved by one write of [`VERSIONS_KEY`].
 const VERSION_BLOCK: u64 = 1 << 16;
@@ -60,6 +61,7 @@ pub(crate) enum Kind {
     Set = 2,
     ZSet = 3,
     List = 4,
+    Stream = 5,
 }
 
 impl Kind {
@@ -70,6 +72,7 @@ impl Kind {
             2 => Some(Kind::Set),
             3 => Some(Kind::ZSet),
             4 => Some(Kind::List),
+            5 => Some(Kind::Stream),
             _ => None,
         }
     }
@@ -82,6 +85,7 @@ impl Kind {
             Kind::Set => "set",
             Kind::ZSet => "zset",
             Kind::List => "list",
+            Kind::Stream => "stream",
         }
     }
 }
@@ -301,10 +305,11 @@ pub(crate) fn elements_range(version: u64) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// The engine-key ranges of every collection's elements and score indexes.
-pub(crate) fn all_elements_ranges() -> [(Vec<u8>, Vec<u8>); 2] {
+pub(crate) fn all_elements_ranges() -> [(Vec<u8>, Vec<u8>); 3] {
     [
         (vec![ELEMENTS], vec![ELEMENTS + 1]),
         (vec![SCORES], vec![SCORES + 1]),
+        (vec![STREAM_RECORDS], vec![STREAM_RECORDS + 1]),
     ]
 }
 
@@ -315,7 +320,32 @@ pub(crate) fn collection_ranges(kind: Kind, version: u64) -> Vec<(Vec<u8>, Vec<u
     if kind == Kind::ZSet {
         ranges.push(scores_range(version));
     }
+    if kind == Kind::Stream {
+        let lo = stream_record_prefix(version);
+        let hi = prefix_end(&lo);
+        ranges.push((lo, hi));
+    }
     ranges
+}
+
+/// Where the records of the stream of `version` start: `[0x22][version]`.
+pub(crate) fn stream_record_prefix(version: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(32);
+    k.push(STREAM_RECORDS);
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
+
+/// The first key after every key that starts with `prefix`.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0xFF; prefix.len() + 1]
 }
 
 /// A score as eight bytes that sort as the scores do (negative zero as zero).

@@ -38,7 +38,11 @@ fn block_or_null(cx: &mut Ctx<'_, '_>, keys: Vec<Vec<u8>>, deadline: Option<Inst
     if exec_state::in_exec() {
         cx.out.null_array();
     } else {
-        cx.after = After::Block(Block { keys, deadline });
+        cx.after = After::Block(Block {
+            keys,
+            deadline,
+            argv: None,
+        });
     }
 }
 
@@ -165,6 +169,7 @@ pub(super) fn blmove(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         cx.after = After::Block(Block {
             keys: vec![src],
             deadline,
+            argv: None,
         });
     }
     Ok(())

@@ -153,6 +153,13 @@ pub(crate) const SHAPES: &[(&str, i64)] = &[
     ("stream-node-max-entries", 100),
 ];
 
+/// The value of shape parameter `name` (one of [`SHAPES`]) as CONFIG SET left it.
+pub(crate) fn shape(shared: &Shared, name: &str) -> i64 {
+    let shapes = shared.shapes.lock().unwrap_or_else(|e| e.into_inner());
+    let default = SHAPES.iter().find(|(n, _)| *n == name).map_or(0, |(_, d)| *d);
+    shapes.get(name).copied().unwrap_or(default)
+}
+
 /// The name a shape parameter is kept under: its `listpack` spelling.
 fn shape_name(name: &str) -> Option<&'static str> {
     let name = name.replace("ziplist", "listpack");

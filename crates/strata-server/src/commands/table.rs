@@ -591,6 +591,29 @@ macro_rules! command_rows {
                 ONE,
                 keys::persist
             ),
+            // Streams.
+            ("xadd", -5, W, ["write", "stream", "fast"], ONE, streams::xadd),
+            ("xrange", -4, RS, ["read", "stream", "slow"], ONE, streams::xrange),
+            ("xrevrange", -4, RS, ["read", "stream", "slow"], ONE, streams::xrange),
+            ("xlen", 2, R, ["read", "stream", "fast"], ONE, streams::xlen),
+            ("xdel", -3, WF, ["write", "stream", "fast"], ONE, streams::xdel),
+            ("xtrim", -4, WS, ["write", "stream", "slow"], ONE, streams::xtrim),
+            ("xsetid", -3, W, ["write", "stream", "fast"], ONE, streams::xsetid),
+            ("xread", -4, XR, ["read", "stream", "slow", "blocking"], NONE, streams::xread),
+            (
+                "xreadgroup",
+                -7,
+                XW,
+                ["write", "stream", "slow", "blocking"],
+                NONE,
+                xgroups::xreadgroup
+            ),
+            ("xgroup", -2, WS, ["write", "stream", "slow"], TWO, xgroups::xgroup),
+            ("xack", -4, WF, ["write", "stream", "fast"], ONE, xgroups::xack),
+            ("xpending", -3, RS, ["read", "stream", "slow"], ONE, xclaim::xpending),
+            ("xclaim", -6, WF, ["write", "stream", "fast"], ONE, xclaim::xclaim),
+            ("xautoclaim", -6, WF, ["write", "stream", "fast"], ONE, xclaim::xautoclaim),
+            ("xinfo", -2, RS, ["read", "stream", "slow"], TWO, xinfo::xinfo),
             // Pub/sub.
             ("subscribe", -2, PS, ["pubsub", "slow"], NONE, pubsub::subscribe),
             ("unsubscribe", -1, PS, ["pubsub", "slow"], NONE, pubsub::unsubscribe),

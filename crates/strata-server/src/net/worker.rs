@@ -798,8 +798,11 @@ fn after_command(
 ) -> bool {
     match after {
         After::Close => c.closing = true,
-        After::Block(block) => {
-            let argv = argv.iter().map(|a| a.to_vec()).collect();
+        After::Block(mut block) => {
+            let argv = block
+                .argv
+                .take()
+                .unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect());
             park(shared, at.0, at.1, c, argv, block);
             return true;
         }
