@@ -297,6 +297,18 @@ impl Shared {
         }
     }
 
+    /// Tells every parked connection that its keys may have changed (FLUSHDB, FLUSHALL).
+    pub(crate) fn notify_all_parked(&self) {
+        if self.parked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let keys: Vec<Vec<u8>> = {
+            let b = self.blocking.lock().unwrap_or_else(|e| e.into_inner());
+            b.waiters.keys().cloned().collect()
+        };
+        self.notify_written(&keys);
+    }
+
     /// Tells the parked connections waiting on any of `keys` that it was written, waking their
     /// workers. Costs one atomic load when no connection is parked.
     pub(crate) fn notify_written(&self, keys: &[Vec<u8>]) {

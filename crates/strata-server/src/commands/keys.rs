@@ -435,6 +435,7 @@ pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     })?;
     delete_ranges(cx.shared, &ranges)?;
     cx.shared.cache.clear();
+    cx.shared.notify_all_parked();
     cx.out.ok();
     Ok(())
 }
@@ -445,6 +446,7 @@ pub(super) fn flushall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     ranges.extend(store::all_elements_ranges());
     delete_ranges(cx.shared, &ranges)?;
     cx.shared.cache.clear();
+    cx.shared.notify_all_parked();
     cx.out.ok();
     Ok(())
 }

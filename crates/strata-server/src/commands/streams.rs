@@ -61,7 +61,13 @@ fn parse_trim(a: &[&[u8]], mut i: usize, node_max: i64) -> Result<(Trim, usize),
 
 /// Removes the entries `trim` asks to; returns how many went. With `~`, only whole nodes go
 /// (the entries XADD put in one node), and no node that would take more than the limit.
-pub(super) fn trim(cx: &Ctx<'_, '_>, s: &mut Stream, w: &mut Writes, t: &Trim) -> Result<u64, String> {
+pub(super) fn trim(
+    cx: &Ctx<'_, '_>,
+    s: &mut Stream,
+    w: &mut Writes,
+    t: &Trim,
+    added: Option<(Id, u64)>,
+) -> Result<u64, String> {
     let mut removed = 0u64;
     let mut count = s.header.count;
     let mut doomed: Vec<Id> = Vec::new();
@@ -78,7 +84,8 @@ pub(super) fn trim(cx: &Ctx<'_, '_>, s: &mut Stream, w: &mut Writes, t: &Trim) -
         };
         fits && wanted
     };
-    s.walk(cx.shared, Id::MIN, Id::MAX, false, |id, v| {
+    // Each entry in order, with its node: true to look at the next.
+    let mut visit = |id: Id, n: u64| -> bool {
         if !t.approx {
             let wanted = match t.minid {
                 Some(min) => id < min,
@@ -90,13 +97,6 @@ pub(super) fn trim(cx: &Ctx<'_, '_>, s: &mut Stream, w: &mut Writes, t: &Trim) -
             }
             return wanted;
         }
-        let n = match decode_entry(v) {
-            Ok((n, _)) => n,
-            Err(e) => {
-                corrupt = Some(e);
-                return false;
-            }
-        };
         if node.is_some_and(|m| m != n) {
             if !goes(count, &group, removed) {
                 group.clear();
@@ -109,9 +109,26 @@ pub(super) fn trim(cx: &Ctx<'_, '_>, s: &mut Stream, w: &mut Writes, t: &Trim) -
         node = Some(n);
         group.push(id);
         true
+    };
+    let mut more = true;
+    s.walk(cx.shared, Id::MIN, Id::MAX, false, |id, v| {
+        more = match decode_entry(v) {
+            Ok((n, _)) => visit(id, n),
+            Err(e) => {
+                corrupt = Some(e);
+                false
+            }
+        };
+        more
     })?;
     if let Some(e) = corrupt {
         return Err(e);
+    }
+    // The entry XADD just wrote is not in the engine yet: it comes last.
+    if let Some((id, n)) = added
+        && more
+    {
+        visit(id, n);
     }
     if !group.is_empty() && goes(count, &group, removed) {
         doomed.append(&mut group);
@@ -201,7 +218,8 @@ pub(super) fn xadd(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let id = new_id(a[i], s.meta.last, cx.now)?;
     s.add(cx.shared, &mut w, id, fields);
     if let Some(t) = &trim_by {
-        trim(cx, &mut s, &mut w, t)?;
+        let node = s.meta.node;
+        trim(cx, &mut s, &mut w, t, Some((id, node)))?;
     }
     s.finish(&mut w);
     w.commit(cx.shared)?;
@@ -226,7 +244,7 @@ pub(super) fn xtrim(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         return Ok(());
     };
     let mut w = Writes::default();
-    let n = trim(cx, &mut s, &mut w, &t)?;
+    let n = trim(cx, &mut s, &mut w, &t, None)?;
     if n > 0 {
         s.finish(&mut w);
         w.commit(cx.shared)?;
@@ -544,7 +562,11 @@ pub(super) fn xread(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let mut resolved: Vec<Id> = Vec::with_capacity(keys.len());
     let mut found = Vec::new();
     for ((k, name), arg) in keys.iter().zip(names).zip(id_args) {
-        let s = Stream::read(cx, k)?;
+        // A parked read passes over a key that became another kind, as Redis does.
+        let s = match Stream::read(cx, k) {
+            Err(_) if cx.conn.retrying => None,
+            s => s?,
+        };
         let after = match (*arg, &s) {
             (b"$", Some(s)) => s.meta.last,
             (b"$", None) => Id::MIN,

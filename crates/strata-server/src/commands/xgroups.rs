@@ -257,9 +257,6 @@ pub(super) fn xgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             });
             g.group.last = last;
             g.group.read = entries_read.flatten();
-            if sub == "CREATE" {
-                s.finish(&mut w);
-            }
             g.save(&s, &mut w);
             cx.out.ok();
         }
@@ -285,9 +282,9 @@ pub(super) fn xgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             cx.out.int(n as i64);
         }
     }
-    if !w.is_empty() {
-        w.commit(cx.shared)?;
-    }
+    // The header is written too: readers parked on the key look again.
+    s.finish(&mut w);
+    w.commit(cx.shared)?;
     Ok(())
 }
 
@@ -457,7 +454,13 @@ pub(super) fn xreadgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 String::from_utf8_lossy(group)
             )
         };
-        let s = Stream::read(cx, k)?.ok_or_else(missing)?;
+        // A parked read whose stream went (or became another kind) ends with an error.
+        let s = match Stream::read(cx, k) {
+            Ok(None) | Err(_) if cx.conn.retrying => {
+                return Err("UNBLOCKED the stream key no longer exists".into());
+            }
+            s => s?.ok_or_else(missing)?,
+        };
         let g = read_group(cx, &s, group)?.ok_or_else(missing)?;
         opened.push((s, g));
     }
