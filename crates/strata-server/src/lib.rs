@@ -125,6 +125,7 @@ impl Server {
             pubsub: pubsub::PubSub::new(threads),
             pubsub_output_limit: config.pubsub_output_limit.map(AtomicUsize::new),
             notify_flags: Default::default(),
+            error_stats: Default::default(),
             config,
         });
         shared.set_sync_mode(shared.config.sync);

@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     /// The `pubsub` class of `client-output-buffer-limit`: the hard limit, the soft one and
     /// its seconds (0: none).
     pub pubsub_output_limit: [AtomicUsize; 3],
+    /// Error replies of commands, by their code (`INFO errorstats`).
+    pub error_stats: Mutex<std::collections::BTreeMap<String, u64>>,
     /// `notify-keyspace-events`, as `crate::notify` reads it (0: off).
     pub notify_flags: std::sync::atomic::AtomicU32,
 }
@@ -151,7 +153,18 @@ impl Shared {
         x
     }
 
+    /// Counts an error reply under its code (its first word).
+    pub(crate) fn count_error(&self, line: &str) {
+        let code = line.split(' ').next().unwrap_or_default();
+        let mut stats = self.error_stats.lock().unwrap_or_else(|e| e.into_inner());
+        *stats.entry(code.to_string()).or_default() += 1;
+    }
+
     pub(crate) fn reset_stats(&self) {
+        self.error_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         for s in &self.command_stats {
             s.calls.store(0, Ordering::Relaxed);
             s.micros.store(0, Ordering::Relaxed);

@@ -217,10 +217,16 @@ pub(crate) fn write_sets<'a>(
     }
     // Out of the cache before the engine has the new values, under the stripe locks that
     // a refill takes: no reader sees a cached old value once the batch is in.
-    for (k, _) in sets {
+    for (k, _) in sets.clone() {
         shared.cache.remove(k);
     }
-    shared.db.write(batch, write_opts(shared)).map_err(engine)
+    shared.db.write(batch, write_opts(shared)).map_err(engine)?;
+    // Readers parked on a key a SET overwrote look again (a stream became a string).
+    if shared.parked.load(Ordering::Acquire) > 0 {
+        let keys: Vec<Vec<u8>> = sets.map(|(k, _)| k.to_vec()).collect();
+        shared.notify_written(&keys);
+    }
+    Ok(())
 }
 
 /// Counts the calls and time of batched GETs and SETs into their commands' statistics.

@@ -387,11 +387,16 @@ pub(crate) fn copy_elements(
         let lo = store::stream_record_prefix(from.header.version);
         let hi = store::prefix_end(&lo);
         let to = store::stream_record_prefix(version);
-        walk_range(cx.shared, (Bound::Included(lo.clone()), Bound::Excluded(hi)), false, |k, v| {
-            let rest = k.get(lo.len()..).unwrap_or_default();
-            w.put_raw(&[to.as_slice(), rest].concat(), v);
-            true
-        })?;
+        walk_range(
+            cx.shared,
+            (Bound::Included(lo.clone()), Bound::Excluded(hi)),
+            false,
+            |k, v| {
+                let rest = k.get(lo.len()..).unwrap_or_default();
+                w.put_raw(&[to.as_slice(), rest].concat(), v);
+                true
+            },
+        )?;
     }
     Ok(Header {
         version,

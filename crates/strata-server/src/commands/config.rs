@@ -10,6 +10,22 @@ use crate::shared::Shared;
 use crate::store::DATABASES;
 
 /// The parameters CONFIG GET reports, and whether CONFIG SET may change each.
+fn notify_flags(shared: &Shared) -> String {
+    crate::notify::format(shared.notify_flags.load(Ordering::Relaxed))
+}
+
+/// `client-output-buffer-limit`: the normal class's hard limit, and the pubsub class's.
+fn output_limits(shared: &Shared) -> String {
+    let [h, s, t] = &shared.pubsub_output_limit;
+    format!(
+        "normal {} 0 0 pubsub {} {} {}",
+        shared.output_buffer_limit.load(Ordering::Relaxed),
+        h.load(Ordering::Relaxed),
+        s.load(Ordering::Relaxed),
+        t.load(Ordering::Relaxed)
+    )
+}
+
 fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     let c = &shared.config;
     let tls = shared.tls.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -26,11 +42,7 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     };
     vec![
         ("appendonly", "yes".into(), false),
-        (
-            "notify-keyspace-events",
-            crate::notify::format(shared.notify_flags.load(Ordering::Relaxed)),
-            true,
-        ),
+        ("notify-keyspace-events", notify_flags(shared), true),
         ("appendfsync", appendfsync.into(), true),
         // No timed snapshots: every acknowledged write is in the log already. CONFIG SET
         // takes the empty value, which says so.
@@ -68,20 +80,7 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
                 .to_string(),
             true,
         ),
-        (
-            "client-output-buffer-limit",
-            {
-                let [h, s, t] = &shared.pubsub_output_limit;
-                format!(
-                    "normal {} 0 0 pubsub {} {} {}",
-                    shared.output_buffer_limit.load(Ordering::Relaxed),
-                    h.load(Ordering::Relaxed),
-                    s.load(Ordering::Relaxed),
-                    t.load(Ordering::Relaxed)
-                )
-            },
-            true,
-        ),
+        ("client-output-buffer-limit", output_limits(shared), true),
         (
             "tls-cert-file",
             tls_file(|f| f.cert.display().to_string()),
@@ -156,7 +155,10 @@ pub(crate) const SHAPES: &[(&str, i64)] = &[
 /// The value of shape parameter `name` (one of [`SHAPES`]) as CONFIG SET left it.
 pub(crate) fn shape(shared: &Shared, name: &str) -> i64 {
     let shapes = shared.shapes.lock().unwrap_or_else(|e| e.into_inner());
-    let default = SHAPES.iter().find(|(n, _)| *n == name).map_or(0, |(_, d)| *d);
+    let default = SHAPES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, d)| *d);
     shapes.get(name).copied().unwrap_or(default)
 }
 
@@ -316,9 +318,10 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
                 };
                 let figures = [bytes(hard), bytes(soft), secs.parse().ok()];
                 let [Some(hard), Some(soft), Some(secs)] = figures else {
-                    return Err(invalid(
-                        "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
-                    ));
+                    return Err(invalid(concat!(
+                        "Error in hard, soft or soft_seconds setting in buffer limit ",
+                        "configuration."
+                    )));
                 };
                 match name.to_ascii_lowercase().as_str() {
                     "normal" if soft == 0 && secs == 0 => normal = Some(hard),

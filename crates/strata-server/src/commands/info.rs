@@ -130,7 +130,17 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
             );
         }
         "commandstats" => commandstats_section(cx, o)?,
-        "errorstats" => o.push_str("# Errorstats\r\n"),
+        "errorstats" => {
+            o.push_str("# Errorstats\r\n");
+            let stats = cx
+                .shared
+                .error_stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for (code, n) in stats.iter() {
+                let _ = write!(o, "errorstat_{code}:count={n}\r\n");
+            }
+        }
         "keyspace" => keyspace_section(cx, o)?,
         "lsm" => lsm_section(cx, o)?,
         _ => {}

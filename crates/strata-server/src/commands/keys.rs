@@ -54,6 +54,59 @@ pub(super) fn type_(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
+/// `OBJECT REFCOUNT|ENCODING|IDLETIME|FREQ|HELP key`. Values are not shared and not
+/// tracked for idleness: a live key's count is 1 and its idle time 0. Its encoding is the
+/// name Redis gives its larger form of the kind (strings: `int`, `embstr` or `raw`).
+pub(super) fn object(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let sub = upper(a[1]);
+    if sub == "HELP" && a.len() == 2 {
+        cx.out.array(2);
+        cx.out
+            .simple("OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+        cx.out
+            .simple("ENCODING <key> | FREQ <key> | IDLETIME <key> | REFCOUNT <key> | HELP");
+        return Ok(());
+    }
+    if !matches!(sub.as_str(), "REFCOUNT" | "ENCODING" | "IDLETIME" | "FREQ") {
+        return Err(format!(
+            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(a[1])
+        ));
+    }
+    if a.len() != 3 {
+        return Err(super::wrong_args(&format!("object|{}", sub.to_lowercase())));
+    }
+    let Some(v) = cx.get_any(&cx.key(a[2]))? else {
+        cx.out.null();
+        return Ok(());
+    };
+    match sub.as_str() {
+        "REFCOUNT" => cx.out.int(1),
+        "IDLETIME" => cx.out.int(0),
+        "FREQ" => {
+            return Err(
+                "ERR An LFU maxmemory policy is not selected, access frequency not \
+                        tracked. Please note that when switching between policies at runtime \
+                        LRU and LFU data will take some time to adjust."
+                    .into(),
+            );
+        }
+        _ => {
+            let name = match v.kind {
+                Kind::String if super::parse_i64(&v.data).is_some() => "int",
+                Kind::String if v.data.len() <= 44 => "embstr",
+                Kind::String => "raw",
+                Kind::Hash | Kind::Set => "hashtable",
+                Kind::ZSet => "skiplist",
+                Kind::List => "quicklist",
+                Kind::Stream => "stream",
+            };
+            cx.out.bulk(name.as_bytes());
+        }
+    }
+    Ok(())
+}
+
 /// The live keys of database `db` from `start` on (client keys), in order, with their
 /// values; `each` returns false to stop.
 fn walk(

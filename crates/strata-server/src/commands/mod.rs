@@ -162,11 +162,13 @@ pub(crate) fn run(
     }
     if let Err(e) = result {
         out.error(&e);
+        shared.count_error(&e);
         if let Some(s) = stats {
             s.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
-    if let Some(s) = stats {
+    // A command that parks is counted once, when it is served.
+    if let Some(s) = stats.filter(|_| !matches!(after, After::Block(_))) {
         // Relaxed: statistics.
         s.calls.fetch_add(1, Ordering::Relaxed);
         s.micros

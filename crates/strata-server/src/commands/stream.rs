@@ -229,7 +229,12 @@ pub(crate) fn encode_entry(node: u64, fields: &[&[u8]]) -> Vec<u8> {
 /// The node and the fields and values of an entry's stored value.
 pub(crate) fn decode_entry(b: &[u8]) -> Result<(u64, Vec<&[u8]>), String> {
     let corrupt = || "ERR corrupt stream entry".to_string();
-    let node = u64::from_be_bytes(b.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?);
+    let node = u64::from_be_bytes(
+        b.get(..8)
+            .ok_or_else(corrupt)?
+            .try_into()
+            .map_err(|_| corrupt())?,
+    );
     let mut rest = b.get(8..).unwrap_or_default();
     let mut fields = Vec::new();
     while !rest.is_empty() {

@@ -49,7 +49,9 @@ fn parse_trim(a: &[&[u8]], mut i: usize, node_max: i64) -> Result<(Trim, usize),
     if a.get(i).is_some_and(|o| upper(o) == "LIMIT") {
         let n = int_arg(a.get(i + 1).ok_or_else(syntax)?)?;
         if !approx {
-            return Err("ERR syntax error, LIMIT cannot be used without the special ~ option".into());
+            return Err(
+                "ERR syntax error, LIMIT cannot be used without the special ~ option".into(),
+            );
         }
         trim.limit = u64::try_from(n).map_err(|_| "ERR The LIMIT argument must be >= 0.")?;
         i += 2;
@@ -140,7 +142,8 @@ pub(super) fn trim(
     Ok(doomed.len() as u64)
 }
 
-const TOP_ITEM: &str = "ERR The ID specified in XADD is equal or smaller than the target stream top item";
+const TOP_ITEM: &str =
+    "ERR The ID specified in XADD is equal or smaller than the target stream top item";
 
 /// The ID XADD gives a new entry: `*`, `ms-*` or an explicit one, above the stream's last.
 fn new_id(arg: &[u8], last: Id, now: u64) -> Result<Id, String> {
@@ -176,7 +179,8 @@ fn new_id(arg: &[u8], last: Id, now: u64) -> Result<Id, String> {
     Ok(id)
 }
 
-const EXHAUSTED: &str = "ERR The stream has exhausted the last possible ID, unable to add more items";
+const EXHAUSTED: &str =
+    "ERR The stream has exhausted the last possible ID, unable to add more items";
 
 /// `XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT n]] *|id field value ...`.
 pub(super) fn xadd(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
@@ -192,9 +196,11 @@ pub(super) fn xadd(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             }
             "MAXLEN" | "MINID" => {
                 if trim_by.is_some() {
-                    return Err("ERR syntax error, MAXLEN and MINID options at the same time \
+                    return Err(
+                        "ERR syntax error, MAXLEN and MINID options at the same time \
                                 are not compatible"
-                        .into());
+                            .into(),
+                    );
                 }
                 let (t, next) = parse_trim(a, i, node_max)?;
                 trim_by = Some(t);
@@ -391,22 +397,27 @@ pub(super) fn xsetid(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let mut s = Stream::read(cx, &key)?.ok_or("ERR no such key")?;
     if let Some(m) = max_deleted {
         if id < m {
-            return Err("ERR The ID specified in XSETID is smaller than the provided \
+            return Err(
+                "ERR The ID specified in XSETID is smaller than the provided \
                         max_deleted_entry_id"
-                .into());
+                    .into(),
+            );
         }
         if added.is_some_and(|n| n < s.header.count) {
-            return Err("ERR The entries_added specified in XSETID is smaller than the target \
+            return Err(
+                "ERR The entries_added specified in XSETID is smaller than the target \
                         stream length"
-                .into());
+                    .into(),
+            );
         }
     }
     if s.header.count > 0
         && let Some((top, _)) = s.end(cx.shared, true)?
         && id < top
     {
-        return Err("ERR The ID specified in XSETID is smaller than the target stream top item"
-            .into());
+        return Err(
+            "ERR The ID specified in XSETID is smaller than the target stream top item".into(),
+        );
     }
     s.meta.last = id;
     if let Some(n) = added {
@@ -474,10 +485,12 @@ pub(super) fn read_args<'a>(a: &[&'a [u8]], grouped: bool) -> Result<ReadArgs<'a
             }
             "STREAMS" => {
                 let rest = a.len() - i - 1;
-                if rest == 0 || rest % 2 != 0 {
-                    return Err("ERR Unbalanced 'xread' list of streams: for each stream key \
+                if rest == 0 || !rest.is_multiple_of(2) {
+                    return Err(
+                        "ERR Unbalanced 'xread' list of streams: for each stream key \
                                 an ID or '$' must be specified."
-                        .replace("xread", if grouped { "xreadgroup" } else { "xread" }));
+                            .replace("xread", if grouped { "xreadgroup" } else { "xread" }),
+                    );
                 }
                 r.first_key = i + 1;
                 r.keys = rest / 2;
@@ -514,11 +527,11 @@ pub(super) fn park_read(
     }
 }
 
+/// An entry read, as a stream read answers it: `None` for a pending entry since deleted.
+pub(super) type Read = (Id, Option<Vec<u8>>);
+
 /// Answers the streams read: a map of key to entries in RESP3, pairs in RESP2.
-pub(super) fn reply_streams(
-    cx: &mut Ctx<'_, '_>,
-    found: &[(&[u8], Vec<(Id, Option<Vec<u8>>)>)],
-) -> Outcome {
+pub(super) fn reply_streams(cx: &mut Ctx<'_, '_>, found: &[(&[u8], Vec<Read>)]) -> Outcome {
     if cx.out.is_resp3() {
         cx.out.map(found.len());
     } else {
@@ -577,7 +590,10 @@ pub(super) fn xread(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         let Some(from) = after.next() else { continue };
         let entries = range(cx, &s, from, Id::MAX, r.count, false)?;
         if !entries.is_empty() {
-            found.push((*name, entries.into_iter().map(|(i, v)| (i, Some(v))).collect()));
+            found.push((
+                *name,
+                entries.into_iter().map(|(i, v)| (i, Some(v))).collect(),
+            ));
         }
     }
     if !found.is_empty() {
@@ -585,7 +601,10 @@ pub(super) fn xread(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     }
     match r.block {
         Some(deadline) => {
-            let mut argv: Vec<Vec<u8>> = a[..r.first_key + r.keys].iter().map(|x| x.to_vec()).collect();
+            let mut argv: Vec<Vec<u8>> = a[..r.first_key + r.keys]
+                .iter()
+                .map(|x| x.to_vec())
+                .collect();
             argv.extend(resolved.iter().map(|id| id.text().into_bytes()));
             park_read(cx, keys, deadline, argv);
         }

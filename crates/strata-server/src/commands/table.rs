@@ -453,6 +453,7 @@ macro_rules! command_rows {
                 keys::exists
             ),
             ("type", 2, R, ["keyspace", "read", "fast"], ONE, keys::type_),
+            ("object", -2, RS, ["keyspace", "read", "slow"], TWO, keys::object),
             (
                 "keys",
                 2,

@@ -131,14 +131,20 @@ fn summary(cx: &mut Ctx<'_, '_>, s: &Stream, g: &mut Open) -> Outcome {
     cx.out.bulk(first.text().as_bytes());
     cx.out.bulk(last.text().as_bytes());
     let mut holders: Vec<(Vec<u8>, u64)> = Vec::new();
-    s.records(cx.shared, super::stream::CONSUMER, &[&g.name], None, |name, v| {
-        if let Some(c) = super::stream::Consumer::decode(v)
-            && c.pending > 0
-        {
-            holders.push((name.to_vec(), c.pending));
-        }
-        true
-    })?;
+    s.records(
+        cx.shared,
+        super::stream::CONSUMER,
+        &[&g.name],
+        None,
+        |name, v| {
+            if let Some(c) = super::stream::Consumer::decode(v)
+                && c.pending > 0
+            {
+                holders.push((name.to_vec(), c.pending));
+            }
+            true
+        },
+    )?;
     cx.out.array(holders.len());
     for (name, n) in holders {
         cx.out.array(2);
@@ -175,7 +181,14 @@ fn claim_one(
 }
 
 /// Takes a pending entry whose stream entry is gone off the lists.
-fn drop_gone(cx: &Ctx<'_, '_>, s: &Stream, w: &mut Writes, g: &mut Open, id: Id, p: &Pending) -> Outcome {
+fn drop_gone(
+    cx: &Ctx<'_, '_>,
+    s: &Stream,
+    w: &mut Writes,
+    g: &mut Open,
+    id: Id,
+    p: &Pending,
+) -> Outcome {
     g.consumer(cx, s, &p.consumer)?;
     g.release(s, w, id, p);
     Ok(())
@@ -196,7 +209,8 @@ pub(super) fn xclaim(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         ids.push(id);
         i += 1;
     }
-    let (mut delivered, mut retry, mut force, mut justid, mut lastid) = (cx.now, None, false, false, None);
+    let (mut delivered, mut retry, mut force, mut justid, mut lastid) =
+        (cx.now, None, false, false, None);
     while i < a.len() {
         let value = || a.get(i + 1).copied().ok_or_else(syntax);
         match upper(a[i]).as_str() {
@@ -218,7 +232,12 @@ pub(super) fn xclaim(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 lastid = Some(id_arg(value()?, 0)?);
                 i += 1;
             }
-            _ => return Err(format!("ERR Unrecognized XCLAIM option '{}'", String::from_utf8_lossy(a[i]))),
+            _ => {
+                return Err(format!(
+                    "ERR Unrecognized XCLAIM option '{}'",
+                    String::from_utf8_lossy(a[i])
+                ));
+            }
         }
         i += 1;
     }
@@ -326,7 +345,17 @@ pub(super) fn xautoclaim(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
         g.touch(cx, &s, consumer)?;
         let n = if justid { p.count } else { p.count + 1 };
-        claim_one(cx, &s, &mut w, &mut g, consumer, *id, Some(p.clone()), cx.now, Some(n))?;
+        claim_one(
+            cx,
+            &s,
+            &mut w,
+            &mut g,
+            consumer,
+            *id,
+            Some(p.clone()),
+            cx.now,
+            Some(n),
+        )?;
         claimed.push((*id, entry));
         left -= 1;
     }

@@ -12,7 +12,7 @@ use super::keyspace::Writes;
 use super::stream::{
     CONSUMER, Consumer, GROUP, Group, Id, OWNED, PENDING, Pending, Stream, get_raw, id_arg,
 };
-use super::streams::{park_read, range, read_args, reply_streams};
+use super::streams::{Read, park_read, range, read_args, reply_streams};
 use super::{Ctx, Outcome, int_arg, syntax, upper};
 
 /// A group of a stream, as a command changes it.
@@ -31,7 +31,11 @@ pub(super) fn nogroup(key: &[u8], group: &[u8]) -> String {
     )
 }
 
-pub(super) fn read_group(cx: &Ctx<'_, '_>, s: &Stream, name: &[u8]) -> Result<Option<Open>, String> {
+pub(super) fn read_group(
+    cx: &Ctx<'_, '_>,
+    s: &Stream,
+    name: &[u8],
+) -> Result<Option<Open>, String> {
     let Some(raw) = get_raw(cx.shared, &s.record(GROUP, &[name]))? else {
         return Ok(None);
     };
@@ -62,12 +66,7 @@ impl Open {
     }
 
     /// The consumer named `c`, made if it is new (true); either way seen now.
-    pub(super) fn touch(
-        &mut self,
-        cx: &Ctx<'_, '_>,
-        s: &Stream,
-        c: &[u8],
-    ) -> Result<bool, String> {
+    pub(super) fn touch(&mut self, cx: &Ctx<'_, '_>, s: &Stream, c: &[u8]) -> Result<bool, String> {
         let existed = self.consumer(cx, s, c)?;
         let mut found = existed.unwrap_or_default();
         found.seen = cx.now;
@@ -101,7 +100,10 @@ impl Open {
             self.group.pending += 1;
         }
         w.put_raw(&s.record(PENDING, &[&self.name, &id.bytes()]), &p.encode());
-        w.put_raw(&s.record(OWNED, &[&self.name, &p.consumer, &id.bytes()]), b"");
+        w.put_raw(
+            &s.record(OWNED, &[&self.name, &p.consumer, &id.bytes()]),
+            b"",
+        );
         if let Some(c) = self.consumers.get_mut(&p.consumer) {
             c.pending += 1;
         }
@@ -223,10 +225,12 @@ pub(super) fn xgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         Some(s) => s,
         None if mkstream => Stream::open(cx, &key, &mut w)?,
         None => {
-            return Err("ERR The XGROUP subcommand requires the key to exist. Note that for \
+            return Err(
+                "ERR The XGROUP subcommand requires the key to exist. Note that for \
                         CREATE you may want to use the MKSTREAM option to create an empty \
                         stream automatically."
-                .into());
+                    .into(),
+            );
         }
     };
     let name = a[3];
@@ -367,7 +371,7 @@ fn deliver_new(
     c: &[u8],
     count: Option<usize>,
     noack: bool,
-) -> Result<Vec<(Id, Option<Vec<u8>>)>, String> {
+) -> Result<Vec<Read>, String> {
     let Some(from) = g.group.last.next() else {
         return Ok(Vec::new());
     };
@@ -402,7 +406,7 @@ fn history(
     c: &[u8],
     after: Id,
     count: Option<usize>,
-) -> Result<Vec<(Id, Option<Vec<u8>>)>, String> {
+) -> Result<Vec<Read>, String> {
     let mut ids = Vec::new();
     if count != Some(0) {
         let start = after.bytes();
@@ -433,11 +437,13 @@ pub(super) fn xreadgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         afters.push(match *arg {
             b">" => None,
             b"$" => {
-                return Err("ERR The $ ID is meaningless in the context of XREADGROUP: you \
+                return Err(
+                    "ERR The $ ID is meaningless in the context of XREADGROUP: you \
                             want to read the history of this consumer by specifying a proper \
                             ID, or use the > ID to get new messages. The $ ID would just \
                             return an empty result set."
-                    .into());
+                        .into(),
+                );
             }
             arg => Some(id_arg(arg, 0)?),
         });
@@ -497,7 +503,10 @@ pub(super) fn xreadgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 
 /// `XACK key group id [id ...]`: how many of the IDs were pending and are no more.
 pub(super) fn xack(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
-    let ids: Vec<Id> = a[3..].iter().map(|x| id_arg(x, 0)).collect::<Result<_, _>>()?;
+    let ids: Vec<Id> = a[3..]
+        .iter()
+        .map(|x| id_arg(x, 0))
+        .collect::<Result<_, _>>()?;
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
     let Some(s) = Stream::read(cx, &key)? else {

@@ -41,7 +41,11 @@ fn groups(cx: &Ctx<'_, '_>, s: &Stream) -> Result<Vec<(Vec<u8>, Group)>, String>
     Ok(out)
 }
 
-fn consumers(cx: &Ctx<'_, '_>, s: &Stream, group: &[u8]) -> Result<Vec<(Vec<u8>, Consumer)>, String> {
+fn consumers(
+    cx: &Ctx<'_, '_>,
+    s: &Stream,
+    group: &[u8],
+) -> Result<Vec<(Vec<u8>, Consumer)>, String> {
     let mut out = Vec::new();
     s.records(cx.shared, CONSUMER, &[group], None, |name, v| {
         if let Some(c) = Consumer::decode(v) {
@@ -130,7 +134,11 @@ fn stream(cx: &mut Ctx<'_, '_>, s: &Stream, first: Option<Id>, opts: &[&[u8]]) -
         _ => return Err(syntax()),
     };
     let all = groups(cx, s)?;
-    let nodes = if s.header.count == 0 { 0 } else { s.meta.node + 1 };
+    let nodes = if s.header.count == 0 {
+        0
+    } else {
+        s.meta.node + 1
+    };
     cx.out.map(if full { 9 } else { 10 });
     cx.out.bulk(b"length");
     cx.out.int(s.header.count as i64);
@@ -150,7 +158,8 @@ fn stream(cx: &mut Ctx<'_, '_>, s: &Stream, first: Option<Id>, opts: &[&[u8]]) -
         cx.out.bulk(b"groups");
         cx.out.int(all.len() as i64);
         for last in [false, true] {
-            cx.out.bulk(if last { b"last-entry" } else { b"first-entry" });
+            cx.out
+                .bulk(if last { b"last-entry" } else { b"first-entry" });
             match s.end(cx.shared, last)? {
                 Some((i, v)) => reply_entry(cx, i, &v)?,
                 None => cx.out.null(),
@@ -227,12 +236,9 @@ fn full_group(
         cx.out.bulk(b"pending");
         cx.out.array(owned.len());
         for i in owned {
-            let p = super::stream::get_raw(
-                cx.shared,
-                &s.record(PENDING, &[name, &i.bytes()]),
-            )?
-            .and_then(|r| Pending::decode(&r))
-            .unwrap_or_default();
+            let p = super::stream::get_raw(cx.shared, &s.record(PENDING, &[name, &i.bytes()]))?
+                .and_then(|r| Pending::decode(&r))
+                .unwrap_or_default();
             cx.out.array(3);
             id(cx, i);
             cx.out.int(p.delivered as i64);
