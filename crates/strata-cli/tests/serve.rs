@@ -621,3 +621,215 @@ fn collections_keep_every_acknowledged_write_across_sigkills() {
     assert!(checked > 100, "{checked} fields and members checked");
     eprintln!("collection crash test: {cycles} SIGKILLs, {checked} fields and members checked");
 }
+
+/// What a stream's producer and consumer were told: entries added (ID to value), entries
+/// delivered to the consumer and entries acknowledged, and the command in flight at the kill.
+#[derive(Default)]
+struct StreamLog {
+    added: std::collections::BTreeMap<String, String>,
+    delivered: std::collections::BTreeSet<String>,
+    acked: std::collections::BTreeSet<String>,
+    in_flight: Option<StreamOp>,
+    next: u64,
+}
+
+enum StreamOp {
+    Add(String),
+    Read,
+    Ack(Vec<String>),
+}
+
+/// Adds entries, reads them through a consumer group and acknowledges every other one, one
+/// command at a time, until the server dies.
+fn stream_until_killed(port: u16, log: &mut StreamLog) {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return;
+    };
+    let Ok(mut c) = client.get_connection() else {
+        return;
+    };
+    loop {
+        log.next += 1;
+        let value = format!("v{}", log.next);
+        log.in_flight = Some(StreamOp::Add(value.clone()));
+        let Ok(id) = redis::cmd("XADD")
+            .arg("jobs")
+            .arg("*")
+            .arg("n")
+            .arg(&value)
+            .query::<String>(&mut c)
+        else {
+            return;
+        };
+        log.added.insert(id, value);
+        if log.next % 3 != 0 {
+            continue;
+        }
+        log.in_flight = Some(StreamOp::Read);
+        let read = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("workers")
+            .arg("w1")
+            .arg("COUNT")
+            .arg(2)
+            .arg("STREAMS")
+            .arg("jobs")
+            .arg(">")
+            .query::<redis::streams::StreamReadReply>(&mut c);
+        let Ok(read) = read else { return };
+        let ids: Vec<String> = read
+            .keys
+            .iter()
+            .flat_map(|k| k.ids.iter().map(|e| e.id.clone()))
+            .collect();
+        log.delivered.extend(ids.iter().cloned());
+        let acking: Vec<String> = ids.into_iter().step_by(2).collect();
+        if acking.is_empty() {
+            continue;
+        }
+        log.in_flight = Some(StreamOp::Ack(acking.clone()));
+        let Ok(n) = redis::cmd("XACK")
+            .arg("jobs")
+            .arg("workers")
+            .arg(&acking)
+            .query::<usize>(&mut c)
+        else {
+            return;
+        };
+        assert_eq!(
+            n,
+            acking.len(),
+            "acknowledged entries that were not pending"
+        );
+        log.acked.extend(acking);
+    }
+}
+
+/// `strata serve --sync always` killed with SIGKILL while a producer adds to a stream and a
+/// consumer group reads and acknowledges: after each restart every acknowledged entry is in
+/// the stream with its value, every entry delivered and not acknowledged is pending, every
+/// acknowledged one is not, and the command in flight took effect whole or not at all.
+#[test]
+fn streams_keep_every_acknowledged_entry_and_acknowledgement_across_sigkills() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("db");
+    let port = free_port();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut log = StreamLog::default();
+    {
+        let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
+        let made: String = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg("jobs")
+            .arg("workers")
+            .arg("$")
+            .arg("MKSTREAM")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(made, "OK");
+        kill(child);
+    }
+    for cycle in 0..crash_cycles() {
+        let (child, _) = serve_with(&dir, port, &["--sync", "always"]);
+        let handle = std::thread::spawn(move || {
+            stream_until_killed(port, &mut log);
+            log
+        });
+        pause_before_kill(&mut rng);
+        kill(child);
+        log = handle.join().unwrap();
+        let (child, mut c) = serve_with(&dir, port, &["--sync", "always"]);
+        check_stream(&mut c, &mut log, cycle);
+        kill(child);
+    }
+    assert!(
+        log.acked.len() > 20,
+        "{} acknowledgements checked",
+        log.acked.len()
+    );
+    eprintln!(
+        "stream crash test: {} entries, {} delivered, {} acknowledged",
+        log.added.len(),
+        log.delivered.len(),
+        log.acked.len()
+    );
+}
+
+/// Compares the restarted server's stream and pending list with what the clients were told,
+/// and takes what the command in flight left as the state to go on from.
+fn check_stream(c: &mut redis::Connection, log: &mut StreamLog, cycle: u64) {
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("jobs")
+        .arg("-")
+        .arg("+")
+        .query(c)
+        .unwrap();
+    let mut got: std::collections::BTreeMap<String, String> = entries
+        .ids
+        .iter()
+        .map(|e| (e.id.clone(), e.get::<String>("n").unwrap()))
+        .collect();
+    if let Some(StreamOp::Add(value)) = &log.in_flight {
+        // The add in flight is the last entry, if it is there at all.
+        let extra: Vec<String> = got
+            .iter()
+            .filter(|(id, _)| !log.added.contains_key(*id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        assert!(
+            extra.len() <= 1,
+            "cycle {cycle}: entries never added: {extra:?}"
+        );
+        if let Some(id) = extra.first() {
+            assert_eq!(&got[id], value, "cycle {cycle}: the entry in flight");
+            log.added.insert(id.clone(), value.clone());
+        }
+    }
+    assert_eq!(got, log.added, "cycle {cycle}: the stream's entries");
+    got.clear();
+    let pending: Vec<Vec<redis::Value>> = redis::cmd("XPENDING")
+        .arg("jobs")
+        .arg("workers")
+        .arg("-")
+        .arg("+")
+        .arg(1_000_000)
+        .query(c)
+        .unwrap();
+    let pending: std::collections::BTreeSet<String> = pending
+        .iter()
+        .map(|row| redis::from_redis_value::<String>(&row[0]).unwrap())
+        .collect();
+    let mut want: std::collections::BTreeSet<String> =
+        log.delivered.difference(&log.acked).cloned().collect();
+    match log.in_flight.take() {
+        Some(StreamOp::Read) => {
+            // A read in flight may have delivered entries the consumer never saw: the newest
+            // entries past every one it saw.
+            let seen = log.delivered.iter().max().cloned().unwrap_or_default();
+            for id in pending.difference(&want) {
+                assert!(
+                    log.added.contains_key(id),
+                    "cycle {cycle}: {id} pending, never added"
+                );
+                assert!(*id > seen, "cycle {cycle}: {id} pending, delivered before");
+            }
+            log.delivered.extend(pending.iter().cloned());
+            want = log.delivered.difference(&log.acked).cloned().collect();
+        }
+        Some(StreamOp::Ack(ids)) => {
+            // The acknowledgement in flight took all its entries or none.
+            let gone = ids.iter().all(|id| !pending.contains(id));
+            let kept = ids.iter().all(|id| pending.contains(id));
+            assert!(
+                gone || kept,
+                "cycle {cycle}: an acknowledgement taken in part: {ids:?}"
+            );
+            if gone {
+                log.acked.extend(ids.iter().cloned());
+                want = log.delivered.difference(&log.acked).cloned().collect();
+            }
+        }
+        _ => {}
+    }
+    assert_eq!(pending, want, "cycle {cycle}: the pending entries");
+}
