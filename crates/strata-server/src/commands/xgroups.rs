@@ -376,7 +376,13 @@ fn deliver_new(
         return Ok(Vec::new());
     };
     let entries = range(cx, s, from, Id::MAX, count, false)?;
-    let first = s.end(cx.shared, false)?.map(|(id, _)| id);
+    // The first entry matters to the read counter only where entries were deleted, or
+    // where the group's counter is not known yet.
+    let first = if s.meta.max_deleted != Id::MIN || g.group.read.is_none() {
+        s.end(cx.shared, false)?.map(|(id, _)| id)
+    } else {
+        None
+    };
     for (id, _) in &entries {
         g.group.read = match g.group.read {
             Some(n) if !tombstones_from(s, first, *id) => Some(n + 1),

@@ -165,6 +165,40 @@ for protocol in (2, 3):
     r.close()
 print("redis-py", redis.__version__, "ok: PubSub, patterns, a listener thread; RESP2 and RESP3")
 
+# A stream's consumer group shared by two clients: each entry goes to one of them, once.
+for protocol in (2, 3):
+    label = f"protocol={protocol}"
+    r = redis.Redis(port=port, protocol=protocol)
+    r.delete("jobs")
+    added = [r.xadd("jobs", {"n": str(i)}) for i in range(20)]
+    check(f"{label} xlen", r.xlen("jobs"), 20)
+    check(f"{label} xgroup create", r.xgroup_create("jobs", "workers", id="0"), True)
+    workers = [redis.Redis(port=port, protocol=protocol) for _ in range(2)]
+    got = {0: [], 1: []}
+    while True:
+        progress = False
+        for i, w in enumerate(workers):
+            reply = w.xreadgroup("workers", f"w{i}", {"jobs": ">"}, count=3)
+            # RESP2 answers a list of [stream, entries], RESP3 a map of stream to entries.
+            entries = reply.get(b"jobs", [[]])[0] if isinstance(reply, dict) else (
+                reply[0][1] if reply else [])
+            for entry_id, fields in entries:
+                got[i].append((entry_id, fields[b"n"]))
+                progress = True
+            if entries:
+                check(f"{label} xack", w.xack("jobs", "workers", *[e for e, _ in entries]),
+                      len(entries))
+        if not progress:
+            break
+    check(f"{label} both workers got some", bool(got[0]) and bool(got[1]), True)
+    check(f"{label} each entry once", sorted(got[0] + got[1]),
+          sorted(zip(added, [str(i).encode() for i in range(20)])))
+    check(f"{label} nothing pending", r.xpending("jobs", "workers")["pending"], 0)
+    for w in workers:
+        w.close()
+    r.close()
+print("redis-py", redis.__version__, "ok: a consumer group shared by two clients; RESP2, RESP3")
+
 # With credentials: the ACL user `app` (made by run.sh, keys app:* only), in each protocol.
 for protocol in (None, 2, 3):
     kwargs = {} if protocol is None else {"protocol": protocol}
