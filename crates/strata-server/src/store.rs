@@ -17,6 +17,9 @@
 //!   with an empty value, in score order. A collection's version is drawn
 //!   once, when it is created, and never again for any key: deleting a collection deletes its
 //!   header and the range of its version, and renaming it moves the header alone.
+//! - `0x22`: a stream's records, `[0x22][version: u64 BE][tag][parts]`: its counters, consumer
+//!   groups, consumers and pending entries (`commands/stream.rs`); its entries are elements
+//!   under `0x20`, keyed by ID.
 //! - `0xFE`: the expiry index, `[0xFE][time: u64 BE][database][key]` with an empty value: one
 //!   entry for each time a key was given an expiry. The active-expiry cycle reads it from the
 //!   start, so it meets due keys first. An entry whose key was since given another expiry, or
