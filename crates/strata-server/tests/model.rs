@@ -128,17 +128,7 @@ fn text(s: &str) -> Vec<u8> {
 
 #[test]
 fn random_commands_answer_as_the_model_does() {
-    let seed: u64 = std::env::var("STRATA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    println!("STRATA_SEED={seed}");
+    let seed = common::seed();
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let clock = Clock::manual(1_700_000_000_000);

@@ -292,17 +292,7 @@ fn without_idle(v: Value) -> Value {
 
 #[test]
 fn streams_answer_as_the_model_does() {
-    let seed: u64 = std::env::var("STRATA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    println!("STRATA_SEED={seed}");
+    let seed = common::seed();
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let clock = Clock::manual(1_700_000_000_000);

@@ -39,3 +39,20 @@ pub fn connect(addr: std::net::SocketAddr) -> redis::Connection {
         .get_connection()
         .unwrap()
 }
+
+/// A random test's seed: `STRATA_SEED` when set (to replay a run), else drawn from the clock;
+/// printed either way.
+pub fn seed() -> u64 {
+    let seed = std::env::var("STRATA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("STRATA_SEED={seed}");
+    seed
+}
