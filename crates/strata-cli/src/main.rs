@@ -380,6 +380,10 @@ enum Command {
         /// without closing is found (0: off).
         #[arg(long, default_value_t = 300)]
         tcp_keepalive: u64,
+        /// Keyspace notifications, in Redis's letters (`KEA`: every event on both channels;
+        /// empty: none).
+        #[arg(long, default_value = "")]
+        notify_keyspace_events: String,
     },
 }
 
@@ -560,6 +564,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             client_query_buffer_limit,
             client_output_buffer_limit,
             tcp_keepalive,
+            notify_keyspace_events,
         } => {
             let tls = match (tls_cert_file, tls_key_file) {
                 (Some(cert), Some(key)) => Some(strata_server::TlsFiles {
@@ -596,6 +601,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 query_buffer_limit: client_query_buffer_limit,
                 output_buffer_limit: client_output_buffer_limit,
                 tcp_keepalive,
+                notify_keyspace_events,
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;

@@ -203,7 +203,7 @@ impl User {
         let (read, write) = needs(index, cmd, args);
         let n = self.keys.len();
         let start = if *hint < n { *hint } else { 0 };
-        for i in key_positions(cmd, args.len()) {
+        for i in key_positions(cmd, args.len()).chain(stream_keys(cmd, args)) {
             let Some(key) = args.get(i) else { continue };
             // Each need may be met by a different pattern (`%R~a*` and `%W~a*`); patterns that
             // would add nothing are not matched.
@@ -512,6 +512,19 @@ pub(crate) fn key_positions(cmd: &Spec, argc: usize) -> impl Iterator<Item = usi
     (first.max(1)..end.max(first.max(1)))
         .step_by(step as usize)
         .map(|i| i as usize)
+}
+
+/// The keys of XREAD and XREADGROUP, whose places move: the first half of what follows
+/// `STREAMS`.
+pub(crate) fn stream_keys(cmd: &Spec, args: &[&[u8]]) -> std::ops::Range<usize> {
+    if !matches!(cmd.name, "xread" | "xreadgroup") {
+        return 0..0;
+    }
+    let Some(at) = args.iter().position(|a| a.eq_ignore_ascii_case(b"streams")) else {
+        return 0..0;
+    };
+    let n = (args.len() - at - 1) / 2;
+    at + 1..at + 1 + n
 }
 
 /// What a refused command or login leaves in `ACL LOG`.

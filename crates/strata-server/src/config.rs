@@ -82,6 +82,8 @@ pub struct Config {
     /// messages pass the hard limit (bytes), or stay past the soft limit (bytes) for the
     /// seconds given, is closed. 0: none.
     pub pubsub_output_limit: [usize; 3],
+    /// `notify-keyspace-events` at start, in Redis's letters (empty: none).
+    pub notify_keyspace_events: String,
     /// Seconds of silence before TCP keepalive probes a connection (0: none).
     pub tcp_keepalive: u64,
     /// The certificate, key and client-certificate settings of the TLS port.
@@ -113,6 +115,7 @@ impl Default for Config {
             query_buffer_limit: 1 << 30,
             output_buffer_limit: 0,
             pubsub_output_limit: [32 << 20, 8 << 20, 60],
+            notify_keyspace_events: String::new(),
             // Redis's default.
             tcp_keepalive: 300,
         }

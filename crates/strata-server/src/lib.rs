@@ -80,6 +80,13 @@ impl Server {
             .unwrap_or_default();
         let saves = save::Saves::new(now.as_secs(), db.snapshot().sequence());
         let versions = store::Versions::open(&db)?;
+        let notify_flags =
+            notify::parse(config.notify_keyspace_events.as_bytes()).ok_or_else(|| {
+                format!(
+                    "--notify-keyspace-events {:?}: the letters are Ag$lshzxeKEtmdn",
+                    config.notify_keyspace_events
+                )
+            })?;
         let threads = match config.threads {
             // Half the CPUs: the rest is left to the engine's flush and compaction threads.
             0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
@@ -124,7 +131,7 @@ impl Server {
             wakers: std::sync::OnceLock::new(),
             pubsub: pubsub::PubSub::new(threads),
             pubsub_output_limit: config.pubsub_output_limit.map(AtomicUsize::new),
-            notify_flags: Default::default(),
+            notify_flags: std::sync::atomic::AtomicU32::new(notify_flags),
             error_stats: Default::default(),
             config,
         });

@@ -183,9 +183,22 @@ fn events(name: &str, args: &[&[u8]], key: &[u8], deleted: bool) -> Vec<(u32, &'
         }
         return out;
     }
-    let Some((class, event)) = event_of(name) else {
+    let Some((class, event)) = event_of(name).map(|(c, e)| (c, mpop_side(name, args, e))) else {
         return out;
     };
+    if name == "xgroup" {
+        let sub = arg(1);
+        let event = match &*sub {
+            b"CREATE" => "xgroup-create",
+            b"SETID" => "xgroup-setid",
+            b"DESTROY" => "xgroup-destroy",
+            b"CREATECONSUMER" => "xgroup-createconsumer",
+            b"DELCONSUMER" => "xgroup-delconsumer",
+            _ => return out,
+        };
+        out.push((STREAM, event));
+        return out;
+    }
     let deletes = matches!(event, "del") || name.ends_with("store") || class == GENERIC;
     if deleted && deletes {
         out.push((GENERIC, "del"));
@@ -206,6 +219,29 @@ fn events(name: &str, args: &[&[u8]], key: &[u8], deleted: bool) -> Vec<(u32, &'
         out.push((GENERIC, "expire"));
     }
     out
+}
+
+/// The end LMPOP, BLMPOP, ZMPOP and BZMPOP took from (`RIGHT` and `MAX` name the other
+/// event); any other command's `event` as it is.
+fn mpop_side(name: &str, args: &[&[u8]], event: &'static str) -> &'static str {
+    let numkeys_at = match name {
+        "lmpop" | "zmpop" => 1,
+        "blmpop" | "bzmpop" => 2,
+        _ => return event,
+    };
+    let numkeys = args
+        .get(numkeys_at)
+        .and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok())
+        .unwrap_or(0);
+    let side = args
+        .get(numkeys_at + 1 + numkeys)
+        .map(|s| s.to_ascii_uppercase())
+        .unwrap_or_default();
+    match (event, &*side) {
+        ("lpop", b"RIGHT") => "rpop",
+        ("zpopmin", b"MAX") => "zpopmax",
+        _ => event,
+    }
 }
 
 /// Redis's class and event name for a command that writes one kind of key.
@@ -253,6 +289,11 @@ fn event_of(name: &str) -> Option<(u32, &'static str)> {
         "zinterstore" => (ZSET, "zinterstore"),
         "zdiffstore" => (ZSET, "zdiffstore"),
         "zrangestore" => (ZSET, "zrangestore"),
+        "xadd" => (STREAM, "xadd"),
+        "xtrim" => (STREAM, "xtrim"),
+        "xdel" => (STREAM, "xdel"),
+        "xsetid" => (STREAM, "xsetid"),
+        "xgroup" => (STREAM, "xgroup"),
         _ => return None,
     })
 }
@@ -344,5 +385,21 @@ mod tests {
             vec![(GENERIC, "rename_to")]
         );
         assert_eq!(ev(&["get", "k"], "k", false), vec![]);
+        assert_eq!(
+            ev(&["LMPOP", "2", "a", "l", "RIGHT"], "l", false),
+            vec![(LIST, "rpop")]
+        );
+        assert_eq!(
+            ev(&["zmpop", "1", "z", "MAX"], "z", false),
+            vec![(ZSET, "zpopmax")]
+        );
+        assert_eq!(
+            ev(&["XGROUP", "CREATE", "s", "g", "$"], "s", false),
+            vec![(STREAM, "xgroup-create")]
+        );
+        assert_eq!(
+            ev(&["XADD", "s", "*", "f", "v"], "s", false),
+            vec![(STREAM, "xadd")]
+        );
     }
 }

@@ -103,6 +103,12 @@ pub(crate) fn id_arg(arg: &[u8], seq: u64) -> Result<Id, String> {
     }
 }
 
+/// An ID argument of a command that names entries (XDEL, XACK, XSETID): `ms` or `ms-seq`,
+/// not `-` or `+`.
+pub(crate) fn strict_id(arg: &[u8]) -> Result<Id, String> {
+    Id::parse(arg, 0).ok_or_else(|| INVALID_ID.into())
+}
+
 /// A stream's counters: its last ID, the largest ID deleted, entries ever added, and the
 /// node its next entry goes to (with how many entries that node took).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

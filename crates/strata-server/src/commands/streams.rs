@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::keyspace::Writes;
-use super::stream::{Id, Stream, decode_entry, id_arg};
+use super::stream::{Id, Stream, decode_entry, id_arg, strict_id};
 use super::{Ctx, Outcome, exec_state, int_arg, syntax, upper};
 use crate::shared::{After, Block};
 
@@ -331,6 +331,11 @@ pub(super) fn xrange(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
         _ => return Err(syntax()),
     }
+    if count == Some(0) {
+        // Redis answers COUNT 0 (or less) with a null array.
+        cx.out.null_array();
+        return Ok(());
+    }
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
     let entries = match (Stream::read(cx, &key)?, lo, hi) {
@@ -348,7 +353,7 @@ pub(super) fn xrange(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 pub(super) fn xdel(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let ids: Vec<Id> = a[2..]
         .iter()
-        .map(|x| id_arg(x, 0))
+        .map(|x| strict_id(x))
         .collect::<Result<_, _>>()?;
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
@@ -377,7 +382,7 @@ pub(super) fn xdel(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 
 /// `XSETID key last-id [ENTRIESADDED n] [MAXDELETEDID id]`.
 pub(super) fn xsetid(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
-    let id = id_arg(a[2], 0)?;
+    let id = strict_id(a[2])?;
     let (mut added, mut max_deleted) = (None, None);
     let mut i = 3;
     while i < a.len() {
@@ -387,7 +392,7 @@ pub(super) fn xsetid(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 let n = int_arg(value)?;
                 added = Some(u64::try_from(n).map_err(|_| "ERR entries_added must be positive")?);
             }
-            "MAXDELETEDID" => max_deleted = Some(id_arg(value, 0)?),
+            "MAXDELETEDID" => max_deleted = Some(strict_id(value)?),
             _ => return Err(syntax()),
         }
         i += 2;
@@ -403,13 +408,13 @@ pub(super) fn xsetid(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                     .into(),
             );
         }
-        if added.is_some_and(|n| n < s.header.count) {
-            return Err(
-                "ERR The entries_added specified in XSETID is smaller than the target \
-                        stream length"
-                    .into(),
-            );
-        }
+    }
+    if added.is_some_and(|n| n < s.header.count) {
+        return Err(
+            "ERR The entries_added specified in XSETID is smaller than the target \
+                    stream length"
+                .into(),
+        );
     }
     if s.header.count > 0
         && let Some((top, _)) = s.end(cx.shared, true)?
@@ -468,7 +473,9 @@ pub(super) fn read_args<'a>(a: &[&'a [u8]], grouped: bool) -> Result<ReadArgs<'a
         let more = |n: usize| a.get(i + n).copied().ok_or_else(syntax);
         match upper(a[i]).as_str() {
             "COUNT" => {
-                r.count = Some(usize::try_from(int_arg(more(1)?)?.max(0)).unwrap_or(0));
+                // 0 or less: no limit, as Redis reads it.
+                let n = int_arg(more(1)?)?;
+                r.count = usize::try_from(n).ok().filter(|&n| n > 0);
                 i += 2;
             }
             "BLOCK" => {

@@ -229,7 +229,7 @@ pub(super) fn xclaim(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 i += 1;
             }
             "LASTID" => {
-                lastid = Some(id_arg(value()?, 0)?);
+                lastid = Some(super::stream::strict_id(value()?)?);
                 i += 1;
             }
             _ => {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::keyspace::Writes;
 use super::stream::{
-    CONSUMER, Consumer, GROUP, Group, Id, OWNED, PENDING, Pending, Stream, get_raw, id_arg,
+    CONSUMER, Consumer, GROUP, Group, Id, OWNED, PENDING, Pending, Stream, get_raw, strict_id,
 };
 use super::streams::{Read, park_read, range, read_args, reply_streams};
 use super::{Ctx, Outcome, int_arg, syntax, upper};
@@ -252,7 +252,7 @@ pub(super) fn xgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             }
             let last = match a[4] {
                 b"$" => s.meta.last,
-                arg => id_arg(arg, 0)?,
+                arg => super::stream::id_arg(arg, 0)?,
             };
             let mut g = found.unwrap_or(Open {
                 name: name.to_vec(),
@@ -397,6 +397,10 @@ fn deliver_new(
                 count: 1,
             };
             let before = g.pending(cx, s, *id)?;
+            // Filed again after SETID took the group back: its holder gives it up.
+            if let Some(old) = &before {
+                g.consumer(cx, s, &old.consumer)?;
+            }
             g.hold(s, w, *id, &p, before.as_ref());
         }
     }
@@ -404,10 +408,11 @@ fn deliver_new(
 }
 
 /// The entries consumer `c` holds pending after `after` (at most `count`), as they are now
-/// (`None`: deleted since).
+/// (`None`: deleted since); each one given again counts as delivered again now, as in Redis.
 fn history(
     cx: &Ctx<'_, '_>,
     s: &Stream,
+    w: &mut Writes,
     g: &Open,
     c: &[u8],
     after: Id,
@@ -423,7 +428,15 @@ fn history(
     }
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        out.push((id, get_raw(cx.shared, &s.entry_key(id))?));
+        let entry = get_raw(cx.shared, &s.entry_key(id))?;
+        if entry.is_some()
+            && let Some(mut p) = g.pending(cx, s, id)?
+        {
+            p.delivered = cx.now;
+            p.count += 1;
+            w.put_raw(&s.record(PENDING, &[&g.name, &id.bytes()]), &p.encode());
+        }
+        out.push((id, entry));
     }
     Ok(out)
 }
@@ -451,7 +464,7 @@ pub(super) fn xreadgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                         .into(),
                 );
             }
-            arg => Some(id_arg(arg, 0)?),
+            arg => Some(strict_id(arg)?),
         });
     }
     let keys: Vec<Vec<u8>> = names.iter().map(|k| cx.key(k)).collect();
@@ -483,7 +496,7 @@ pub(super) fn xreadgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         g.touch(cx, s, consumer)?;
         let entries = match after {
             None => deliver_new(cx, s, &mut w, g, consumer, r.count, r.noack)?,
-            Some(after) => history(cx, s, g, consumer, *after, r.count)?,
+            Some(after) => history(cx, s, &mut w, g, consumer, *after, r.count)?,
         };
         any_new |= !entries.is_empty();
         if after.is_some() || !entries.is_empty() {
@@ -511,7 +524,7 @@ pub(super) fn xreadgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 pub(super) fn xack(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let ids: Vec<Id> = a[3..]
         .iter()
-        .map(|x| id_arg(x, 0))
+        .map(|x| strict_id(x))
         .collect::<Result<_, _>>()?;
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
