@@ -400,14 +400,11 @@ pub(super) fn xsetid(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
     let mut s = Stream::read(cx, &key)?.ok_or("ERR no such key")?;
-    if let Some(m) = max_deleted {
-        if id < m {
-            return Err(
-                "ERR The ID specified in XSETID is smaller than the provided \
-                        max_deleted_entry_id"
-                    .into(),
-            );
-        }
+    if max_deleted.is_some_and(|m| id < m) {
+        return Err(
+            "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+                .into(),
+        );
     }
     if added.is_some_and(|n| n < s.header.count) {
         return Err(
