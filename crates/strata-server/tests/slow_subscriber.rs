@@ -2,7 +2,9 @@
 //! `pubsub` class of the output buffer limit (32 MiB hard, Redis's default) closes it, the
 //! server's memory stays bounded, and a subscriber that reads gets every message whole.
 //!
-//! Alone in its test binary, so that the process's peak resident memory is this test's.
+//! Alone in its test binary, so that the process's peak resident memory is this test's. The
+//! same run with the limit switched off follows, and must break the bound: the check of memory
+//! is shown to see what it checks.
 
 mod common;
 
@@ -25,8 +27,54 @@ const SIZE: usize = 10 * 1024;
 
 #[test]
 fn a_subscriber_that_never_reads_is_closed_and_memory_stays_bounded() {
+    let grew = flood([32 << 20, 8 << 20, 60]);
+    eprintln!(
+        "with the pubsub limit, peak resident memory grew {} MiB",
+        grew >> 20
+    );
+    // 100 MB was published to the silent subscriber; the limit holds it near 32 MiB.
+    assert!(
+        grew < 64 << 20,
+        "peak resident memory grew {} MiB",
+        grew >> 20
+    );
+    // The same run without the limit, in a process of its own (a peak only grows), must
+    // break the bound: the check sees what it checks.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "without_the_limit", "--ignored", "--nocapture"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let grew: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("grew bytes: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no figure from the run without the limit: {text}"));
+    eprintln!("without it, {} MiB", grew >> 20);
+    assert!(
+        grew > 64 << 20,
+        "without the limit the peak grew only {} MiB",
+        grew >> 20
+    );
+}
+
+/// The flood without the limit: run by the test above, in a process of its own.
+#[test]
+#[ignore = "run by a_subscriber_that_never_reads_is_closed_and_memory_stays_bounded"]
+fn without_the_limit() {
+    eprintln!("grew bytes: {}", flood([0, 0, 0]));
+}
+
+/// Publishes the messages to a silent subscriber and a reading one on a server with
+/// `limit`; checks the reader got every message whole and the others carry on, and, with a
+/// limit, that the silent one was closed. Returns how far the peak resident memory grew.
+fn flood(limit: [usize; 3]) -> u64 {
     let t = tempfile::tempdir().unwrap();
-    let server = common::start(t.path(), |c| c.threads = 2);
+    let server = common::start(t.path(), |c| {
+        c.threads = 2;
+        c.pubsub_output_limit = limit;
+    });
     let addr = server.local_addr();
     // The one that never reads: subscribed by hand, its socket left alone.
     let mut silent = TcpStream::connect(addr).unwrap();
@@ -73,29 +121,24 @@ fn a_subscriber_that_never_reads_is_closed_and_memory_stays_bounded() {
     }
     let _reader = listener.join().unwrap();
     let grew = peak_rss().saturating_sub(before);
-    // 100 MB was published to the silent subscriber; the limit holds it near 32 MiB.
-    eprintln!("peak resident memory grew {} MiB", grew >> 20);
-    assert!(
-        grew < 64 << 20,
-        "peak resident memory grew {} MiB",
-        grew >> 20
-    );
     let info: String = redis::cmd("INFO").arg("clients").query(&mut admin).unwrap();
-    assert!(
-        info.contains("client_output_buffer_limit_disconnections:1\r\n"),
-        "{info}"
-    );
-    // Its subscription is gone, and the others carry on.
+    let closed = usize::from(limit[0] > 0);
+    let line = format!("client_output_buffer_limit_disconnections:{closed}\r\n");
+    assert!(info.contains(&line), "{info}");
+    // With the limit, its subscription is gone; the others carry on.
     let n: i64 = redis::cmd("PUBLISH")
         .arg("feed")
         .arg("x")
         .query(&mut admin)
         .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(n, 2 - closed as i64);
     assert_eq!(
         redis::cmd("PING").query::<String>(&mut admin).unwrap(),
         "PONG"
     );
+    drop(silent);
+    drop(server);
+    grew
 }
 
 fn message(i: usize) -> Vec<u8> {
