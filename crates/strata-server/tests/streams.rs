@@ -116,16 +116,22 @@ fn draw(rng: &mut Rng, s: &mut Stream, key: &str, now: u64) -> (Vec<String>, Val
             } else {
                 (s.last.0, s.last.1 + 1)
             };
-            let mut args = strs(&["XADD", key, if explicit { "" } else { "*" }]);
-            if explicit {
-                args[2] = id_text(id);
+            let mut args = strs(&["XADD", key]);
+            // Now and then capped, as a log that keeps its newest entries is.
+            let cap = (rng.below(4) == 0).then(|| 1 + rng.below(10) as usize);
+            if let Some(cap) = cap {
+                args.extend(strs(&["MAXLEN", &cap.to_string()]));
             }
+            args.push(if explicit { id_text(id) } else { "*".into() });
             for (f, v) in &fields {
                 args.push(f.clone());
                 args.push(v.clone());
             }
             s.entries.insert(id, fields);
             s.last = id;
+            while cap.is_some_and(|c| s.entries.len() > c) {
+                s.entries.pop_first();
+            }
             (args, bulk(&id_text(id)))
         }
         3 => {
@@ -136,7 +142,7 @@ fn draw(rng: &mut Rng, s: &mut Stream, key: &str, now: u64) -> (Vec<String>, Val
                 Value::Int(i64::from(gone)),
             )
         }
-        4 => {
+        4 if rng.below(2) == 0 => {
             let keep = rng.below(12) as usize;
             let n = s.entries.len().saturating_sub(keep);
             let doomed: Vec<Id> = s.entries.keys().take(n).copied().collect();
@@ -144,6 +150,15 @@ fn draw(rng: &mut Rng, s: &mut Stream, key: &str, now: u64) -> (Vec<String>, Val
                 s.entries.remove(id);
             }
             let args = strs(&["XTRIM", key, "MAXLEN", "=", &keep.to_string()]);
+            (args, Value::Int(doomed.len() as i64))
+        }
+        4 => {
+            let min = some_id(rng, s);
+            let doomed: Vec<Id> = s.entries.range(..min).map(|(id, _)| *id).collect();
+            for id in &doomed {
+                s.entries.remove(id);
+            }
+            let args = strs(&["XTRIM", key, "MINID", &id_text(min)]);
             (args, Value::Int(doomed.len() as i64))
         }
         5..=7 => {

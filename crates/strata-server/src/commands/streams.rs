@@ -8,6 +8,7 @@ use super::keyspace::Writes;
 use super::stream::{Id, Stream, decode_entry, id_arg, strict_id};
 use super::{Ctx, Outcome, exec_state, int_arg, syntax, upper};
 use crate::shared::{After, Block};
+use crate::store;
 
 /// How XADD and XTRIM trim: to a length or to a least ID, exactly or by whole nodes (`~`),
 /// removing at most `limit` entries (0: no limit).
@@ -63,6 +64,8 @@ fn parse_trim(a: &[&[u8]], mut i: usize, node_max: i64) -> Result<(Trim, usize),
 
 /// Removes the entries `trim` asks to; returns how many went. With `~`, only whole nodes go
 /// (the entries XADD put in one node), and no node that would take more than the limit.
+/// What goes is always the oldest entries: one range deletion, whatever their number (inside
+/// `EXEC`, one deletion each, which the transaction's later reads see).
 pub(super) fn trim(
     cx: &Ctx<'_, '_>,
     s: &mut Stream,
@@ -70,13 +73,13 @@ pub(super) fn trim(
     t: &Trim,
     added: Option<(Id, u64)>,
 ) -> Result<u64, String> {
-    let mut removed = 0u64;
+    let in_exec = exec_state::in_exec();
     let mut count = s.header.count;
-    let mut doomed: Vec<Id> = Vec::new();
+    // How many go, the last of them, and (inside EXEC) each of them.
+    let (mut gone, mut last, mut each) = (0u64, None, Vec::new());
     // The current node's entries, when trimming by nodes.
     let mut node: Option<u64> = None;
     let mut group: Vec<Id> = Vec::new();
-    let mut corrupt = None;
     let goes = |count: u64, ids: &[Id], removed: u64| -> bool {
         let n = ids.len() as u64;
         let fits = t.limit == 0 || removed + n <= t.limit;
@@ -94,25 +97,27 @@ pub(super) fn trim(
                 None => count > t.maxlen,
             };
             if wanted {
-                doomed.push(id);
+                (gone, last) = (gone + 1, Some(id));
+                each.extend(in_exec.then_some(id));
                 count -= 1;
             }
             return wanted;
         }
         if node.is_some_and(|m| m != n) {
-            if !goes(count, &group, removed) {
+            if !goes(count, &group, gone) {
                 group.clear();
                 return false;
             }
             count -= group.len() as u64;
-            removed += group.len() as u64;
-            doomed.append(&mut group);
+            (gone, last) = (gone + group.len() as u64, group.last().copied());
+            each.extend(group.drain(..).filter(|_| in_exec));
         }
         node = Some(n);
         group.push(id);
         true
     };
     let mut more = true;
+    let mut corrupt = None;
     s.walk(cx.shared, Id::MIN, Id::MAX, false, |id, v| {
         more = match decode_entry(v) {
             Ok((n, _)) => visit(id, n),
@@ -132,14 +137,23 @@ pub(super) fn trim(
     {
         visit(id, n);
     }
-    if !group.is_empty() && goes(count, &group, removed) {
-        doomed.append(&mut group);
+    if !group.is_empty() && goes(count, &group, gone) {
+        (gone, last) = (gone + group.len() as u64, group.last().copied());
+        each.extend(group.drain(..).filter(|_| in_exec));
     }
-    for id in &doomed {
-        w.delete_raw(&s.entry_key(*id));
+    if let Some(last) = last {
+        if in_exec {
+            for id in &each {
+                w.delete_raw(&s.entry_key(*id));
+            }
+        } else {
+            let (lo, end) = store::elements_range(s.header.version);
+            let hi = last.next().map_or(end, |n| s.entry_key(n));
+            w.delete_range(&lo, &hi);
+        }
     }
-    s.header.count -= doomed.len() as u64;
-    Ok(doomed.len() as u64)
+    s.header.count -= gone;
+    Ok(gone)
 }
 
 const TOP_ITEM: &str =
