@@ -417,6 +417,36 @@ impl Stream {
         Ok(found)
     }
 
+    /// Where the records under `tag` and `parts` start: every part length-prefixed.
+    fn records_prefix(&self, tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+        let mut prefix = self.record(tag, parts);
+        if let Some(last) = parts.last() {
+            prefix.truncate(prefix.len() - last.len());
+            prefix.extend_from_slice(&(last.len() as u32).to_be_bytes());
+            prefix.extend_from_slice(last);
+        }
+        prefix
+    }
+
+    /// The last record under `tag` and `parts`: its key's rest and value.
+    pub(crate) fn last_record(
+        &self,
+        shared: &Shared,
+        tag: u8,
+        parts: &[&[u8]],
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+        let prefix = self.records_prefix(tag, parts);
+        let hi = store::prefix_end(&prefix);
+        let n = prefix.len();
+        let mut found = None;
+        let range = (Bound::Included(prefix), Bound::Excluded(hi));
+        walk_range(shared, range, true, |k, v| {
+            found = Some((k.get(n..).unwrap_or_default().to_vec(), v.to_vec()));
+            false
+        })?;
+        Ok(found)
+    }
+
     /// The records under `tag` and `parts` (a prefix), with their keys' rest and values.
     pub(crate) fn records(
         &self,
@@ -426,14 +456,7 @@ impl Stream {
         after: Option<&[u8]>,
         mut each: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), String> {
-        let mut prefix = self.record(tag, parts);
-        if !parts.is_empty() {
-            // Every part is length-prefixed when more follow.
-            let last = parts.last().copied().unwrap_or_default();
-            prefix.truncate(prefix.len() - last.len());
-            prefix.extend_from_slice(&(last.len() as u32).to_be_bytes());
-            prefix.extend_from_slice(last);
-        }
+        let prefix = self.records_prefix(tag, parts);
         let hi = store::prefix_end(&prefix);
         let lo = match after {
             Some(rest) => Bound::Excluded([prefix.as_slice(), rest].concat()),

@@ -46,20 +46,23 @@ fn walk_pending(
             }
         });
     };
-    // A consumer's list holds IDs only: each entry's record is read from the group's.
-    let mut ids = Vec::new();
+    // A consumer's list holds IDs only: each entry's record is read from the group's, as the
+    // walk goes.
+    let mut failed = None;
     s.records(cx.shared, OWNED, &[&g.name, c], after, |rest, _| {
-        ids.extend(Id::from_bytes(rest));
-        true
-    })?;
-    for id in ids {
-        if let Some(p) = g.pending(cx, s, id)?
-            && !each(id, p)
-        {
-            break;
+        let Some(id) = Id::from_bytes(rest) else {
+            return true;
+        };
+        match g.pending(cx, s, id) {
+            Ok(Some(p)) => each(id, p),
+            Ok(None) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
         }
-    }
-    Ok(())
+    })?;
+    failed.map_or(Ok(()), Err)
 }
 
 /// `XPENDING key group [[IDLE ms] start end count [consumer]]`.
@@ -116,13 +119,16 @@ pub(super) fn xpending(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 fn summary(cx: &mut Ctx<'_, '_>, s: &Stream, g: &mut Open) -> Outcome {
     cx.out.array(4);
     cx.out.int(g.group.pending as i64);
-    let mut ends = (None, None);
+    // The first and last pending IDs: one seek from each end.
+    let mut first = None;
     walk_pending(cx, s, g, None, Id::MIN, |id, _| {
-        ends.0.get_or_insert(id);
-        ends.1 = Some(id);
-        true
+        first = Some(id);
+        false
     })?;
-    let (Some(first), Some(last)) = ends else {
+    let last = s
+        .last_record(cx.shared, PENDING, &[&g.name])?
+        .and_then(|(rest, _)| Id::from_bytes(&rest));
+    let (Some(first), Some(last)) = (first, last) else {
         cx.out.null();
         cx.out.null();
         cx.out.null_array();
