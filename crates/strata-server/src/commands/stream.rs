@@ -428,20 +428,20 @@ impl Stream {
         prefix
     }
 
-    /// The last record under `tag` and `parts`: its key's rest and value.
+    /// The key's rest of the last record under `tag` and `parts`.
     pub(crate) fn last_record(
         &self,
         shared: &Shared,
         tag: u8,
         parts: &[&[u8]],
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+    ) -> Result<Option<Vec<u8>>, String> {
         let prefix = self.records_prefix(tag, parts);
         let hi = store::prefix_end(&prefix);
         let n = prefix.len();
         let mut found = None;
         let range = (Bound::Included(prefix), Bound::Excluded(hi));
-        walk_range(shared, range, true, |k, v| {
-            found = Some((k.get(n..).unwrap_or_default().to_vec(), v.to_vec()));
+        walk_range(shared, range, true, |k, _| {
+            found = Some(k.get(n..).unwrap_or_default().to_vec());
             false
         })?;
         Ok(found)

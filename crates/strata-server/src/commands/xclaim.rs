@@ -127,7 +127,7 @@ fn summary(cx: &mut Ctx<'_, '_>, s: &Stream, g: &mut Open) -> Outcome {
     })?;
     let last = s
         .last_record(cx.shared, PENDING, &[&g.name])?
-        .and_then(|(rest, _)| Id::from_bytes(&rest));
+        .and_then(|rest| Id::from_bytes(&rest));
     let (Some(first), Some(last)) = (first, last) else {
         cx.out.null();
         cx.out.null();
