@@ -204,6 +204,22 @@ impl PubSub {
         n
     }
 
+    /// Takes out of its worker's inbox the messages filed for `sub` through `name` of `kind`
+    /// (which it is leaving), in order.
+    pub(crate) fn take_for(&self, sub: Subscriber, kind: Kind, name: &[u8]) -> Vec<Delivery> {
+        let Some(inbox) = self.inboxes.get(sub.worker) else {
+            return Vec::new();
+        };
+        let mut inbox = inbox.lock().unwrap_or_else(|e| e.into_inner());
+        let via = |d: &Delivery| match d.kind {
+            Kind::Pattern => d.pattern.as_deref() == Some(name),
+            _ => &*d.channel == name,
+        };
+        inbox
+            .extract_if(.., |d| d.to == sub && d.kind == kind && via(d))
+            .collect()
+    }
+
     /// The messages waiting for `worker`'s connections, in the order they were filed.
     pub(crate) fn take(&self, worker: usize, into: &mut Vec<Delivery>) {
         let Some(flag) = self.waiting.get(worker) else {
@@ -240,6 +256,17 @@ impl PubSub {
     pub(crate) fn patterns(&self) -> usize {
         self.read().patterns.len()
     }
+}
+
+/// Appends message `d` to a subscriber's output, in its protocol (a push frame in RESP3).
+pub(crate) fn encode(out: &mut crate::resp::Reply<'_>, d: &Delivery) {
+    out.push(if d.pattern.is_some() { 4 } else { 3 });
+    out.bulk(d.kind.message());
+    if let Some(p) = &d.pattern {
+        out.bulk(p);
+    }
+    out.bulk(&d.channel);
+    out.bulk(&d.payload);
 }
 
 #[cfg(test)]

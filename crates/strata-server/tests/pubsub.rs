@@ -302,3 +302,57 @@ fn keyspace_notifications_name_what_commands_wrote() {
     ];
     assert_eq!(got, want);
 }
+
+/// A subscriber that unsubscribes while a publisher on another worker goes on gets, before
+/// the confirmation, every message PUBLISH counted it for, in order, and none after it.
+#[test]
+fn messages_published_before_an_unsubscribe_come_before_its_confirmation() {
+    let t = tempfile::tempdir().unwrap();
+    let server = common::start(t.path(), |c| c.threads = 2);
+    let addr = server.local_addr();
+    let mut s = common::connect(addr);
+    send(&mut s, &["SUBSCRIBE", "ch"]);
+    recv(&mut s);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publisher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = common::connect(addr);
+            let mut counted = 0i64;
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let n: i64 = redis::cmd("PUBLISH")
+                    .arg("ch")
+                    .arg(i)
+                    .query(&mut c)
+                    .unwrap();
+                counted += n;
+                i += 1;
+            }
+            counted
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    send(&mut s, &["UNSUBSCRIBE", "ch"]);
+    let mut received = 0i64;
+    loop {
+        match recv(&mut s) {
+            Value::Array(v) if v[0] == bulk("message") => {
+                assert_eq!(v[2], bulk(&received.to_string()), "out of order");
+                received += 1;
+            }
+            Value::Array(v) if v[0] == bulk("unsubscribe") => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let counted = publisher.join().unwrap();
+    assert!(received > 0, "nothing was published before the unsubscribe");
+    assert_eq!(received, counted, "messages counted by PUBLISH and received");
+    s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let after = s.recv_response();
+    assert!(
+        after.as_ref().is_err_and(|e| e.is_timeout()),
+        "after the confirmation: {after:?}"
+    );
+}

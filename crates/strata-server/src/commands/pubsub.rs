@@ -64,6 +64,13 @@ fn unsubscribe_from(
     for &name in &names {
         if conn.subs.of(kind).remove(name) {
             shared.pubsub.unsubscribe(kind, name, conn.at);
+            // What was published to it before is on its way: it goes out first, as Redis
+            // sends it before the confirmation.
+            if let Some(out) = out.as_deref_mut() {
+                for d in shared.pubsub.take_for(conn.at, kind, name) {
+                    crate::pubsub::encode(out, &d);
+                }
+            }
         }
         if let Some(out) = out.as_deref_mut() {
             confirm(out, word, Some(name), count(conn, kind));

@@ -33,14 +33,7 @@ pub(super) fn append(shared: &Shared, c: &mut Client, d: &Delivery) {
         c.cut_off();
         return;
     }
-    let mut out = Reply::new(&mut c.output, c.state.protocol);
-    out.push(if d.pattern.is_some() { 4 } else { 3 });
-    out.bulk(d.kind.message());
-    if let Some(p) = &d.pattern {
-        out.bulk(p);
-    }
-    out.bulk(&d.channel);
-    out.bulk(&d.payload);
+    crate::pubsub::encode(&mut Reply::new(&mut c.output, c.state.protocol), d);
     let hard = shared.pubsub_output_limit[0].load(Ordering::Relaxed);
     if hard > 0 && c.unsent() > hard {
         shared

@@ -24,6 +24,7 @@
 mod accept;
 mod client;
 mod deliver;
+mod parking;
 mod worker;
 
 pub(crate) use accept::accept_loop;
