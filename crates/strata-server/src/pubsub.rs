@@ -84,10 +84,30 @@ impl Registry {
     }
 }
 
+/// Most bytes of messages one worker's inbox holds. A worker busy for long while publishers
+/// go on fills it; messages past it are not filed, and their subscribers are closed instead,
+/// as a subscriber past its output limit is: memory stays bounded whatever the publishers do.
+const INBOX_BYTES: usize = 64 << 20;
+
+/// One worker's messages on their way, and the subscribers that overflowed it.
+#[derive(Default)]
+struct Inbox {
+    deliveries: Vec<Delivery>,
+    bytes: usize,
+    overflowed: Vec<Subscriber>,
+}
+
+impl Delivery {
+    /// What the message takes in an inbox, roughly.
+    fn bytes(&self) -> usize {
+        64 + self.channel.len() + self.payload.len()
+    }
+}
+
 /// The registry and the workers' inboxes.
 pub(crate) struct PubSub {
     registry: RwLock<Registry>,
-    inboxes: Vec<Mutex<Vec<Delivery>>>,
+    inboxes: Vec<Mutex<Inbox>>,
     /// Per worker: its inbox holds something (so that an empty one costs a load, no lock).
     waiting: Vec<AtomicBool>,
     /// Subscriptions of every connection: 0 lets PUBLISH answer without a lock.
@@ -194,7 +214,16 @@ impl PubSub {
                 continue;
             };
             let mut inbox = inbox.lock().unwrap_or_else(|e| e.into_inner());
-            inbox.extend(out.extract_if(.., |d| d.to.worker == w));
+            for d in out.extract_if(.., |d| d.to.worker == w) {
+                if inbox.bytes + d.bytes() > INBOX_BYTES {
+                    if !inbox.overflowed.contains(&d.to) {
+                        inbox.overflowed.push(d.to);
+                    }
+                    continue;
+                }
+                inbox.bytes += d.bytes();
+                inbox.deliveries.push(d);
+            }
             flag.store(true, Ordering::Release);
         }
         drop(registry);
@@ -215,22 +244,30 @@ impl PubSub {
             Kind::Pattern => d.pattern.as_deref() == Some(name),
             _ => &*d.channel == name,
         };
-        inbox
+        let taken: Vec<Delivery> = inbox
+            .deliveries
             .extract_if(.., |d| d.to == sub && d.kind == kind && via(d))
-            .collect()
+            .collect();
+        inbox.bytes -= taken.iter().map(Delivery::bytes).sum::<usize>();
+        taken
     }
 
-    /// The messages waiting for `worker`'s connections, in the order they were filed.
-    pub(crate) fn take(&self, worker: usize, into: &mut Vec<Delivery>) {
+    /// The messages waiting for `worker`'s connections, in the order they were filed, and
+    /// the subscribers whose messages overflowed the inbox (to be closed).
+    pub(crate) fn take(&self, worker: usize, into: &mut Vec<Delivery>) -> Vec<Subscriber> {
         let Some(flag) = self.waiting.get(worker) else {
-            return;
+            return Vec::new();
         };
         if !flag.swap(false, Ordering::AcqRel) {
-            return;
+            return Vec::new();
         }
-        if let Some(inbox) = self.inboxes.get(worker) {
-            into.append(&mut inbox.lock().unwrap_or_else(|e| e.into_inner()));
-        }
+        let Some(inbox) = self.inboxes.get(worker) else {
+            return Vec::new();
+        };
+        let mut inbox = inbox.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut inbox.deliveries);
+        inbox.bytes = 0;
+        std::mem::take(&mut inbox.overflowed)
     }
 
     /// The channels (or shard channels) with a subscriber, those matching `pattern` if given.
@@ -334,6 +371,27 @@ mod tests {
         // Emptied: a second take finds nothing.
         ps.take(0, &mut w1);
         assert_eq!(w1.len(), 2);
+    }
+
+    #[test]
+    fn an_inbox_past_its_bound_files_no_more_and_names_who_lost_messages() {
+        let ps = PubSub::new(1);
+        ps.subscribe(Kind::Channel, b"big", sub(0, 1));
+        let payload = vec![7u8; 1 << 20];
+        for _ in 0..100 {
+            assert_eq!(ps.publish(false, b"big", &payload, |_| {}), 1);
+        }
+        let mut got = Vec::new();
+        let overflowed = ps.take(0, &mut got);
+        assert_eq!(overflowed, vec![sub(0, 1)]);
+        // 64 MiB held about 64 of the 100 messages of 1 MiB, each whole.
+        assert!((60..64).contains(&got.len()), "{} filed", got.len());
+        assert!(got.iter().all(|d| *d.payload == payload[..]));
+        // Taken, the inbox holds nothing and files again.
+        assert_eq!(ps.publish(false, b"big", b"x", |_| {}), 1);
+        let mut next = Vec::new();
+        assert_eq!(ps.take(0, &mut next), vec![]);
+        assert_eq!(next.len(), 1);
     }
 
     #[test]

@@ -348,8 +348,12 @@ fn messages_published_before_an_unsubscribe_come_before_its_confirmation() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let counted = publisher.join().unwrap();
     assert!(received > 0, "nothing was published before the unsubscribe");
-    assert_eq!(received, counted, "messages counted by PUBLISH and received");
-    s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    assert_eq!(
+        received, counted,
+        "messages counted by PUBLISH and received"
+    );
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
     let after = s.recv_response();
     assert!(
         after.as_ref().is_err_and(|e| e.is_timeout()),

@@ -44,6 +44,18 @@ pub(super) fn append(shared: &Shared, c: &mut Client, d: &Delivery) {
     }
 }
 
+/// Closes a subscriber whose messages overflowed its worker's inbox, as one past its
+/// output limit.
+pub(super) fn overflowed(shared: &Shared, c: &mut Client) {
+    if !c.closing {
+        shared
+            .counters
+            .output_buffer_closed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    c.cut_off();
+}
+
 /// Whether the connection's user may still hear what `d` was subscribed by (a user's
 /// channel rules may change while it listens).
 fn may_hear(c: &Client, d: &Delivery) -> bool {

@@ -61,4 +61,3 @@ pub(super) fn unpark(shared: &Shared, worker: usize, idx: usize, p: &Parked) {
     b.unpark(w, &p.keys);
     shared.parked.fetch_sub(1, Ordering::Release);
 }
-

@@ -674,7 +674,18 @@ impl Worker {
     /// Appends the messages published to this worker's connections to their output.
     fn deliver(&mut self, ready: &mut Vec<usize>) {
         let mut inbox = std::mem::take(&mut self.inbox);
-        self.shared.pubsub.take(self.index, &mut inbox);
+        let overflowed = self.shared.pubsub.take(self.index, &mut inbox);
+        for sub in overflowed {
+            if let Some(Some(c)) = self.clients.get_mut(sub.slot)
+                && c.state.id == sub.id
+            {
+                super::deliver::overflowed(&self.shared, c);
+                if !c.queued {
+                    c.queued = true;
+                    ready.push(sub.slot);
+                }
+            }
+        }
         for d in inbox.drain(..) {
             let Some(Some(c)) = self.clients.get_mut(d.to.slot) else {
                 continue;
