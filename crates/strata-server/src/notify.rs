@@ -92,6 +92,55 @@ thread_local! {
     static WRITTEN: RefCell<Vec<(Vec<u8>, bool, bool)>> = const { RefCell::new(Vec::new()) };
 }
 
+thread_local! {
+    /// Inside an `EXEC`, the notifications of its commands (channel, message), sent once its
+    /// batch is written.
+    static DEFERRED: RefCell<Option<Vec<(Vec<u8>, Vec<u8>)>>> = const { RefCell::new(None) };
+}
+
+/// Holds back this thread's notifications until [`Deferred::send`]; dropped unsent (a
+/// transaction whose batch failed), it forgets them.
+pub(crate) struct Deferred;
+
+impl Deferred {
+    pub(crate) fn begin() -> Deferred {
+        DEFERRED.with_borrow_mut(|d| *d = Some(Vec::new()));
+        Deferred
+    }
+
+    /// Publishes what was held back, in order.
+    pub(crate) fn send(self, shared: &Shared) {
+        let held = DEFERRED.with_borrow_mut(Option::take).unwrap_or_default();
+        for (channel, message) in held {
+            shared
+                .pubsub
+                .publish(false, &channel, &message, |w| shared.wake_worker(w));
+        }
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        DEFERRED.with_borrow_mut(|d| *d = None);
+    }
+}
+
+/// Publishes one notification now, or holds it for the `EXEC` being run.
+fn publish(shared: &Shared, channel: Vec<u8>, message: &[u8]) {
+    let held = DEFERRED.with_borrow_mut(|d| match d {
+        Some(list) => {
+            list.push((channel.clone(), message.to_vec()));
+            true
+        }
+        None => false,
+    });
+    if !held {
+        shared
+            .pubsub
+            .publish(false, &channel, message, |w| shared.wake_worker(w));
+    }
+}
+
 /// Whether any notification may be sent (a class and a channel kind are both on).
 pub(crate) fn on(shared: &Shared) -> bool {
     // Relaxed: a setting, read on its own.
@@ -307,19 +356,14 @@ fn announce(shared: &Shared, class: u32, event: &str, key: &[u8]) {
     let (Some(&db), Some(client_key)) = (key.first(), key.get(1..)) else {
         return;
     };
-    let wake = |w| shared.wake_worker(w);
     if flags & KEYSPACE != 0 {
         let mut channel = format!("__keyspace@{db}__:").into_bytes();
         channel.extend_from_slice(client_key);
-        shared
-            .pubsub
-            .publish(false, &channel, event.as_bytes(), wake);
+        publish(shared, channel, event.as_bytes());
     }
     if flags & KEYEVENT != 0 {
         let channel = format!("__keyevent@{db}__:{event}");
-        shared
-            .pubsub
-            .publish(false, channel.as_bytes(), client_key, wake);
+        publish(shared, channel.into_bytes(), client_key);
     }
 }
 

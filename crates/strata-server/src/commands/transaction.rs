@@ -107,6 +107,8 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     }
     let shared = cx.shared;
     exec_state::begin();
+    // Keyspace notifications go out once the batch is in, not as each command runs.
+    let notifications = crate::notify::Deferred::begin();
     // The replies wait until the batch is written: a failed write answers the EXEC with an
     // error, not with replies for writes that did not happen.
     let mut replies = Vec::new();
@@ -145,6 +147,7 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
         // Connections parked on these keys see the transaction whole, never half of it.
         shared.notify_written(&writes.cached);
     }
+    notifications.send(shared);
     cx.out.array(queue.len());
     cx.out.raw(&replies);
     Ok(())
