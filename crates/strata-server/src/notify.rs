@@ -92,10 +92,13 @@ thread_local! {
     static WRITTEN: RefCell<Vec<(Vec<u8>, bool, bool)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// A notification held back: its channel and message.
+type Message = (Vec<u8>, Vec<u8>);
+
 thread_local! {
     /// Inside an `EXEC`, the notifications of its commands (channel, message), sent once its
     /// batch is written.
-    static DEFERRED: RefCell<Option<Vec<(Vec<u8>, Vec<u8>)>>> = const { RefCell::new(None) };
+    static DEFERRED: RefCell<Option<Vec<Message>>> = const { RefCell::new(None) };
 }
 
 /// Holds back this thread's notifications until [`Deferred::send`]; dropped unsent (a
