@@ -89,7 +89,7 @@ pub(crate) fn format(flags: u32) -> String {
 thread_local! {
     /// The client keys this thread's command wrote, each with whether it was deleted and
     /// whether it was created.
-    static WRITTEN: RefCell<Vec<(Vec<u8>, bool, bool)>> = const { RefCell::new(Vec::new()) };
+    static WRITTEN: RefCell<Vec<Written>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A notification held back: its channel and message.
@@ -151,15 +151,27 @@ pub(crate) fn on(shared: &Shared) -> bool {
     flags & (KEYSPACE | KEYEVENT) != 0 && flags & (ALL | NEW) != 0
 }
 
-/// Whether `new` events are asked for: the writer must then tell a created key.
-pub(crate) fn wants_new(shared: &Shared) -> bool {
-    shared.notify_flags.load(Ordering::Relaxed) & NEW != 0
+/// A client key a command wrote, as its batch recorded it.
+pub(crate) struct Written {
+    /// The engine key.
+    pub key: Vec<u8>,
+    pub deleted: bool,
+    /// Stored where no live value was (for `new`).
+    pub created: bool,
+    /// It held a value past its expiry, which this write replaced (for `expired`: the
+    /// expiry a read would have found).
+    pub expired: bool,
 }
 
-/// Notes that the command running on this thread stored (or deleted, or created) engine
-/// key `key`.
-pub(crate) fn record(key: &[u8], deleted: bool, created: bool) {
-    WRITTEN.with_borrow_mut(|w| w.push((key.to_vec(), deleted, created)));
+/// Whether `new` or `expired` events are asked for: the writer must then tell a created key
+/// and one whose old value had expired.
+pub(crate) fn wants_prior(shared: &Shared) -> bool {
+    shared.notify_flags.load(Ordering::Relaxed) & (NEW | EXPIRED) != 0
+}
+
+/// Notes a write of the command running on this thread.
+pub(crate) fn record(w: Written) {
+    WRITTEN.with_borrow_mut(|all| all.push(w));
 }
 
 /// Forgets what an earlier command of this thread recorded.
@@ -175,20 +187,25 @@ pub(crate) fn emit(shared: &Shared, args: &[&[u8]]) {
     };
     let name = String::from_utf8_lossy(&name).into_owned();
     let mut seen: Vec<&[u8]> = Vec::new();
-    for (i, (key, deleted, created)) in written.iter().enumerate() {
+    for (i, w) in written.iter().enumerate() {
+        let key = &w.key;
         if seen.contains(&key.as_slice()) {
             continue;
         }
         seen.push(key);
-        if *created {
+        // As Redis: the expiry a lookup finds, then the key made again, then the command's.
+        if written.iter().skip(i).any(|x| x.key == *key && x.expired) {
+            announce(shared, EXPIRED, "expired", key);
+        }
+        if written.iter().skip(i).any(|x| x.key == *key && x.created) {
             announce(shared, NEW, "new", key);
         }
         // A key written twice counts as deleted if its last write deleted it.
         let deleted = written
             .iter()
             .skip(i)
-            .rfind(|(k, ..)| k == key)
-            .map_or(*deleted, |(_, d, _)| *d);
+            .rfind(|x| x.key == *key)
+            .map_or(w.deleted, |x| x.deleted);
         for (class, event) in events(&name, args, key, deleted) {
             announce(shared, class, event, key);
         }

@@ -360,3 +360,33 @@ fn messages_published_before_an_unsubscribe_come_before_its_confirmation() {
         "after the confirmation: {after:?}"
     );
 }
+
+/// A write that replaces a value past its expiry announces `expired` first, as Redis's
+/// lookup does, and `new` where asked for; here no expiry cycle runs.
+#[test]
+fn a_write_over_an_expired_value_announces_its_expiry() {
+    let t = tempfile::tempdir().unwrap();
+    let server = common::start(t.path(), |c| c.active_expiry = None);
+    let mut c = common::connect(server.local_addr());
+    let setting = ["CONFIG", "SET", "notify-keyspace-events", "Exn$"];
+    assert_eq!(ask(&mut c, &setting).unwrap(), Value::Okay);
+    let mut s = common::connect(server.local_addr());
+    send(&mut s, &["PSUBSCRIBE", "__keyevent@0__:*"]);
+    recv(&mut s);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    ask(&mut c, &["SET", "lazy", "1", "PX", "20"]).unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    ask(&mut c, &["SET", "lazy", "2"]).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let Value::Array(v) = recv(&mut s) else {
+            panic!("not a message")
+        };
+        got.push(v[2].clone());
+    }
+    let want: Vec<Value> = ["new", "set", "expired", "new", "set"]
+        .iter()
+        .map(|e| bulk(&format!("__keyevent@0__:{e}")))
+        .collect();
+    assert_eq!(got, want);
+}

@@ -197,12 +197,24 @@ impl Writes {
     pub(crate) fn commit(mut self, shared: &Shared) -> Outcome {
         if crate::notify::on(shared) {
             let now = shared.clock.now_ms();
-            for (k, &d) in self.keys.iter().zip(&self.deleted) {
-                // A key stored where none lived is new (asked only when `n` is on).
-                let created = !d
-                    && crate::notify::wants_new(shared)
-                    && live(read_raw_locked(shared, k)?, now)?.is_none();
-                crate::notify::record(k, d, created);
+            let prior = crate::notify::wants_prior(shared);
+            for (k, &deleted) in self.keys.iter().zip(&self.deleted) {
+                // What the key held before the batch (asked only for `new` and `expired`).
+                let (mut created, mut expired) = (false, false);
+                if prior {
+                    let old = read_raw_locked(shared, k)?
+                        .map(|raw| store::decode_value(&raw))
+                        .transpose()?;
+                    let live = old.as_ref().is_some_and(|v| v.is_live(now));
+                    created = !deleted && !live;
+                    expired = old.is_some() && !live;
+                }
+                crate::notify::record(crate::notify::Written {
+                    key: k.clone(),
+                    deleted,
+                    created,
+                    expired,
+                });
             }
         }
         if exec_state::hold(&mut self.ops, &self.ranges, &self.keys) {
