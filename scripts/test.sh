@@ -11,7 +11,8 @@ cargo test --workspace
 for policy in tiering lazy; do
     echo "== the engine's, the server's and the binary's tests under STRATA_MERGE_POLICY=$policy"
     STRATA_MERGE_POLICY=$policy cargo test -p strata --tests
-    STRATA_MERGE_POLICY=$policy cargo test -p strata-server --test model --test server --test collections
+    STRATA_MERGE_POLICY=$policy cargo test -p strata-server --test model --test server --test collections \
+        --test streams
     STRATA_MERGE_POLICY=$policy cargo test -p strata-cli --tests
 done
 scripts/test-python.sh
