@@ -212,6 +212,14 @@ pub(crate) fn emit(shared: &Shared, args: &[&[u8]]) {
     }
 }
 
+/// Announces a stream event that a command's writes do not show: a consumer that XREADGROUP
+/// or XCLAIM made (`key` is the engine key).
+pub(crate) fn stream_event(shared: &Shared, event: &'static str, key: &[u8]) {
+    if on(shared) {
+        announce(shared, STREAM, event, key);
+    }
+}
+
 /// `expired` for a key the expiry cycle removed (engine key).
 pub(crate) fn expired(shared: &Shared, key: &[u8]) {
     announce(shared, EXPIRED, "expired", key);

@@ -271,7 +271,9 @@ pub(super) fn xclaim(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         {
             continue;
         }
-        g.touch(cx, &s, consumer)?;
+        if g.touch(cx, &s, consumer)? {
+            crate::notify::stream_event(cx.shared, "xgroup-createconsumer", &key);
+        }
         let count = retry.or_else(|| {
             let before = p.as_ref().map_or(0, |p| p.count);
             Some(if justid { before } else { before + 1 })
@@ -349,7 +351,9 @@ pub(super) fn xautoclaim(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         if min_idle > 0 && cx.now.saturating_sub(p.delivered) < min_idle {
             continue;
         }
-        g.touch(cx, &s, consumer)?;
+        if g.touch(cx, &s, consumer)? {
+            crate::notify::stream_event(cx.shared, "xgroup-createconsumer", &key);
+        }
         let n = if justid { p.count } else { p.count + 1 };
         claim_one(
             cx,

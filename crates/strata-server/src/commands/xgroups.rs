@@ -275,18 +275,23 @@ pub(super) fn xgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         "CREATECONSUMER" => {
             let mut g = found.ok_or_else(missing)?;
             let made = g.touch(cx, &s, a[4])?;
-            if made {
-                g.save(&s, &mut w);
-            }
             cx.out.int(i64::from(made));
+            if !made {
+                return Ok(());
+            }
+            g.save(&s, &mut w);
         }
         _ => {
             let mut g = found.ok_or_else(missing)?;
-            let n = delete_consumer(cx, &s, &mut w, &mut g, a[4])?;
+            let Some(n) = delete_consumer(cx, &s, &mut w, &mut g, a[4])? else {
+                cx.out.int(0);
+                return Ok(());
+            };
             cx.out.int(n as i64);
         }
     }
-    // The header is written too: readers parked on the key look again.
+    // The header is written too: readers parked on the key look again (and a keyspace
+    // event names the change; a subcommand that changed nothing returned above).
     s.finish(&mut w);
     w.commit(cx.shared)?;
     Ok(())
@@ -304,16 +309,17 @@ fn destroy(cx: &Ctx<'_, '_>, s: &mut Stream, w: &mut Writes, g: &Open) -> Outcom
     Ok(())
 }
 
-/// Deletes consumer `c` and its pending entries; returns how many it held.
+/// Deletes consumer `c` and its pending entries; returns how many it held (`None`: no such
+/// consumer).
 fn delete_consumer(
     cx: &Ctx<'_, '_>,
     s: &Stream,
     w: &mut Writes,
     g: &mut Open,
     c: &[u8],
-) -> Result<u64, String> {
+) -> Result<Option<u64>, String> {
     let Some(found) = g.consumer(cx, s, c)? else {
-        return Ok(0);
+        return Ok(None);
     };
     let mut ids = Vec::new();
     s.records(cx.shared, OWNED, &[&g.name, c], None, |rest, _| {
@@ -329,7 +335,7 @@ fn delete_consumer(
     w.delete_raw(&s.record(CONSUMER, &[&g.name, c]));
     w.put_raw(&s.record(GROUP, &[&g.name]), &g.group.encode());
     let _ = found;
-    Ok(ids.len() as u64)
+    Ok(Some(ids.len() as u64))
 }
 
 /// Answers a HELP subcommand's lines.
@@ -493,7 +499,9 @@ pub(super) fn xreadgroup(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let mut found = Vec::new();
     let mut any_new = false;
     for (((s, g), name), after) in opened.iter_mut().zip(names).zip(&afters) {
-        g.touch(cx, s, consumer)?;
+        if g.touch(cx, s, consumer)? {
+            crate::notify::stream_event(cx.shared, "xgroup-createconsumer", &s.key);
+        }
         let entries = match after {
             None => deliver_new(cx, s, &mut w, g, consumer, r.count, r.noack)?,
             Some(after) => history(cx, s, &mut w, g, consumer, *after, r.count)?,
