@@ -203,7 +203,7 @@ impl User {
         let (read, write) = needs(index, cmd, args);
         let n = self.keys.len();
         let start = if *hint < n { *hint } else { 0 };
-        for i in key_positions(cmd, args.len()).chain(stream_keys(cmd, args)) {
+        for i in key_positions(cmd, args.len()).chain(movable_keys(cmd, args)) {
             let Some(key) = args.get(i) else { continue };
             // Each need may be met by a different pattern (`%R~a*` and `%W~a*`); patterns that
             // would add nothing are not matched.
@@ -425,6 +425,14 @@ impl User {
         each.join(" ")
     }
 
+    /// Whether the user may read and write every key (`~*`), as a command that names keys
+    /// by pattern needs (SORT's `BY` and `GET`).
+    pub(crate) fn all_keys(&self) -> bool {
+        self.keys
+            .iter()
+            .any(|k| k.read && k.write && k.pattern == b"*")
+    }
+
     /// Whether the user may publish to (or subscribe to) `channel`; a `pattern` subscribed
     /// to must be one of the user's patterns as written, as Redis has it.
     pub(crate) fn channel_allowed(&self, channel: &[u8], pattern: bool) -> bool {
@@ -514,17 +522,20 @@ pub(crate) fn key_positions(cmd: &Spec, argc: usize) -> impl Iterator<Item = usi
         .map(|i| i as usize)
 }
 
-/// The keys of XREAD and XREADGROUP, whose places move: the first half of what follows
-/// `STREAMS`.
-pub(crate) fn stream_keys(cmd: &Spec, args: &[&[u8]]) -> std::ops::Range<usize> {
-    if !matches!(cmd.name, "xread" | "xreadgroup") {
-        return 0..0;
+/// The keys whose places move, which a command's row cannot name: the first half of what
+/// follows `STREAMS` in XREAD and XREADGROUP, and SORT's `STORE` destination.
+pub(crate) fn movable_keys(cmd: &Spec, args: &[&[u8]]) -> Vec<usize> {
+    match cmd.name {
+        "xread" | "xreadgroup" => {
+            let Some(at) = args.iter().position(|a| a.eq_ignore_ascii_case(b"streams")) else {
+                return Vec::new();
+            };
+            let n = (args.len() - at - 1) / 2;
+            (at + 1..at + 1 + n).collect()
+        }
+        "sort" => crate::commands::sort_store_key(args).into_iter().collect(),
+        _ => Vec::new(),
     }
-    let Some(at) = args.iter().position(|a| a.eq_ignore_ascii_case(b"streams")) else {
-        return 0..0;
-    };
-    let n = (args.len() - at - 1) / 2;
-    at + 1..at + 1 + n
 }
 
 /// What a refused command or login leaves in `ACL LOG`.

@@ -276,7 +276,8 @@ fn events(name: &str, args: &[&[u8]], key: &[u8], deleted: bool) -> Vec<(u32, &'
         out.push((STREAM, event));
         return out;
     }
-    let deletes = matches!(event, "del") || name.ends_with("store") || class == GENERIC;
+    let deletes =
+        matches!(event, "del" | "sortstore") || name.ends_with("store") || class == GENERIC;
     if deleted && deletes {
         out.push((GENERIC, "del"));
         return out;
@@ -366,6 +367,7 @@ fn event_of(name: &str) -> Option<(u32, &'static str)> {
         "zinterstore" => (ZSET, "zinterstore"),
         "zdiffstore" => (ZSET, "zdiffstore"),
         "zrangestore" => (ZSET, "zrangestore"),
+        "sort" => (LIST, "sortstore"),
         "xadd" => (STREAM, "xadd"),
         "xtrim" => (STREAM, "xtrim"),
         "xdel" => (STREAM, "xdel"),

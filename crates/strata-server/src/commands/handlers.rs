@@ -4,7 +4,7 @@
 use super::table::command_rows;
 use super::{
     Handler, auth, blocking, config, hashes, info, keys, lists, persistence, pubsub, server, sets,
-    streams, strings, transaction, xclaim, xgroups, xinfo, zalgebra, zrange, zsets,
+    sort, streams, strings, transaction, xclaim, xgroups, xinfo, zalgebra, zrange, zsets,
 };
 
 macro_rules! handlers {

@@ -76,7 +76,12 @@ impl List {
     }
 
     /// The elements from index `start` to `stop` inclusive, in order.
-    fn range(&self, cx: &Ctx<'_, '_>, start: u64, stop: u64) -> Result<Vec<Vec<u8>>, String> {
+    pub(crate) fn range(
+        &self,
+        cx: &Ctx<'_, '_>,
+        start: u64,
+        stop: u64,
+    ) -> Result<Vec<Vec<u8>>, String> {
         let key =
             |i: u64| store::element_key(self.0.header.version, &(self.head() + i).to_be_bytes());
         let mut out = Vec::with_capacity((stop - start + 1).min(1 << 16) as usize);

@@ -234,6 +234,7 @@ pub(super) fn command(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 }
             }
         }
+        Some("GETKEYS") => return getkeys(cx, &a[2..]),
         Some("DOCS") => {
             // Summaries are not kept: an empty map, which clients read as "no docs".
             cx.out.map(0);
@@ -244,6 +245,32 @@ pub(super) fn command(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 String::from_utf8_lossy(a[1])
             ));
         }
+    }
+    Ok(())
+}
+
+/// `COMMAND GETKEYS command arg ...`: the keys the command would name, from its row and
+/// the keys whose places move.
+fn getkeys(cx: &mut Ctx<'_, '_>, args: &[&[u8]]) -> Outcome {
+    if args.is_empty() {
+        return Err(super::wrong_args("command|getkeys"));
+    }
+    let Some((_, cmd)) = args.first().and_then(|n| lookup(n)) else {
+        return Err("ERR Invalid command specified".into());
+    };
+    if !super::spec::arity_ok(cmd, args.len()) {
+        return Err("ERR Invalid number of arguments specified for command".into());
+    }
+    let mut at: Vec<usize> = crate::acl::key_positions(cmd, args.len())
+        .chain(crate::acl::movable_keys(cmd, args))
+        .collect();
+    at.retain(|&i| i < args.len());
+    if at.is_empty() {
+        return Err("ERR The command has no key arguments".into());
+    }
+    cx.out.array(at.len());
+    for i in at {
+        cx.out.bulk(args[i]);
     }
     Ok(())
 }

@@ -35,6 +35,9 @@ const PF: &[&str] = &["pubsub", "loading", "stale", "fast"];
 const PL: &[&str] = &["pubsub", "loading", "stale"];
 const XR: &[&str] = &["readonly", "blocking", "movablekeys"];
 const XW: &[&str] = &["write", "blocking", "movablekeys"];
+/// SORT, whose `STORE` destination moves.
+const SORT: &[&str] = &["write", "denyoom", "movablekeys"];
+const SORT_RO: &[&str] = &["readonly", "movablekeys"];
 const TWO: (i32, i32, i32) = (2, 2, 1);
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);

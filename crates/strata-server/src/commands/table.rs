@@ -455,6 +455,22 @@ macro_rules! command_rows {
             ("type", 2, R, ["keyspace", "read", "fast"], ONE, keys::type_),
             ("object", -2, RS, ["keyspace", "read", "slow"], TWO, keys::object),
             (
+                "sort",
+                -2,
+                SORT,
+                ["write", "set", "sortedset", "list", "slow", "dangerous"],
+                ONE,
+                sort::sort
+            ),
+            (
+                "sort_ro",
+                -2,
+                SORT_RO,
+                ["read", "set", "sortedset", "list", "slow", "dangerous"],
+                ONE,
+                sort::sort
+            ),
+            (
                 "keys",
                 2,
                 RS,

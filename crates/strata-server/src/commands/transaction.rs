@@ -5,9 +5,9 @@
 //! watched, from the WATCH check until its writes are in the engine, so no other client's
 //! command on those keys comes between its commands; the rest of the keyspace goes on.
 //! A transaction with a command that names no keys in the table (KEYS, SCAN, DBSIZE,
-//! RANDOMKEY, FLUSHDB, SELECT, ...) or that reaches another database (MOVE, COPY) runs
-//! alone instead, under the keyspace's write lock, as FLUSHALL does (`exec_lock` in
-//! `dispatch.rs`).
+//! RANDOMKEY, FLUSHDB, SELECT, ...), that reaches another database (MOVE, COPY) or that
+//! may look keys up by pattern (SORT) runs alone instead, under the keyspace's write lock, as
+//! FLUSHALL does (`exec_lock` in `dispatch.rs`).
 //!
 //! Its writes wait in `ExecWrites` (`exec_state.rs`), kept by the thread running it, where its
 //! own reads see them and no other thread's do, and reach the engine as one atomic batch when
