@@ -533,9 +533,30 @@ pub(crate) fn movable_keys(cmd: &Spec, args: &[&[u8]]) -> Vec<usize> {
             let n = (args.len() - at - 1) / 2;
             (at + 1..at + 1 + n).collect()
         }
-        "sort" => crate::commands::sort_store_key(args).into_iter().collect(),
+        "sort" => sort_store_key(args).into_iter().collect(),
         _ => Vec::new(),
     }
+}
+
+/// The argument position of SORT's `STORE` destination (the last one given), if any: the
+/// key its command-table row cannot name.
+fn sort_store_key(args: &[&[u8]]) -> Option<usize> {
+    let mut found = None;
+    let mut j = 2;
+    while j < args.len() {
+        let opt = args[j].to_ascii_lowercase();
+        match opt.as_slice() {
+            b"limit" => j += 2,
+            b"by" | b"get" => j += 1,
+            b"store" if j + 1 < args.len() => {
+                found = Some(j + 1);
+                j += 1;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    found
 }
 
 /// What a refused command or login leaves in `ACL LOG`.
@@ -672,6 +693,23 @@ fn parse_digest(hex: &[u8]) -> Option<Digest32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_store_names_the_destination() {
+        let args: Vec<&[u8]> = vec![
+            b"sort",
+            b"abc",
+            b"store",
+            b"invalid",
+            b"store",
+            b"stillbad",
+            b"store",
+            b"def",
+        ];
+        assert_eq!(sort_store_key(&args), Some(7));
+        let args: Vec<&[u8]> = vec![b"sort", b"abc", b"by", b"store", b"limit", b"0", b"1"];
+        assert_eq!(sort_store_key(&args), None);
+    }
 
     fn row(name: &str) -> (usize, &'static Spec) {
         crate::commands::lookup(name.as_bytes()).unwrap()

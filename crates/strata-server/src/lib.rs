@@ -32,6 +32,7 @@ mod notify;
 mod pubsub;
 pub mod resp;
 mod save;
+mod set_gaps;
 mod shared;
 mod store;
 mod tls;
@@ -128,6 +129,7 @@ impl Server {
             blocking: Mutex::new(Default::default()),
             parked: AtomicUsize::new(0),
             pop_edges: Mutex::new(Default::default()),
+            set_gaps: Default::default(),
             wakers: std::sync::OnceLock::new(),
             pubsub: pubsub::PubSub::new(threads),
             pubsub_output_limit: config.pubsub_output_limit.map(AtomicUsize::new),

@@ -94,6 +94,9 @@ pub(crate) struct Shared {
     /// the deleted ones instead of walking over their tombstones. Kept under the set's
     /// stripe lock by ZPOPMIN/ZPOPMAX, dropped by any write of a member beyond it.
     pub pop_edges: Mutex<HashMap<(u64, bool), Vec<u8>>>,
+    /// For sets SPOP draws from, the runs of members known to be gone
+    /// (`commands/set_pops.rs`).
+    pub set_gaps: crate::set_gaps::SetGaps,
     /// Each worker's waker, by index, set once the workers run.
     pub wakers: std::sync::OnceLock<Vec<Arc<mio::Waker>>>,
     /// Pub/sub's subscribers and the messages on their way to them.

@@ -716,3 +716,66 @@ fn members_added_past_a_pop_are_popped_next() {
     assert_eq!(all, Value::Array(vec![bulk(b"d"), bulk(b"-5")]));
     server.shutdown().unwrap();
 }
+
+/// SPOP remembers the stretches of a large set that its pops emptied and seeks past them: a
+/// member added inside such a stretch is drawn again like any other (not hidden until the set
+/// is otherwise empty), and a set popped to the end gives each member exactly once.
+#[test]
+fn members_added_where_pops_emptied_the_set_are_drawn_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_700_000_000_000);
+    let (server, mut c) = start(dir.path(), &clock);
+    let name = |i: u32| format!("m{i:06}");
+    let mut sadd = redis::cmd("SADD");
+    sadd.arg("s");
+    for i in (0..4000).step_by(2) {
+        sadd.arg(name(i));
+    }
+    let added: i64 = sadd.query(&mut c).unwrap();
+    assert_eq!(added, 2000);
+    let mut popped = BTreeSet::new();
+    for _ in 0..1500 {
+        let m: String = redis::cmd("SPOP").arg("s").query(&mut c).unwrap();
+        assert!(popped.insert(m), "a member came out twice");
+    }
+    // Fifty new members, each beside one already popped: inside a stretch pops emptied.
+    let late: Vec<String> = popped
+        .iter()
+        .step_by(30)
+        .take(50)
+        .map(|m| name(m[1..].parse::<u32>().unwrap() + 1))
+        .collect();
+    assert_eq!(late.len(), 50);
+    let added: i64 = redis::cmd("SADD")
+        .arg("s")
+        .arg(&late)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(added, 50);
+    // Half of what is left: 550 members, 50 of them new.
+    let mut drawn_late = 0;
+    for _ in 0..275 {
+        let m: String = redis::cmd("SPOP").arg("s").query(&mut c).unwrap();
+        drawn_late += usize::from(late.contains(&m));
+        assert!(popped.insert(m), "a member came out twice");
+    }
+    assert!(
+        drawn_late >= 10,
+        "{drawn_late} of 50 members added into emptied stretches were drawn in 275 pops"
+    );
+    // The rest, to the end: every member exactly once, then nothing.
+    loop {
+        let m: Option<String> = redis::cmd("SPOP").arg("s").query(&mut c).unwrap();
+        let Some(m) = m else { break };
+        assert!(popped.insert(m), "a member came out twice");
+    }
+    let want: BTreeSet<String> = (0..4000)
+        .step_by(2)
+        .map(name)
+        .chain(late.iter().cloned())
+        .collect();
+    assert_eq!(popped, want);
+    let card: i64 = redis::cmd("SCARD").arg("s").query(&mut c).unwrap();
+    assert_eq!(card, 0);
+    server.shutdown().unwrap();
+}

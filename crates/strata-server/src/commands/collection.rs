@@ -24,7 +24,7 @@ const MAX_DRAWS: usize = 1 << 26;
 
 /// Collections of at most this many elements are sampled over a walk (uniformly); larger ones
 /// by seeking to a random point ([`Collection::pick_one`]).
-const SMALL: u64 = 128;
+pub(crate) const SMALL: u64 = 128;
 
 /// A point between `first` and `last` (sorted bytes): their common prefix, then a number
 /// drawn between their next eight bytes read as numbers.

@@ -35,6 +35,7 @@ mod persistence;
 mod pubsub;
 mod server;
 mod session;
+mod set_pops;
 mod sets;
 mod sort;
 mod spec;
@@ -58,7 +59,6 @@ pub(crate) use dispatch::execute;
 pub(crate) use keys::expire_cycle;
 pub(crate) use pubsub::forget as forget_subscriptions;
 pub(crate) use session::Connection;
-pub(crate) use sort::store_key as sort_store_key;
 #[cfg(test)]
 pub(crate) use spec::lookup;
 pub(crate) use spec::{SPECS, Spec};

@@ -7,6 +7,7 @@ use std::ops::Bound;
 
 use super::collection::{self, Collection};
 use super::keyspace::Writes;
+use super::set_pops;
 use super::{Ctx, Outcome, int_arg, parse_i64, syntax, upper};
 use crate::store::Kind;
 
@@ -29,6 +30,7 @@ pub(super) fn sadd(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let mut added = 0;
     for m in &a[2..] {
         if s.get(cx.shared, m)?.is_none() {
+            cx.shared.set_gaps.added(s.header.version, m);
             s.put(cx, &mut w, m, b"")?;
             added += 1;
         }
@@ -103,11 +105,19 @@ pub(super) fn spop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     };
     let picked = match count {
         Some(n) => s.sample(cx, n)?,
-        None => s.pick_one(cx)?.into_iter().collect(),
+        // A small set is sampled over one walk; a larger one skips what pops took.
+        None if s.header.count <= collection::SMALL => s.pick_one(cx)?.into_iter().collect(),
+        None => set_pops::pick(cx, &s)?
+            .map(|m| (m, Vec::new()))
+            .into_iter()
+            .collect(),
     };
     let mut w = Writes::default();
     for (m, _) in &picked {
         s.remove(cx, &mut w, m)?;
+    }
+    if s.header.count == 0 {
+        cx.shared.set_gaps.forget(s.header.version);
     }
     s.finish(&mut w);
     w.commit(cx.shared)?;
@@ -176,6 +186,7 @@ pub(super) fn smove(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         None => Collection::open(cx, &dst, Kind::Set, &mut w)?,
     };
     if to.get(cx.shared, a[3])?.is_none() {
+        cx.shared.set_gaps.added(to.header.version, a[3]);
         to.put(cx, &mut w, a[3], b"")?;
         to.finish(&mut w);
     }

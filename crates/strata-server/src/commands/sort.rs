@@ -92,27 +92,6 @@ pub(crate) fn reads_patterns(name: &str, args: &[&[u8]]) -> bool {
             .any(|a| a.eq_ignore_ascii_case(b"by") || a.eq_ignore_ascii_case(b"get"))
 }
 
-/// The argument position of SORT's `STORE` destination (the last one given), if any: the
-/// key its command-table row cannot name.
-pub(crate) fn store_key(args: &[&[u8]]) -> Option<usize> {
-    let mut found = None;
-    let mut j = 2;
-    while j < args.len() {
-        let opt = args[j].to_ascii_lowercase();
-        match opt.as_slice() {
-            b"limit" => j += 2,
-            b"by" | b"get" => j += 1,
-            b"store" if j + 1 < args.len() => {
-                found = Some(j + 1);
-                j += 1;
-            }
-            _ => {}
-        }
-        j += 1;
-    }
-    found
-}
-
 /// The first and last index (inclusive) of the elements `LIMIT` keeps out of `len`, as
 /// Redis clamps them; `None` when it keeps none.
 fn window(limit: Option<(i64, i64)>, len: usize) -> Option<(usize, usize)> {
@@ -368,22 +347,5 @@ mod tests {
         assert_eq!(weight_of(b"inf"), Some(f64::INFINITY));
         assert_eq!(weight_of(b"1.5x"), None);
         assert_eq!(weight_of(b"nan"), None);
-    }
-
-    #[test]
-    fn the_last_store_names_the_destination() {
-        let args: Vec<&[u8]> = vec![
-            b"sort",
-            b"abc",
-            b"store",
-            b"invalid",
-            b"store",
-            b"stillbad",
-            b"store",
-            b"def",
-        ];
-        assert_eq!(store_key(&args), Some(7));
-        let args: Vec<&[u8]> = vec![b"sort", b"abc", b"by", b"store", b"limit", b"0", b"1"];
-        assert_eq!(store_key(&args), None);
     }
 }

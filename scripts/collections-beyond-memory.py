@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A sorted set and a hash larger than the memory `strata serve` may use: members and fields
+added, then read back at random, every answer checked.
+
+    scripts/memory-limit.sh 128 target/release/strata serve --dir D --port P \
+        --block-cache-bytes 33554432 --cache-bytes 8388608 &
+    python3 scripts/collections-beyond-memory.py P MEMBERS [VALUE_BYTES]
+
+Member i of the sorted set `zbig` is `m` and i's 64-bit multiplicative hash in hex, with
+score i: the member index is written in random order, the score index in order. Field i of
+the hash `hbig` has the same name and the value i written out and padded to VALUE_BYTES.
+Prints each phase's rate; exits non-zero on any wrong answer.
+"""
+import random
+import sys
+import time
+
+import redis
+
+port, n = int(sys.argv[1]), int(sys.argv[2])
+size = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+r = redis.Redis(port=port, protocol=2)
+PER_CALL = 1000
+READS = min(n, 5000)
+
+
+def name(i):
+    return b"m%016x" % ((i * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF)
+
+
+def value(i):
+    text = str(i).encode()
+    return text + b"." * (size - len(text))
+
+
+def fail(why):
+    sys.exit(f"collections-beyond-memory: {why}")
+
+
+def phase(what, count, started):
+    took = time.time() - started
+    print(f"{what:<52} {count:>9} in {took:7.1f} s  {count / took:>10.0f} a second")
+
+
+def add_all(command):
+    """Sends `command(pipeline, lo, hi)` for every slice of PER_CALL, 20 calls a round trip."""
+    for lo in range(0, n, PER_CALL * 20):
+        p = r.pipeline(transaction=False)
+        for start in range(lo, min(lo + PER_CALL * 20, n), PER_CALL):
+            command(p, start, min(start + PER_CALL, n))
+        for added in p.execute():
+            if added != PER_CALL and added != n % PER_CALL:
+                fail(f"a call added {added} elements")
+
+
+r.delete("zbig", "hbig")
+started = time.time()
+add_all(lambda p, lo, hi: p.zadd("zbig", {name(i): i for i in range(lo, hi)}))
+phase(f"ZADD, {PER_CALL} members a call", n, started)
+if r.zcard("zbig") != n:
+    fail(f"ZCARD {r.zcard('zbig')}, want {n}")
+
+rng = random.Random(7)
+started = time.time()
+for _ in range(READS):
+    i = rng.randrange(n)
+    got = r.zscore("zbig", name(i))
+    if got != float(i):
+        fail(f"ZSCORE of member {i}: {got}")
+phase("ZSCORE of a member at random", READS, started)
+
+started = time.time()
+for _ in range(READS):
+    i = rng.randrange(n)
+    got = r.zrangebyscore("zbig", i, "+inf", start=0, num=10, withscores=True)
+    want = [(name(j), float(j)) for j in range(i, min(i + 10, n))]
+    if got != want:
+        fail(f"ZRANGEBYSCORE from {i}: {got[:1]}...")
+phase("ZRANGEBYSCORE from a score at random, LIMIT 10", READS, started)
+
+started = time.time()
+for _ in range(READS):
+    i = rng.randrange(n)
+    got = r.zrevrangebyscore("zbig", i, "-inf", start=0, num=10)
+    want = [name(j) for j in range(i, max(i - 10, -1), -1)]
+    if got != want:
+        fail(f"ZREVRANGEBYSCORE from {i}: {got[:1]}...")
+phase("ZREVRANGEBYSCORE from a score at random, LIMIT 10", READS, started)
+
+started = time.time()
+add_all(lambda p, lo, hi: p.hset("hbig", mapping={name(i): value(i) for i in range(lo, hi)}))
+phase(f"HSET of {size}-byte values, {PER_CALL} fields a call", n, started)
+if r.hlen("hbig") != n:
+    fail(f"HLEN {r.hlen('hbig')}, want {n}")
+
+started = time.time()
+for _ in range(READS):
+    i = rng.randrange(n)
+    got = r.hget("hbig", name(i))
+    if got != value(i):
+        fail(f"HGET of field {i}: {got[:20] if got else got}")
+phase("HGET of a field at random", READS, started)
+
+started = time.time()
+for _ in range(READS):
+    i = rng.randrange(n)
+    missing = b"x" + name(i)[1:]
+    if r.hget("hbig", missing) is not None or r.zscore("zbig", missing) is not None:
+        fail(f"a field never written was found: {missing}")
+phase("HGET and ZSCORE of a name never written", READS, started)
+
+started = time.time()
+for _ in range(READS):
+    i = rng.randrange(n)
+    if r.hincrby("hcount", name(i), 1) < 1:
+        fail("HINCRBY went below 1")
+phase("HINCRBY of a field at random (a second hash)", READS, started)
+print(f"collections-beyond-memory: a sorted set and a hash of {n} elements each, "
+      f"{size}-byte values, every answer checked")
