@@ -15,23 +15,22 @@ import time
 
 import redis
 
+from beyond_memory import failer, padded, phase as timed
+
 port, n = int(sys.argv[1]), int(sys.argv[2])
 size = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
 r = redis.Redis(port=port, protocol=2)
 
 
+fail = failer("stream-beyond-memory")
+
+
 def value(i):
-    text = str(i).encode()
-    return text + b"." * (size - len(text))
-
-
-def fail(why):
-    sys.exit(f"stream-beyond-memory: {why}")
+    return padded(i, size)
 
 
 def phase(name, count, started):
-    took = time.time() - started
-    print(f"{name:<44} {count:>9} in {took:7.1f} s  {count / took:>10.0f} a second")
+    timed(name, count, started, width=44)
 
 
 r.delete("big")

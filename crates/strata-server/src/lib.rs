@@ -80,7 +80,6 @@ impl Server {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let saves = save::Saves::new(now.as_secs(), db.snapshot().sequence());
-        let versions = store::Versions::open(&db)?;
         let notify_flags =
             notify::parse(config.notify_keyspace_events.as_bytes()).ok_or_else(|| {
                 format!(
@@ -94,8 +93,9 @@ impl Server {
             n => n,
         };
         let shared = Arc::new(Shared {
+            versions: store::Versions::open(&db)?,
+            databases: store::Databases::open(&db)?,
             db,
-            versions,
             clock: config.clock.clone(),
             cache: HotCache::new(config.cache_bytes),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),

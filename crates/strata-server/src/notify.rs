@@ -383,9 +383,10 @@ fn announce(shared: &Shared, class: u32, event: &str, key: &[u8]) {
     if flags & class == 0 {
         return;
     }
-    let (Some(&db), Some(client_key)) = (key.first(), key.get(1..)) else {
+    let (Some(&prefix), Some(client_key)) = (key.first(), key.get(1..)) else {
         return;
     };
+    let db = shared.databases.number(prefix);
     if flags & KEYSPACE != 0 {
         let mut channel = format!("__keyspace@{db}__:").into_bytes();
         channel.extend_from_slice(client_key);

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub db: Db,
     /// The versions new collections are stored under.
     pub versions: crate::store::Versions,
+    /// The prefix each database's keys are stored under (SWAPDB changes it).
+    pub databases: crate::store::Databases,
     pub config: Config,
     pub clock: Clock,
     pub cache: HotCache,

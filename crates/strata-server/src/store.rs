@@ -24,15 +24,16 @@
 //!   entry for each time a key was given an expiry. The active-expiry cycle reads it from the
 //!   start, so it meets due keys first. An entry whose key was since given another expiry, or
 //!   none, or deleted, is stale: the cycle checks the key's own value and drops the entry.
-//! - `0xFF`: the server's own records; `0xFF "layout"` holds the layout's version, and
+//! - `0xFF`: the server's own records; `0xFF "layout"` holds the layout's version,
 //!   `0xFF "versions"` the first collection version no server has handed out (eight
-//!   big-endian bytes), reserved ahead in blocks.
+//!   big-endian bytes), reserved ahead in blocks, and `0xFF "databases"` (sixteen bytes, once
+//!   `SWAPDB` has run) the prefix each database's keys are stored under, by number.
 //!
 //! The tags and the layout are written to disk: their numbers are frozen, never renumbered.
 //! docs/format.md describes the layout beside the engine's formats.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use strata::{CompactionFilter, Db, FilterDecision, ReadOptions, WriteBatch, WriteOptions};
@@ -49,6 +50,7 @@ const ELEMENTS: u8 = 0x20;
 const SCORES: u8 = 0x21;
 const STREAM_RECORDS: u8 = 0x22;
 const VERSIONS_KEY: &[u8] = b"\xFFversions";
+const DATABASES_KEY: &[u8] = b"\xFFdatabases";
 /// Versions reserved by one write of [`VERSIONS_KEY`].
 const VERSION_BLOCK: u64 = 1 << 16;
 
@@ -434,6 +436,76 @@ impl Versions {
         }
         state.0 = next + 1;
         Ok(next)
+    }
+}
+
+/// Which prefix each database's keys are stored under: database `n`'s keys begin with byte
+/// `prefix[n]`. `SWAPDB` exchanges two entries, so two databases change places without a key
+/// moving. A directory that never swapped has none recorded: each database under its own
+/// number.
+pub(crate) struct Databases {
+    prefix: [AtomicU8; DATABASES as usize],
+    /// Some database is stored under another number than its own.
+    moved: AtomicBool,
+}
+
+impl Databases {
+    pub(crate) fn open(db: &Db) -> Result<Databases, String> {
+        let mut prefix: [u8; DATABASES as usize] = std::array::from_fn(|n| n as u8);
+        if let Some(v) = db.get(DATABASES_KEY).map_err(|e| e.to_string())? {
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            if sorted != prefix {
+                return Err("the data directory's database map is corrupt".into());
+            }
+            prefix.copy_from_slice(&v);
+        }
+        Ok(Databases {
+            moved: AtomicBool::new(prefix.iter().enumerate().any(|(n, &p)| p != n as u8)),
+            prefix: prefix.map(AtomicU8::new),
+        })
+    }
+
+    /// The prefix database `n`'s keys are stored under.
+    pub(crate) fn prefix(&self, n: u8) -> u8 {
+        // Relaxed: the map changes only while no other command runs (SWAPDB runs alone).
+        self.prefix
+            .get(usize::from(n))
+            .map_or(n, |p| p.load(Ordering::Relaxed))
+    }
+
+    /// The database whose keys are stored under `prefix`.
+    pub(crate) fn number(&self, prefix: u8) -> u8 {
+        (0..DATABASES)
+            .find(|&n| self.prefix(n) == prefix)
+            .unwrap_or(prefix)
+    }
+
+    /// Exchanges databases `a` and `b`, recorded durably before it takes effect. Requires:
+    /// no other command runs.
+    pub(crate) fn swap(&self, db: &Db, a: u8, b: u8) -> Result<(), String> {
+        let mut now: [u8; DATABASES as usize] = std::array::from_fn(|n| self.prefix(n as u8));
+        now.swap(usize::from(a), usize::from(b));
+        let mut batch = WriteBatch::new();
+        batch.put(DATABASES_KEY, &now);
+        db.write(batch, WriteOptions { sync: true })
+            .map_err(|e| format!("ERR {e}"))?;
+        for (slot, p) in self.prefix.iter().zip(now) {
+            slot.store(p, Ordering::Relaxed);
+        }
+        let moved = now.iter().enumerate().any(|(n, &p)| p != n as u8);
+        self.moved.store(moved, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `key` (a database's number, then the client's key) as it is stored.
+    pub(crate) fn stored<'k>(&self, key: &'k [u8]) -> std::borrow::Cow<'k, [u8]> {
+        match key.split_first() {
+            Some((&n, rest)) if self.moved.load(Ordering::Relaxed) => {
+                std::borrow::Cow::Owned(data_key(self.prefix(n), rest))
+            }
+            _ => std::borrow::Cow::Borrowed(key),
+        }
     }
 }
 

@@ -779,3 +779,46 @@ fn members_added_where_pops_emptied_the_set_are_drawn_again() {
     assert_eq!(card, 0);
     server.shutdown().unwrap();
 }
+
+/// SWAPDB exchanges two databases whole (keys of every kind, written before and after), and
+/// the exchange is still there after a restart.
+#[test]
+fn swapped_databases_stay_swapped_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_700_000_000_000);
+    let (server, mut c) = start(dir.path(), &clock);
+    let q = |c: &mut redis::Connection, args: &[&str]| -> Value {
+        run(c, &args.iter().map(|a| text(a)).collect::<Vec<_>>()).unwrap()
+    };
+    q(&mut c, &["SET", "a", "1"]);
+    q(&mut c, &["HSET", "h", "f", "v"]);
+    q(&mut c, &["SELECT", "1"]);
+    q(&mut c, &["SET", "b", "2"]);
+    q(&mut c, &["RPUSH", "l", "x", "y"]);
+    assert_eq!(q(&mut c, &["SWAPDB", "0", "1"]), Value::Okay);
+    // This connection is still in database 1, which now holds what 0 held.
+    q(&mut c, &["SET", "c", "3"]);
+    let check = |c: &mut redis::Connection| {
+        q(c, &["SELECT", "0"]);
+        assert_eq!(q(c, &["GET", "b"]), bulk(b"2"));
+        assert_eq!(
+            q(c, &["LRANGE", "l", "0", "-1"]),
+            Value::Array(vec![bulk(b"x"), bulk(b"y")])
+        );
+        assert_eq!(q(c, &["EXISTS", "a", "h", "c"]), Value::Int(0));
+        q(c, &["SELECT", "1"]);
+        assert_eq!(q(c, &["GET", "a"]), bulk(b"1"));
+        assert_eq!(q(c, &["HGET", "h", "f"]), bulk(b"v"));
+        assert_eq!(q(c, &["GET", "c"]), bulk(b"3"));
+        assert_eq!(q(c, &["DBSIZE"]), Value::Int(3));
+    };
+    check(&mut c);
+    drop(c);
+    server.shutdown().unwrap();
+    let (server, mut c) = start(dir.path(), &clock);
+    check(&mut c);
+    assert_eq!(q(&mut c, &["SWAPDB", "1", "0"]), Value::Okay);
+    q(&mut c, &["SELECT", "0"]);
+    assert_eq!(q(&mut c, &["GET", "a"]), bulk(b"1"));
+    server.shutdown().unwrap();
+}

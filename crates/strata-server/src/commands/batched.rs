@@ -184,9 +184,10 @@ pub(crate) fn is_plain_get(args: &Args) -> bool {
     args.len() == 2 && args.get(0).is_some_and(|c| c.eq_ignore_ascii_case(b"GET"))
 }
 
-/// Reads the engine keys of plain GETs (from [`is_plain_get`], possibly from several
-/// connections) together, under the key space's read lock as every command but FLUSHALL
-/// runs.
+/// Reads the keys of plain GETs (from [`is_plain_get`], possibly from several connections;
+/// each a database's number, then the client's key) together, under the key space's read
+/// lock as every command but FLUSHALL runs. Each database's prefix is looked up under that
+/// lock, so a `SWAPDB` comes wholly before or after the batch.
 pub(crate) fn read_gets<'k>(
     shared: &Shared,
     keys: impl Iterator<Item = &'k [u8]> + Clone,
@@ -194,7 +195,8 @@ pub(crate) fn read_gets<'k>(
     out: &mut Vec<Result<Option<Vec<u8>>, String>>,
 ) {
     let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
-    read_many(shared, keys, false, scratch, out);
+    let stored: Vec<_> = keys.map(|k| shared.databases.stored(k)).collect();
+    read_many(shared, stored.iter().map(|k| &**k), false, scratch, out);
 }
 
 /// True for `SET key value` without options: a write that can join its neighbours' batch.
@@ -202,14 +204,16 @@ pub(crate) fn is_plain_set(args: &Args) -> bool {
     args.len() == 3 && args.get(0).is_some_and(|c| c.eq_ignore_ascii_case(b"SET"))
 }
 
-/// Writes plain SETs (from [`is_plain_set`], possibly from several connections; engine key
-/// and stored value each) as one atomic batch, in order, under their keys' stripe locks.
-/// Each SET's reply is `+OK` on success and the returned error otherwise.
+/// Writes plain SETs (from [`is_plain_set`], possibly from several connections; key as
+/// [`read_gets`] takes it and stored value each) as one atomic batch, in order, under their
+/// keys' stripe locks. Each SET's reply is `+OK` on success and the returned error otherwise.
 pub(crate) fn write_sets<'a>(
     shared: &Shared,
     sets: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
 ) -> Outcome {
     let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    let stored: Vec<_> = sets.map(|(k, v)| (shared.databases.stored(k), v)).collect();
+    let sets = stored.iter().map(|(k, v)| (&**k, *v));
     let _g = lock_stripes(shared, sets.clone().map(|(k, _)| k));
     let mut batch = WriteBatch::new();
     for (k, v) in sets.clone() {

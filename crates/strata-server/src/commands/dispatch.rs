@@ -88,12 +88,15 @@ pub(crate) fn execute(
         out.simple("QUEUED");
         return After::Continue;
     }
-    // FLUSHALL, FLUSHDB and a SORT that looks keys up by pattern run alone: they wait for
+    // FLUSHALL, FLUSHDB, SWAPDB and a SORT that looks keys up by pattern run alone: they wait for
     // every other command and hold new ones back. EXEC holds its keys' stripes, or runs alone.
     if cmd.name == "exec" {
         let _locks = exec_lock(shared, conn);
         run(shared, conn, i, cmd, HANDLERS, args, out)
-    } else if cmd.name.starts_with("flush") || super::sort::reads_patterns(cmd.name, args) {
+    } else if cmd.name.starts_with("flush")
+        || cmd.name == "swapdb"
+        || super::sort::reads_patterns(cmd.name, args)
+    {
         let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
         run(shared, conn, i, cmd, HANDLERS, args, out)
     } else {
@@ -130,7 +133,10 @@ fn runs_inside_multi(name: &str) -> bool {
 /// names none there, or may reach beyond them (another database).
 fn named_keys<'q>(cmd: &Spec, args: &'q [Vec<u8>]) -> Option<Vec<&'q [u8]>> {
     let (first, last, step) = cmd.keys;
-    if first <= 0 || step <= 0 || matches!(cmd.name, "move" | "copy" | "sort" | "sort_ro") {
+    if first <= 0
+        || step <= 0
+        || matches!(cmd.name, "move" | "copy" | "sort" | "sort_ro" | "swapdb")
+    {
         return None;
     }
     let n = args.len() as i64;
@@ -164,7 +170,7 @@ pub(crate) fn exec_lock<'a>(shared: &'a Shared, conn: &Connection) -> ExecLock<'
         keys.extend(
             named
                 .into_iter()
-                .map(|k| crate::store::data_key(conn.db, k)),
+                .map(|k| crate::store::data_key(shared.databases.prefix(conn.db), k)),
         );
     }
     let keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());

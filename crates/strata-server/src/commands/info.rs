@@ -299,7 +299,7 @@ fn keyspace_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
     o.push_str("# Keyspace\r\n");
     // Counted exactly, as DBSIZE counts: a walk over each database that holds keys.
     for db in 0..DATABASES {
-        let (lo, hi) = crate::store::db_range(db);
+        let (lo, hi) = crate::store::db_range(shared.databases.prefix(db));
         let (mut keys, mut expires) = (0u64, 0u64);
         let entries = shared
             .db

@@ -126,6 +126,7 @@ fn walk_dir(
     backward: bool,
     mut each: impl FnMut(&[u8], &store::Value) -> bool,
 ) -> Outcome {
+    let db = cx.shared.databases.prefix(db);
     let (lo, hi) = store::db_range(db);
     let from = match start {
         Bound::Included(k) => Bound::Included(store::data_key(db, k)),
@@ -323,6 +324,26 @@ fn db_arg(arg: &[u8]) -> Result<u8, String> {
         .ok_or_else(|| "ERR DB index is out of range".into())
 }
 
+/// `SWAPDB index1 index2`: the two databases change places (their keys stay where they are
+/// stored; the map from numbers to prefixes changes). Runs alone. Clients parked on keys of
+/// either look again, as in Redis.
+pub(super) fn swapdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let index = |arg: &[u8], which: &str| -> Result<u8, String> {
+        let n = int_arg(arg).map_err(|_| format!("ERR invalid {which} DB index"))?;
+        u8::try_from(n)
+            .ok()
+            .filter(|&n| n < DATABASES)
+            .ok_or_else(|| "ERR DB index is out of range".into())
+    };
+    let (x, y) = (index(a[1], "first")?, index(a[2], "second")?);
+    if x != y {
+        cx.shared.databases.swap(&cx.shared.db, x, y)?;
+        cx.shared.notify_all_parked();
+    }
+    cx.out.ok();
+    Ok(())
+}
+
 /// RENAME and RENAMENX. The key keeps its expiry.
 pub(super) fn rename(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let nx = a[0].eq_ignore_ascii_case(b"renamenx");
@@ -368,7 +389,7 @@ pub(super) fn copy(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         i += 1;
     }
     let src = cx.key(a[1]);
-    let dst = store::data_key(db, a[2]);
+    let dst = store::data_key(cx.shared.databases.prefix(db), a[2]);
     if src == dst {
         return Err("ERR source and destination objects are the same".into());
     }
@@ -403,7 +424,7 @@ pub(super) fn move_(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         return Err("ERR source and destination objects are the same".into());
     }
     let src = cx.key(a[1]);
-    let dst = store::data_key(db, a[1]);
+    let dst = store::data_key(cx.shared.databases.prefix(db), a[1]);
     let _g = cx.lock([src.as_slice(), dst.as_slice()]);
     let Some(v) = cx.get_any_locked(&src)? else {
         cx.out.int(0);
@@ -476,7 +497,7 @@ fn flush_mode(a: &[&[u8]]) -> Outcome {
 
 pub(super) fn flushdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     flush_mode(a)?;
-    let mut ranges = vec![store::db_range(cx.conn.db)];
+    let mut ranges = vec![store::db_range(cx.shared.databases.prefix(cx.conn.db))];
     walk(cx, cx.conn.db, Bound::Unbounded, |_, v| {
         if v.kind != Kind::String {
             ranges.extend(store::collection_ranges(

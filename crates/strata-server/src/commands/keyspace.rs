@@ -68,7 +68,7 @@ fn string(v: Option<Value>) -> Result<Option<Value>, String> {
 impl<'a> Ctx<'a, '_> {
     /// The engine key of `key` in the connection's database.
     pub(crate) fn key(&self, key: &[u8]) -> Vec<u8> {
-        store::data_key(self.conn.db, key)
+        store::data_key(self.shared.databases.prefix(self.conn.db), key)
     }
 
     /// The live string of an engine key (`None` when absent or expired); a key of another

@@ -173,6 +173,9 @@ impl Connection {
 
 /// A key as `WATCH` saw it.
 pub(crate) struct Watched {
+    /// The database it was watched in, by number, and its engine key then (a SWAPDB since
+    /// may have moved the database).
+    pub db: u8,
     pub key: Vec<u8>,
     /// The sequence number of its newest write.
     pub seq: Option<u64>,

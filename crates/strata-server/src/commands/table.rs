@@ -519,6 +519,14 @@ macro_rules! command_rows {
                 keys::copy
             ),
             (
+                "swapdb",
+                3,
+                &["write", "fast"],
+                ["keyspace", "write", "fast", "dangerous"],
+                NONE,
+                keys::swapdb
+            ),
+            (
                 "move",
                 3,
                 &["write", "fast"],

@@ -56,6 +56,7 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             .transpose()?;
         let live = stored.as_ref().filter(|v| v.is_live(cx.now));
         cx.conn.watched.push(Watched {
+            db: cx.conn.db,
             expires_at: live.and_then(|v| v.expires_at),
             expired: stored.is_some() && live.is_none(),
             key,
@@ -79,6 +80,15 @@ pub(super) fn unwatch(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
 /// the expiry.)
 fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
     for w in watched {
+        // A SWAPDB moved the key's database: touched if the key lives on either side.
+        let now_key = store::data_key(cx.shared.databases.prefix(w.db), store::user_key(&w.key));
+        if now_key != w.key {
+            for k in [&w.key, &now_key] {
+                if cx.get_any(k)?.is_some() {
+                    return Ok(true);
+                }
+            }
+        }
         let written = cx.shared.db.newest_sequence(&w.key).map_err(engine)? != w.seq;
         if written && w.expired && keyspace::read_raw(cx.shared, &w.key)?.is_none() {
             continue;
