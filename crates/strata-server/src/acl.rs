@@ -200,11 +200,16 @@ impl User {
         if !self.allowed.get(index).copied().unwrap_or(false) {
             return Err(Denied::Command);
         }
-        let (read, write) = needs(index, cmd, args);
+        let needed = needs(index, cmd, args);
         let n = self.keys.len();
         let start = if *hint < n { *hint } else { 0 };
-        for i in key_positions(cmd, args.len()).chain(movable_keys(cmd, args)) {
+        for i in command_keys(cmd, args) {
             let Some(key) = args.get(i) else { continue };
+            // SORT reads the key it sorts and writes only the one it stores into.
+            let (read, write) = match cmd.name {
+                "sort" => (i == 1, i != 1),
+                _ => needed,
+            };
             // Each need may be met by a different pattern (`%R~a*` and `%W~a*`); patterns that
             // would add nothing are not matched.
             let (mut can_read, mut can_write) = (!read, !write);
@@ -425,12 +430,10 @@ impl User {
         each.join(" ")
     }
 
-    /// Whether the user may read and write every key (`~*`), as a command that names keys
-    /// by pattern needs (SORT's `BY` and `GET`).
+    /// Whether the user may read every key (`~*` or `%R~*`), as a command that reads keys it
+    /// finds by pattern needs (SORT's `BY` and `GET`).
     pub(crate) fn all_keys(&self) -> bool {
-        self.keys
-            .iter()
-            .any(|k| k.read && k.write && k.pattern == b"*")
+        self.keys.iter().any(|k| k.read && k.pattern == b"*")
     }
 
     /// Whether the user may publish to (or subscribe to) `channel`; a `pattern` subscribed
@@ -520,6 +523,33 @@ pub(crate) fn key_positions(cmd: &Spec, argc: usize) -> impl Iterator<Item = usi
     (first.max(1)..end.max(first.max(1)))
         .step_by(step as usize)
         .map(|i| i as usize)
+}
+
+/// The argument positions of a command's keys: from its row, with the keys whose places move,
+/// or for a command that counts its keys (`numkeys`), exactly those it counts.
+pub(crate) fn command_keys(cmd: &Spec, args: &[&[u8]]) -> Vec<usize> {
+    // (where numkeys is, keys before it)
+    let counted = match cmd.name {
+        "zunionstore" | "zinterstore" | "zdiffstore" => Some((2, vec![1])),
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => {
+            Some((1, Vec::new()))
+        }
+        "blmpop" | "bzmpop" => Some((2, Vec::new())),
+        _ => None,
+    };
+    let numkeys = counted.as_ref().and_then(|(at, _)| {
+        let n: usize = std::str::from_utf8(args.get(*at)?).ok()?.parse().ok()?;
+        (at + 1 + n <= args.len()).then_some(n)
+    });
+    match (counted, numkeys) {
+        (Some((at, mut keys)), Some(n)) => {
+            keys.extend(at + 1..at + 1 + n);
+            keys
+        }
+        _ => key_positions(cmd, args.len())
+            .chain(movable_keys(cmd, args))
+            .collect(),
+    }
 }
 
 /// The keys whose places move, which a command's row cannot name: the first half of what

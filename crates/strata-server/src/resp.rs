@@ -290,6 +290,27 @@ impl<'a> Reply<'a> {
         let _ = write!(self.out, "{n}\r\n");
     }
 
+    /// As [`Reply::line`] for a count or length, written out without the formatter: every
+    /// bulk string and array header of a long reply passes here.
+    fn count_line(&mut self, tag: u8, n: usize) {
+        // usize::MAX has 20 digits.
+        let mut digits = [0u8; 20];
+        let mut len = 0;
+        let mut rest = n;
+        for d in digits.iter_mut().rev() {
+            *d = b'0' + (rest % 10) as u8;
+            len += 1;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.out.push(tag);
+        self.out
+            .extend_from_slice(digits.get(digits.len() - len..).unwrap_or_default());
+        self.out.extend_from_slice(b"\r\n");
+    }
+
     pub fn simple(&mut self, s: &str) {
         self.out.push(b'+');
         self.out.extend_from_slice(s.as_bytes());
@@ -312,7 +333,7 @@ impl<'a> Reply<'a> {
     }
 
     pub fn bulk(&mut self, b: &[u8]) {
-        self.line(b'$', b.len());
+        self.count_line(b'$', b.len());
         self.out.extend_from_slice(b);
         self.out.extend_from_slice(b"\r\n");
     }
@@ -336,7 +357,7 @@ impl<'a> Reply<'a> {
     }
 
     pub fn array(&mut self, n: usize) {
-        self.line(b'*', n);
+        self.count_line(b'*', n);
     }
 
     /// An out-of-band message of `n` items (pub/sub): RESP3's push, RESP2's array.
@@ -402,6 +423,19 @@ mod tests {
             }
             Parsed::Incomplete => panic!("incomplete"),
         }
+    }
+
+    #[test]
+    fn lengths_are_written_as_the_formatter_writes_them() {
+        for n in [0usize, 1, 9, 10, 99, 100, 12345, usize::MAX] {
+            let mut out = Vec::new();
+            let mut r = Reply::new(&mut out, 2);
+            r.array(n);
+            assert_eq!(out, format!("*{n}\r\n").into_bytes());
+        }
+        let mut out = Vec::new();
+        Reply::new(&mut out, 2).bulk(b"0123456789ab");
+        assert_eq!(out, b"$12\r\n0123456789ab\r\n");
     }
 
     #[test]

@@ -67,6 +67,13 @@ impl SetGaps {
         self.in_use.store(all.len(), Ordering::Relaxed);
     }
 
+    /// Forgets every set (a write that failed may have left gaps that hold live members).
+    pub(crate) fn forget_all(&self) {
+        let mut all = self.lock();
+        all.clear();
+        self.in_use.store(0, Ordering::Relaxed);
+    }
+
     /// Forgets set `version` (emptied, or its gaps no longer trusted).
     pub(crate) fn forget(&self, version: u64) {
         if self.in_use.load(Ordering::Relaxed) == 0 {

@@ -50,7 +50,7 @@ const ELEMENTS: u8 = 0x20;
 const SCORES: u8 = 0x21;
 const STREAM_RECORDS: u8 = 0x22;
 const VERSIONS_KEY: &[u8] = b"\xFFversions";
-const DATABASES_KEY: &[u8] = b"\xFFdatabases";
+pub(crate) const DATABASES_KEY: &[u8] = b"\xFFdatabases";
 /// Versions reserved by one write of [`VERSIONS_KEY`].
 const VERSION_BLOCK: u64 = 1 << 16;
 
@@ -447,6 +447,8 @@ pub(crate) struct Databases {
     prefix: [AtomicU8; DATABASES as usize],
     /// Some database is stored under another number than its own.
     moved: AtomicBool,
+    /// How many SWAPDBs each database took part in since the server started (WATCH asks).
+    swaps: [AtomicU64; DATABASES as usize],
 }
 
 impl Databases {
@@ -463,6 +465,7 @@ impl Databases {
         Ok(Databases {
             moved: AtomicBool::new(prefix.iter().enumerate().any(|(n, &p)| p != n as u8)),
             prefix: prefix.map(AtomicU8::new),
+            swaps: Default::default(),
         })
     }
 
@@ -481,21 +484,44 @@ impl Databases {
             .unwrap_or(prefix)
     }
 
-    /// Exchanges databases `a` and `b`, recorded durably before it takes effect. Requires:
+    /// The map after exchanging databases `a` and `b`, to record (under [`DATABASES_KEY`])
+    /// and then [`Databases::set`].
+    pub(crate) fn swapped(&self, a: u8, b: u8) -> [u8; DATABASES as usize] {
+        let mut map: [u8; DATABASES as usize] = std::array::from_fn(|n| self.prefix(n as u8));
+        map.swap(usize::from(a), usize::from(b));
+        map
+    }
+
+    /// Makes `map`, in which databases `a` and `b` changed places, the map in use. Requires:
     /// no other command runs.
-    pub(crate) fn swap(&self, db: &Db, a: u8, b: u8) -> Result<(), String> {
-        let mut now: [u8; DATABASES as usize] = std::array::from_fn(|n| self.prefix(n as u8));
-        now.swap(usize::from(a), usize::from(b));
-        let mut batch = WriteBatch::new();
-        batch.put(DATABASES_KEY, &now);
-        db.write(batch, WriteOptions { sync: true })
-            .map_err(|e| format!("ERR {e}"))?;
-        for (slot, p) in self.prefix.iter().zip(now) {
+    pub(crate) fn set(&self, map: [u8; DATABASES as usize], a: u8, b: u8) {
+        for (slot, p) in self.prefix.iter().zip(map) {
             slot.store(p, Ordering::Relaxed);
         }
-        let moved = now.iter().enumerate().any(|(n, &p)| p != n as u8);
+        let moved = map.iter().enumerate().any(|(n, &p)| p != n as u8);
+        self.moved.store(moved, Ordering::Relaxed);
+        for n in [a, b] {
+            self.swaps[usize::from(n)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Goes back to the map the directory records (a transaction that swapped failed to
+    /// write). Requires: no other command runs.
+    pub(crate) fn reload(&self, db: &Db) -> Result<(), String> {
+        let recorded = Databases::open(db)?;
+        for (slot, p) in self.prefix.iter().zip(&recorded.prefix) {
+            slot.store(p.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        let moved = recorded.moved.load(Ordering::Relaxed);
         self.moved.store(moved, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// How many SWAPDBs database `n` took part in since the server started.
+    pub(crate) fn swaps(&self, n: u8) -> u64 {
+        self.swaps
+            .get(usize::from(n))
+            .map_or(0, |s| s.load(Ordering::Relaxed))
     }
 
     /// `key` (a database's number, then the client's key) as it is stored.

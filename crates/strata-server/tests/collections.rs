@@ -822,3 +822,110 @@ fn swapped_databases_stay_swapped_across_a_restart() {
     assert_eq!(q(&mut c, &["GET", "a"]), bulk(b"1"));
     server.shutdown().unwrap();
 }
+
+/// A client parked on a key before SWAPDB waits on the key of its own database number
+/// afterwards: a push there wakes it, and a WATCH across two swaps that put the database
+/// back where it was still sees the swap.
+#[test]
+fn swapdb_moves_parked_clients_and_touches_watched_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_700_000_000_000);
+    let (server, mut c) = start(dir.path(), &clock);
+    let addr = server.local_addr();
+    let waiter = std::thread::spawn(move || {
+        let mut w = common::connect(addr);
+        let got: Option<(String, String)> =
+            redis::cmd("BLPOP").arg("q").arg(5).query(&mut w).unwrap();
+        got
+    });
+    while {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+        !info.contains("blocked_clients:1")
+    } {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+    let _: () = redis::cmd("RPUSH").arg("q").arg("x").query(&mut c).unwrap();
+    assert_eq!(waiter.join().unwrap(), Some(("q".into(), "x".into())));
+
+    // WATCH, then two swaps of the same pair: the key is stored where it was, yet swapped.
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("WATCH").arg("k").query(&mut c).unwrap();
+    for _ in 0..2 {
+        let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+    }
+    let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
+    let _: () = redis::cmd("PING").query(&mut c).unwrap();
+    let exec: Value = redis::cmd("EXEC").query(&mut c).unwrap();
+    assert_eq!(exec, Value::Nil);
+    server.shutdown().unwrap();
+}
+
+/// SORT's keys under ACL rules, as Redis 7.0 has them: the sorted key is read and the STORE
+/// destination written; BY and GET need read access to every key. COMMAND GETKEYS names
+/// exactly the keys a command that counts its keys counts.
+#[test]
+fn sort_asks_acl_for_what_it_reads_and_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(1_700_000_000_000);
+    let (server, mut c) = start(dir.path(), &clock);
+    let q = |c: &mut redis::Connection, args: &[&str]| -> redis::RedisResult<Value> {
+        run(c, &args.iter().map(|a| text(a)).collect::<Vec<_>>())
+    };
+    q(&mut c, &["RPUSH", "l", "2", "1"]).unwrap();
+    q(&mut c, &["SET", "w_1", "9"]).unwrap();
+    for (user, rules) in [
+        ("reader", &["on", "nopass", "%R~*", "+@all"][..]),
+        ("narrow", &["on", "nopass", "%R~l", "%W~dst", "+@all"][..]),
+    ] {
+        let mut args = vec!["ACL", "SETUSER", user];
+        args.extend_from_slice(rules);
+        q(&mut c, &args).unwrap();
+    }
+    let as_user = |user: &str| {
+        let mut u = common::connect(server.local_addr());
+        q(&mut u, &["AUTH", user, "x"]).unwrap();
+        u
+    };
+    let sorted = Value::Array(vec![bulk(b"2"), bulk(b"1")]);
+    let mut reader = as_user("reader");
+    assert_eq!(q(&mut reader, &["SORT", "l", "BY", "w_*"]).unwrap(), sorted);
+    let mut narrow = as_user("narrow");
+    assert_eq!(
+        q(&mut narrow, &["SORT", "l"]).unwrap(),
+        Value::Array(vec![bulk(b"1"), bulk(b"2")])
+    );
+    assert_eq!(
+        q(&mut narrow, &["SORT", "l", "STORE", "dst"]).unwrap(),
+        Value::Int(2)
+    );
+    let refused = |v: Value| match v {
+        Value::ServerError(e) => format!("{} {}", e.code(), e.details().unwrap_or_default()),
+        other => panic!("not refused: {other:?}"),
+    };
+    let denied = refused(q(&mut narrow, &["SORT", "l", "BY", "w_*"]).unwrap());
+    assert!(denied.contains("BY option of SORT denied"), "{denied}");
+    let denied = refused(q(&mut narrow, &["SORT", "l", "STORE", "l"]).unwrap());
+    assert!(denied.starts_with("NOPERM"), "{denied}");
+
+    let keys = |c: &mut redis::Connection, args: &[&str]| {
+        let mut all = vec!["COMMAND", "GETKEYS"];
+        all.extend_from_slice(args);
+        q(c, &all).unwrap()
+    };
+    let names = |ks: &[&str]| Value::Array(ks.iter().map(|k| bulk(k.as_bytes())).collect());
+    let got = keys(
+        &mut c,
+        &["ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2"],
+    );
+    assert_eq!(got, names(&["d", "a", "b"]));
+    assert_eq!(
+        keys(&mut c, &["LMPOP", "2", "a", "b", "LEFT"]),
+        names(&["a", "b"])
+    );
+    assert_eq!(
+        keys(&mut c, &["SORT", "s", "STORE", "x"]),
+        names(&["s", "x"])
+    );
+    server.shutdown().unwrap();
+}

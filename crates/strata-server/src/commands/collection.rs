@@ -354,13 +354,13 @@ pub(crate) fn walk_range(
         }
         return Ok(());
     }
-    let entries = shared
+    let mut entries = shared
         .db
         .scan_with(range, ReadOptions::default(), backward)
         .map_err(engine)?;
-    for e in entries {
-        let (k, v) = e.map_err(engine)?;
-        if !each(&k, &v) {
+    // Each entry is read in place: a long range copies nothing it does not keep.
+    while entries.step().map_err(engine)? {
+        if !each(entries.key(), entries.value()) {
             break;
         }
     }

@@ -157,23 +157,31 @@ fn named_keys<'q>(cmd: &Spec, args: &'q [Vec<u8>]) -> Option<Vec<&'q [u8]>> {
 /// Takes the locks `EXEC` runs under: the stripes of every key it names and watches when
 /// the command table names them all, else the keyspace's write lock.
 pub(crate) fn exec_lock<'a>(shared: &'a Shared, conn: &Connection) -> ExecLock<'a> {
-    let mut keys: Vec<Vec<u8>> = conn.watched.iter().map(|w| w.key.clone()).collect();
+    let mut named = Vec::new();
     for args in conn.multi.iter().flatten() {
-        let named = args
+        let keys = args
             .first()
             .and_then(|n| lookup(n))
             .and_then(|(_, cmd)| named_keys(cmd, args));
-        let Some(named) = named else {
+        let Some(keys) = keys else {
             let all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
             return ExecLock::Alone { _all: all };
         };
-        keys.extend(
-            named
-                .into_iter()
-                .map(|k| crate::store::data_key(shared.databases.prefix(conn.db), k)),
-        );
+        named.extend(keys);
     }
+    // Where each database is stored is read under the keyspace lock, which SWAPDB waits for.
     let keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
+    let prefix = shared.databases.prefix(conn.db);
+    let mut keys: Vec<Vec<u8>> = named
+        .into_iter()
+        .map(|k| crate::store::data_key(prefix, k))
+        .collect();
+    for w in &conn.watched {
+        // A watched key as it was stored when watched, and as it is stored now.
+        let now = shared.databases.prefix(w.db);
+        keys.push(crate::store::data_key(now, crate::store::user_key(&w.key)));
+        keys.push(w.key.clone());
+    }
     let stripes = lock_stripes(shared, keys.iter().map(Vec::as_slice));
     let mut held: Vec<usize> = keys.iter().map(|k| shared.stripe(k)).collect();
     held.sort_unstable();

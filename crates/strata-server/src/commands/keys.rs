@@ -337,7 +337,13 @@ pub(super) fn swapdb(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     };
     let (x, y) = (index(a[1], "first")?, index(a[2], "second")?);
     if x != y {
-        cx.shared.databases.swap(&cx.shared.db, x, y)?;
+        // Recorded in the command's batch (inside EXEC, the transaction's), which a WAL
+        // replays in order: a restart never sees writes made after the swap without it.
+        let map = cx.shared.databases.swapped(x, y);
+        let mut w = Writes::default();
+        w.put_raw(store::DATABASES_KEY, &map);
+        w.commit(cx.shared)?;
+        cx.shared.databases.set(map, x, y);
         cx.shared.notify_all_parked();
     }
     cx.out.ok();

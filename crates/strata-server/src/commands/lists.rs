@@ -12,6 +12,7 @@ use std::ops::Bound;
 use super::collection::{Collection, walk_range};
 use super::keyspace::Writes;
 use super::{Ctx, Outcome, int_arg, syntax, upper};
+use crate::resp::Reply;
 use crate::store::{self, Kind};
 
 /// A list as a command finds it and changes it.
@@ -244,14 +245,26 @@ pub(super) fn lrange(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let (start, stop) = (int_arg(a[2])?, int_arg(a[3])?);
     let key = cx.key(a[1]);
     let _g = cx.lock([key.as_slice()]);
-    let items = match List::read(cx, &key)? {
-        Some(l) => match span(start, stop, l.len()) {
-            Some((s, e)) => l.range(cx, s, e)?,
-            None => Vec::new(),
-        },
-        None => Vec::new(),
+    let Some((list, (s, e))) = List::read(cx, &key)?.and_then(|l| {
+        let part = span(start, stop, l.len())?;
+        Some((l, part))
+    }) else {
+        cx.out.array(0);
+        return Ok(());
     };
-    reply_list(cx, &items);
+    // The elements are encoded as they are walked, into one buffer: no copy of each.
+    let key = |i: u64| store::element_key(list.0.header.version, &(list.head() + i).to_be_bytes());
+    let range = (Bound::Included(key(s)), Bound::Included(key(e)));
+    let mut encoded = Vec::new();
+    let mut items = Reply::new(&mut encoded, cx.conn.protocol);
+    let mut n = 0;
+    walk_range(cx.shared, range, false, |_, v| {
+        items.bulk(v);
+        n += 1;
+        true
+    })?;
+    cx.out.array(n);
+    cx.out.raw(&encoded);
     Ok(())
 }
 

@@ -261,9 +261,7 @@ fn getkeys(cx: &mut Ctx<'_, '_>, args: &[&[u8]]) -> Outcome {
     if !super::spec::arity_ok(cmd, args.len()) {
         return Err("ERR Invalid number of arguments specified for command".into());
     }
-    let mut at: Vec<usize> = crate::acl::key_positions(cmd, args.len())
-        .chain(crate::acl::movable_keys(cmd, args))
-        .collect();
+    let mut at = crate::acl::command_keys(cmd, args);
     at.retain(|&i| i < args.len());
     if at.is_empty() {
         return Err("ERR The command has no key arguments".into());

@@ -176,6 +176,8 @@ pub(crate) struct Watched {
     /// The database it was watched in, by number, and its engine key then (a SWAPDB since
     /// may have moved the database).
     pub db: u8,
+    /// How many SWAPDBs that database had taken part in when the key was watched.
+    pub swaps: u64,
     pub key: Vec<u8>,
     /// The sequence number of its newest write.
     pub seq: Option<u64>,

@@ -116,11 +116,16 @@ pub(super) fn spop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     for (m, _) in &picked {
         s.remove(cx, &mut w, m)?;
     }
+    let s_version = s.header.version;
     if s.header.count == 0 {
-        cx.shared.set_gaps.forget(s.header.version);
+        cx.shared.set_gaps.forget(s_version);
     }
     s.finish(&mut w);
-    w.commit(cx.shared)?;
+    if let Err(e) = w.commit(cx.shared) {
+        // The pop did not happen: the runs it recorded as gone may hold its member.
+        cx.shared.set_gaps.forget(s_version);
+        return Err(e);
+    }
     let members: Vec<Vec<u8>> = picked.into_iter().map(|(m, _)| m).collect();
     match count {
         Some(_) => reply_set(cx, &members),

@@ -109,11 +109,24 @@ fn window(limit: Option<(i64, i64)>, len: usize) -> Option<(usize, usize)> {
 /// A stored value as `strtod` reads a whole string: the empty string is 0; anything
 /// after the number, or a NaN, is an error.
 fn weight_of(v: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(v).ok()?.trim_start();
-    if s.is_empty() {
+    if v.is_empty() {
         return Some(0.0);
     }
-    s.parse::<f64>().ok().filter(|w| !w.is_nan())
+    let s = std::str::from_utf8(v).ok()?.trim_start();
+    let (sign, body) = match s.as_bytes().first() {
+        Some(b'-') => (-1.0, &s[1..]),
+        Some(b'+') => (1.0, &s[1..]),
+        _ => (1.0, s),
+    };
+    // strtod reads hexadecimal too (an integer here: hexadecimal fractions are rare).
+    if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).ok().map(|n| sign * n as f64);
+    }
+    let w = s.parse::<f64>().ok().filter(|w| !w.is_nan())?;
+    // Out of range (ERANGE) is an error; only the words for infinity read as one.
+    let words = body.to_ascii_lowercase();
+    let infinite_word = matches!(words.as_str(), "inf" | "infinity");
+    (w.is_finite() || infinite_word).then_some(w)
 }
 
 /// What pattern `pattern` finds for `element`: `#` is the element itself; otherwise the first
@@ -343,9 +356,15 @@ mod tests {
     fn weights_read_as_strtod_reads_a_whole_string() {
         assert_eq!(weight_of(b"1.5"), Some(1.5));
         assert_eq!(weight_of(b" -3"), Some(-3.0));
+        assert_eq!(weight_of(b" 2"), Some(2.0));
         assert_eq!(weight_of(b""), Some(0.0));
         assert_eq!(weight_of(b"inf"), Some(f64::INFINITY));
         assert_eq!(weight_of(b"1.5x"), None);
         assert_eq!(weight_of(b"nan"), None);
+        assert_eq!(weight_of(b" "), None);
+        assert_eq!(weight_of(b"1e400"), None);
+        assert_eq!(weight_of(b"-infinity"), Some(f64::NEG_INFINITY));
+        assert_eq!(weight_of(b"0x10"), Some(16.0));
+        assert_eq!(weight_of(b"-0x10"), Some(-16.0));
     }
 }

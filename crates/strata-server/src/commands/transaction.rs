@@ -57,6 +57,7 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         let live = stored.as_ref().filter(|v| v.is_live(cx.now));
         cx.conn.watched.push(Watched {
             db: cx.conn.db,
+            swaps: cx.shared.databases.swaps(cx.conn.db),
             expires_at: live.and_then(|v| v.expires_at),
             expired: stored.is_some() && live.is_none(),
             key,
@@ -80,13 +81,18 @@ pub(super) fn unwatch(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
 /// the expiry.)
 fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
     for w in watched {
-        // A SWAPDB moved the key's database: touched if the key lives on either side.
-        let now_key = store::data_key(cx.shared.databases.prefix(w.db), store::user_key(&w.key));
-        if now_key != w.key {
-            for k in [&w.key, &now_key] {
-                if cx.get_any(k)?.is_some() {
-                    return Ok(true);
-                }
+        // A SWAPDB took the key's database since: touched if the key lives on either side,
+        // or was ever written where the database is stored now (Redis asks whether it
+        // existed on either side at the swap; this asks later, and errs toward touched).
+        if cx.shared.databases.swaps(w.db) != w.swaps {
+            let now_key =
+                store::data_key(cx.shared.databases.prefix(w.db), store::user_key(&w.key));
+            let written = cx.shared.db.newest_sequence(&now_key).map_err(engine)?;
+            if written.is_some()
+                || cx.get_any_locked(&w.key)?.is_some()
+                || cx.get_any_locked(&now_key)?.is_some()
+            {
+                return Ok(true);
             }
         }
         let written = cx.shared.db.newest_sequence(&w.key).map_err(engine)? != w.seq;
@@ -150,10 +156,13 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
         shared.cache.remove(k);
     }
     if !writes.batch.is_empty() {
-        shared
-            .db
-            .write(writes.batch, write_opts(shared))
-            .map_err(engine)?;
+        if let Err(e) = shared.db.write(writes.batch, write_opts(shared)) {
+            // What the transaction changed in memory goes back to what the directory holds:
+            // a SWAPDB's map, and the runs SPOP took to be gone.
+            shared.databases.reload(&shared.db)?;
+            shared.set_gaps.forget_all();
+            return Err(engine(e));
+        }
         // Connections parked on these keys see the transaction whole, never half of it.
         shared.notify_written(&writes.cached);
     }

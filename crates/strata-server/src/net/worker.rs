@@ -17,7 +17,7 @@ use crate::store;
 use crate::tls::Stream;
 
 use super::client::{Client, Written};
-use super::parking::{after_command, unpark};
+use super::parking::{after_command, unpark, wait_on};
 
 /// Stop running a connection's commands while this many reply bytes wait to be sent to it.
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
@@ -655,7 +655,8 @@ impl Worker {
             let after =
                 commands::execute(shared, state, &argv, &mut Reply::new(&mut out, protocol));
             state.retrying = false;
-            if let After::Block(_) = after {
+            if let After::Block(block) = after {
+                wait_on(shared, self.index, w.client, c, block.keys);
                 continue;
             }
             if let Some(p) = c.parked.take() {

@@ -197,12 +197,13 @@ impl std::fmt::Debug for Scan {
     }
 }
 
-impl Iterator for Scan {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl Scan {
+    /// Moves to the next entry of the range without copying it: true while there is one,
+    /// read in place with [`Scan::key`] and [`Scan::value`]. The `Iterator` impl copies each
+    /// entry out; a caller that only looks at entries steps instead.
+    pub fn step(&mut self) -> Result<bool> {
         if self.done {
-            return None;
+            return Ok(false);
         }
         let step = if !self.started {
             self.started = true;
@@ -218,12 +219,34 @@ impl Iterator for Scan {
         };
         if let Err(e) = step {
             self.done = true;
-            return Some(Err(e));
+            return Err(e);
         }
         if !self.it.valid() {
             self.done = true;
-            return None;
+            return Ok(false);
         }
-        Some(Ok((self.it.key().to_vec(), self.it.value().to_vec())))
+        Ok(true)
+    }
+
+    /// The key of the entry [`Scan::step`] moved to.
+    pub fn key(&self) -> &[u8] {
+        self.it.key()
+    }
+
+    /// The value of the entry [`Scan::step`] moved to.
+    pub fn value(&self) -> &[u8] {
+        self.it.value()
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.step() {
+            Ok(true) => Some(Ok((self.it.key().to_vec(), self.it.value().to_vec()))),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 }
