@@ -265,11 +265,17 @@ pub(crate) struct Blocking {
     waiters: HashMap<Vec<u8>, Vec<Waiter>>,
     ready: HashMap<usize, Vec<Waiter>>,
     next_ticket: u64,
+    /// The worker of each parked connection, by client ID (CLIENT UNBLOCK).
+    workers: HashMap<u64, usize>,
+    /// For each worker, the parked connections CLIENT UNBLOCK asked to let go: client ID,
+    /// and whether with an error rather than as a timeout.
+    unblocks: HashMap<usize, Vec<(u64, bool)>>,
 }
 
 impl Blocking {
-    /// Parks a connection on `keys`; returns its ticket.
-    pub(crate) fn park(&mut self, worker: usize, client: usize, keys: &[Vec<u8>]) -> u64 {
+    /// Parks connection `id` (slot `client` of `worker`) on `keys`; returns its ticket.
+    pub(crate) fn park(&mut self, worker: usize, client: usize, id: u64, keys: &[Vec<u8>]) -> u64 {
+        self.workers.insert(id, worker);
         self.next_ticket += 1;
         let w = Waiter {
             worker,
@@ -285,8 +291,24 @@ impl Blocking {
         w.ticket
     }
 
-    /// Takes a parked connection off every line.
-    pub(crate) fn unpark(&mut self, w: Waiter, keys: &[Vec<u8>]) {
+    /// Asks the worker of parked connection `id` to let it go; false when it is not parked.
+    pub(crate) fn request_unblock(&mut self, id: u64, error: bool) -> Option<usize> {
+        let worker = *self.workers.get(&id)?;
+        self.unblocks.entry(worker).or_default().push((id, error));
+        Some(worker)
+    }
+
+    /// The CLIENT UNBLOCK requests for `worker`'s parked connections.
+    pub(crate) fn take_unblocks(&mut self, worker: usize) -> Vec<(u64, bool)> {
+        self.unblocks.remove(&worker).unwrap_or_default()
+    }
+
+    /// Takes parked connection `id` off every line.
+    pub(crate) fn unpark(&mut self, w: Waiter, id: u64, keys: &[Vec<u8>]) {
+        self.workers.remove(&id);
+        if let Some(asked) = self.unblocks.get_mut(&w.worker) {
+            asked.retain(|&(x, _)| x != id);
+        }
         for k in keys {
             if let Some(line) = self.waiters.get_mut(k) {
                 line.retain(|x| *x != w);

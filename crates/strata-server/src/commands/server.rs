@@ -165,6 +165,27 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             };
             cx.out.ok();
         }
+        ("UNBLOCK", 3 | 4) => {
+            let id = u64::try_from(super::int_arg(a[2])?).unwrap_or(0);
+            let error = match a.get(3).map(|m| upper(m)).as_deref() {
+                None | Some("TIMEOUT") => false,
+                Some("ERROR") => true,
+                Some(_) => {
+                    return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into());
+                }
+            };
+            let worker = {
+                let mut b = cx.shared.blocking.lock().unwrap_or_else(|e| e.into_inner());
+                b.request_unblock(id, error)
+            };
+            match worker {
+                Some(w) => {
+                    cx.shared.wake_worker(w);
+                    cx.out.int(1);
+                }
+                None => cx.out.int(0),
+            }
+        }
         ("SETINFO", 4) => cx.out.ok(),
         ("INFO", 2) => {
             let line = format!(
@@ -176,7 +197,7 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             );
             cx.out.verbatim(&line);
         }
-        ("SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO" | "REPLY", _) => {
+        ("SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO" | "REPLY" | "UNBLOCK", _) => {
             return Err(super::wrong_args(&format!("client|{}", sub.to_lowercase())));
         }
         _ => {

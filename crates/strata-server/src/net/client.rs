@@ -37,6 +37,8 @@ pub(super) struct Client {
 
 /// A parked connection's command, and where it waits.
 pub(super) struct Parked {
+    /// The connection's client ID.
+    pub(super) id: u64,
     pub(super) argv: Vec<Vec<u8>>,
     pub(super) keys: Vec<Vec<u8>>,
     pub(super) deadline: Option<Instant>,

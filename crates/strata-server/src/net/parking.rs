@@ -45,10 +45,11 @@ fn park(
     block: crate::shared::Block,
 ) -> Vec<Vec<u8>> {
     let mut b = shared.blocking.lock().unwrap_or_else(|e| e.into_inner());
-    let ticket = b.park(worker, idx, &block.keys);
+    let ticket = b.park(worker, idx, c.state.id, &block.keys);
     // Release: a writer that sees the count sees the connection in the registry.
     shared.parked.fetch_add(1, Ordering::Release);
     c.parked = Some(Parked {
+        id: c.state.id,
         argv,
         keys: block.keys.clone(),
         deadline: block.deadline,
@@ -87,6 +88,6 @@ pub(super) fn unpark(shared: &Shared, worker: usize, idx: usize, p: &Parked) {
         client: idx,
         ticket: p.ticket,
     };
-    b.unpark(w, &p.keys);
+    b.unpark(w, p.id, &p.keys);
     shared.parked.fetch_sub(1, Ordering::Release);
 }

@@ -704,19 +704,28 @@ impl Worker {
     }
 
     /// Answers null to the parked connections whose timeout passed.
+    /// Answers the parked connections whose time ran out, or that CLIENT UNBLOCK let go, as
+    /// a timeout answers (or with CLIENT UNBLOCK's error).
     fn expire_parked(&mut self, ready: &mut Vec<usize>) {
         if self.shared.parked.load(Ordering::Relaxed) == 0 {
             return;
         }
+        let asked = {
+            let mut b = self
+                .shared
+                .blocking
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            b.take_unblocks(self.index)
+        };
         let now = Instant::now();
         for idx in 0..self.clients.len() {
             let Some(Some(c)) = self.clients.get_mut(idx) else {
                 continue;
             };
-            if c.parked
-                .as_ref()
-                .is_none_or(|p| p.deadline.is_none_or(|d| d > now))
-            {
+            let Some(p) = c.parked.as_ref() else { continue };
+            let unblock = asked.iter().find(|&&(id, _)| id == p.id).map(|&(_, e)| e);
+            if unblock.is_none() && p.deadline.is_none_or(|d| d > now) {
                 continue;
             }
             let Some(p) = c.parked.take() else { continue };
@@ -724,6 +733,9 @@ impl Worker {
             let mut out = Reply::new(&mut c.output, c.state.protocol);
             // The moves answer a null string, the pops a null array.
             match p.argv.first().map(|n| n.to_ascii_lowercase()).as_deref() {
+                _ if unblock == Some(true) => {
+                    out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+                }
                 Some(b"blmove" | b"brpoplpush") => out.null(),
                 _ => out.null_array(),
             }
