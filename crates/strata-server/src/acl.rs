@@ -539,7 +539,7 @@ pub(crate) fn command_keys(cmd: &Spec, args: &[&[u8]]) -> Vec<usize> {
     };
     let numkeys = counted.as_ref().and_then(|(at, _)| {
         let n: usize = std::str::from_utf8(args.get(*at)?).ok()?.parse().ok()?;
-        (at + 1 + n <= args.len()).then_some(n)
+        (at.checked_add(1 + n)? <= args.len()).then_some(n)
     });
     match (counted, numkeys) {
         (Some((at, mut keys)), Some(n)) => {

@@ -309,6 +309,10 @@ impl Blocking {
         if let Some(asked) = self.unblocks.get_mut(&w.worker) {
             asked.retain(|&(x, _)| x != id);
         }
+        self.leave_lines(w, keys);
+    }
+
+    fn leave_lines(&mut self, w: Waiter, keys: &[Vec<u8>]) {
         for k in keys {
             if let Some(line) = self.waiters.get_mut(k) {
                 line.retain(|x| *x != w);
@@ -317,6 +321,24 @@ impl Blocking {
                 }
             }
         }
+    }
+
+    /// Moves parked connection `w` from the lines of keys `from` to those of `to`, keeping
+    /// its ticket.
+    pub(crate) fn move_lines(&mut self, w: Waiter, from: &[Vec<u8>], to: &[Vec<u8>]) {
+        self.leave_lines(w, from);
+        for k in to {
+            let line = self.waiters.entry(k.clone()).or_default();
+            if !line.contains(&w) {
+                line.push(w);
+                line.sort_unstable_by_key(|x| x.ticket);
+            }
+        }
+    }
+
+    /// Has parked connection `w` look again, as if its keys were written.
+    pub(crate) fn make_ready(&mut self, w: Waiter) {
+        self.ready.entry(w.worker).or_default().push(w);
     }
 
     /// The parked connections of `worker` whose keys were written, in ticket order.

@@ -112,20 +112,23 @@ pub(super) fn spop(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             .into_iter()
             .collect(),
     };
-    let mut w = Writes::default();
-    for (m, _) in &picked {
-        s.remove(cx, &mut w, m)?;
+    let version = s.header.version;
+    // True when the set is left empty.
+    let popped = (|| {
+        let mut w = Writes::default();
+        for (m, _) in &picked {
+            s.remove(cx, &mut w, m)?;
+        }
+        let emptied = s.header.count == 0;
+        s.finish(&mut w);
+        w.commit(cx.shared)?;
+        Ok::<bool, String>(emptied)
+    })();
+    // Emptied, or the pop did not happen (the runs it recorded as gone may hold its member).
+    if !popped.as_ref().is_ok_and(|&emptied| !emptied) {
+        cx.shared.set_gaps.forget(version);
     }
-    let s_version = s.header.version;
-    if s.header.count == 0 {
-        cx.shared.set_gaps.forget(s_version);
-    }
-    s.finish(&mut w);
-    if let Err(e) = w.commit(cx.shared) {
-        // The pop did not happen: the runs it recorded as gone may hold its member.
-        cx.shared.set_gaps.forget(s_version);
-        return Err(e);
-    }
+    popped?;
     let members: Vec<Vec<u8>> = picked.into_iter().map(|(m, _)| m).collect();
     match count {
         Some(_) => reply_set(cx, &members),

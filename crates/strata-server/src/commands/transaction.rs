@@ -159,8 +159,10 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
         if let Err(e) = shared.db.write(writes.batch, write_opts(shared)) {
             // What the transaction changed in memory goes back to what the directory holds:
             // a SWAPDB's map, and the runs SPOP took to be gone.
-            shared.databases.reload(&shared.db)?;
             shared.set_gaps.forget_all();
+            if let Err(r) = shared.databases.reload(&shared.db) {
+                return Err(format!("{}; and the database map: {r}", engine(e)));
+            }
             return Err(engine(e));
         }
         // Connections parked on these keys see the transaction whole, never half of it.

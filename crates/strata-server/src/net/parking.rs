@@ -21,12 +21,8 @@ pub(super) fn after_command(
                 .argv
                 .take()
                 .unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect());
-            let keys = park(shared, at.0, at.1, c, argv, block);
-            // A push from another worker between the command's look and the park found no
-            // one to wake: the connection looks once more now that it is parked.
-            if shared.wakers.get().is_some_and(|w| w.len() > 1) {
-                shared.notify_written(&keys);
-            }
+            park(shared, at.0, at.1, c, argv, block);
+            look_again(shared, at.0, at.1, c);
             return true;
         }
         After::Continue => {}
@@ -34,8 +30,26 @@ pub(super) fn after_command(
     false
 }
 
-/// Parks connection `idx` on the keys of its command `argv` (see `commands::blocking`);
-/// returns the keys.
+/// With several workers, a push from another between a command's look and its park found no
+/// one to wake: the parked connection looks once more, alone, now that it is in the registry.
+fn look_again(shared: &Shared, worker: usize, idx: usize, c: &Client) {
+    let (Some(p), true) = (&c.parked, shared.wakers.get().is_some_and(|w| w.len() > 1)) else {
+        return;
+    };
+    let w = crate::shared::Waiter {
+        worker,
+        client: idx,
+        ticket: p.ticket,
+    };
+    shared
+        .blocking
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .make_ready(w);
+    shared.wake_worker(worker);
+}
+
+/// Parks connection `idx` on the keys of its command `argv` (see `commands::blocking`).
 fn park(
     shared: &Shared,
     worker: usize,
@@ -43,7 +57,7 @@ fn park(
     c: &mut Client,
     argv: Vec<Vec<u8>>,
     block: crate::shared::Block,
-) -> Vec<Vec<u8>> {
+) {
     let mut b = shared.blocking.lock().unwrap_or_else(|e| e.into_inner());
     let ticket = b.park(worker, idx, c.state.id, &block.keys);
     // Release: a writer that sees the count sees the connection in the registry.
@@ -51,16 +65,15 @@ fn park(
     c.parked = Some(Parked {
         id: c.state.id,
         argv,
-        keys: block.keys.clone(),
+        keys: block.keys,
         deadline: block.deadline,
         ticket,
     });
-    block.keys
 }
 
 /// A parked connection that looked again and must go on waiting, now on `keys`: when a
-/// SWAPDB moved its database, its keys are stored elsewhere, and it waits there, keeping
-/// its deadline.
+/// SWAPDB moved its database, its keys are stored elsewhere, and it waits there, keeping its
+/// place in line, its deadline and any CLIENT UNBLOCK asked of it; then it looks once more.
 pub(super) fn wait_on(
     shared: &Shared,
     worker: usize,
@@ -68,16 +81,21 @@ pub(super) fn wait_on(
     c: &mut Client,
     keys: Vec<Vec<u8>>,
 ) {
-    let Some(p) = c.parked.take_if(|p| p.keys != keys) else {
+    let Some(p) = c.parked.as_mut().filter(|p| p.keys != keys) else {
         return;
     };
-    unpark(shared, worker, idx, &p);
-    let block = crate::shared::Block {
-        keys,
-        deadline: p.deadline,
-        argv: None,
+    let w = crate::shared::Waiter {
+        worker,
+        client: idx,
+        ticket: p.ticket,
     };
-    park(shared, worker, idx, c, p.argv, block);
+    shared
+        .blocking
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .move_lines(w, &p.keys, &keys);
+    p.keys = keys;
+    look_again(shared, worker, idx, c);
 }
 
 /// Takes a parked connection out of the registry.
