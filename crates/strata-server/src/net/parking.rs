@@ -36,17 +36,20 @@ fn look_again(shared: &Shared, worker: usize, idx: usize, c: &Client) {
     let (Some(p), true) = (&c.parked, shared.wakers.get().is_some_and(|w| w.len() > 1)) else {
         return;
     };
-    let w = crate::shared::Waiter {
-        worker,
-        client: idx,
-        ticket: p.ticket,
-    };
-    shared
-        .blocking
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .make_ready(w);
+    registry(shared).make_ready(waiter(worker, idx, p));
     shared.wake_worker(worker);
+}
+
+fn waiter(worker: usize, client: usize, p: &Parked) -> crate::shared::Waiter {
+    crate::shared::Waiter {
+        worker,
+        client,
+        ticket: p.ticket,
+    }
+}
+
+fn registry(shared: &Shared) -> std::sync::MutexGuard<'_, crate::shared::Blocking> {
+    shared.blocking.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Parks connection `idx` on the keys of its command `argv` (see `commands::blocking`).
@@ -84,16 +87,7 @@ pub(super) fn wait_on(
     let Some(p) = c.parked.as_mut().filter(|p| p.keys != keys) else {
         return;
     };
-    let w = crate::shared::Waiter {
-        worker,
-        client: idx,
-        ticket: p.ticket,
-    };
-    shared
-        .blocking
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .move_lines(w, &p.keys, &keys);
+    registry(shared).move_lines(waiter(worker, idx, p), &p.keys, &keys);
     p.keys = keys;
     look_again(shared, worker, idx, c);
 }
