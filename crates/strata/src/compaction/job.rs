@@ -65,11 +65,18 @@ pub(crate) struct JobResult {
 /// job up. Files written before a failure or the cancellation are removed again.
 pub(crate) fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<Option<JobResult>> {
     let mut outputs: Vec<NewFile> = Vec::new();
-    let result = merge_into(c, ctx, &mut outputs);
+    let mut builder: Option<(TableBuilder, FileNumber)> = None;
+    let result = merge_into(c, ctx, &mut outputs, &mut builder);
     if !matches!(result, Ok(Some(_))) {
         ctx.store.forget_warmed(outputs.iter().map(|f| f.number));
-        for f in &outputs {
-            let _ = ctx.store.fs.remove(&ctx.store.table_path(f.number));
+        // The finished files, and the one being written when the merge stopped (the
+        // database closing in the middle of it leaves no partial table behind).
+        let unfinished = builder.take().map(|(b, number)| {
+            drop(b);
+            number
+        });
+        for number in outputs.iter().map(|f| f.number).chain(unfinished) {
+            let _ = ctx.store.fs.remove(&ctx.store.table_path(number));
         }
     }
     let Some(bytes_written) = result? else {
@@ -98,12 +105,12 @@ fn merge_into(
     c: &Compaction,
     ctx: &JobContext<'_>,
     outputs: &mut Vec<NewFile>,
+    builder: &mut Option<(TableBuilder, FileNumber)>,
 ) -> Result<Option<u64>> {
     let (mut it, tombstones) = merge_inputs(c, ctx)?;
     it.seek_to_first()?;
 
     let fs: &dyn FileSystem = ctx.store.fs.as_ref();
-    let mut builder: Option<(TableBuilder, FileNumber)> = None;
     let mut current_key: Vec<u8> = Vec::new();
     let mut have_key = false;
     let mut last_seq_for_key = SeqNo::MAX;
@@ -128,7 +135,7 @@ fn merge_into(
             // file's range tombstones end just past its last key (`last + [0]`, the next key
             // in byte order), and go on from there in the next file: the files of a level
             // stay apart, and no key loses a tombstone that covered it.
-            if let Some((b, _)) = &mut builder
+            if let Some((b, _)) = builder
                 && b.estimated_size() >= ctx.target_file_bytes
                 && let Some(last) = b.last_user_key()
             {
@@ -139,7 +146,7 @@ fn merge_into(
                         finish_output(b, number, c.output_level(), outputs, ctx.store)?;
                 }
                 for t in &carried {
-                    open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
+                    open_builder(builder, ctx, fs)?.add_range_tombstone(t);
                 }
             }
             // Tombstones that begin by this key (after the last file's last key).
@@ -149,7 +156,7 @@ fn merge_into(
             {
                 next_tombstone += 1;
                 if !drop_tombstone(c, ctx, t) {
-                    open_builder(&mut builder, ctx, fs)?.add_range_tombstone(t);
+                    open_builder(builder, ctx, fs)?.add_range_tombstone(t);
                 }
             }
             current_key.clear();
@@ -178,7 +185,7 @@ fn merge_into(
             let cover = covered.covering(&current_key, ctx.smallest_snapshot);
             let folded =
                 fold_operands(&mut it, &current_key, op, bottom, cover, &|| malformed(ctx))?;
-            let b = open_builder(&mut builder, ctx, fs)?;
+            let b = open_builder(builder, ctx, fs)?;
             for (k, v) in &folded {
                 b.add(k, v)?;
             }
@@ -191,7 +198,7 @@ fn merge_into(
             last_seq_for_key = p.seq;
         }
         if !drop {
-            let b = open_builder(&mut builder, ctx, fs)?;
+            let b = open_builder(builder, ctx, fs)?;
             if removed {
                 // Older versions of the key may lie below the output level: a tombstone
                 // in the removed entry's place keeps them hidden until it reaches them.
@@ -203,7 +210,7 @@ fn merge_into(
         it.next()?;
     }
     let rest = tombstones.get(next_tombstone..).unwrap_or_default();
-    add_tombstones(c, ctx, fs, &mut builder, rest)?;
+    add_tombstones(c, ctx, fs, builder, rest)?;
     if let Some((b, number)) = builder.take() {
         bytes_written += finish_output(b, number, c.output_level(), outputs, ctx.store)?;
     }
