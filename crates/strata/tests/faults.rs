@@ -109,6 +109,44 @@ fn disk_full_during_a_compaction_keeps_reads_and_recovers() {
     assert_eq!(db.stats().levels[0].files, 0);
 }
 
+fn tables(fault: &FaultFs) -> Vec<String> {
+    let mut names: Vec<String> = strata::FileSystem::list(fault, std::path::Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A merge that fails while it writes its second output leaves none of its outputs behind:
+/// neither the table it finished nor the one it was writing.
+#[test]
+fn a_compaction_that_fails_midway_leaves_no_partial_table() {
+    let fault = FaultFs::new(Arc::new(MemFs::new()));
+    let db = open(&fault).unwrap();
+    for round in 0..5u32 {
+        fill(&db, round * 200..(round + 1) * 200);
+        db.flush().unwrap();
+    }
+    let before = tables(&fault);
+    let creates = fault.calls(FaultOp::Create);
+    // Tables of 2 KiB in blocks of 128 bytes: the 40th append falls in a later output.
+    fault.fail_nth(FaultOp::Append, 40, false);
+    let err = db.compact_range(None, None).unwrap_err();
+    assert!(err.to_string().contains("injected"), "{err}");
+    assert!(
+        fault.calls(FaultOp::Create) >= creates + 2,
+        "the merge failed in its first output; the test needs it in a later one"
+    );
+    assert_eq!(
+        tables(&fault),
+        before,
+        "the merge's outputs are all removed"
+    );
+    assert_holds(&db, 0..1000);
+}
+
 #[test]
 fn a_failed_read_is_an_error_not_a_wrong_answer() {
     let fault = FaultFs::new(Arc::new(MemFs::new()));
