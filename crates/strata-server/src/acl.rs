@@ -535,6 +535,9 @@ pub(crate) fn command_keys(cmd: &Spec, args: &[&[u8]]) -> Vec<usize> {
             Some((1, Vec::new()))
         }
         "blmpop" | "bzmpop" => Some((2, Vec::new())),
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            Some((2, Vec::new()))
+        }
         _ => None,
     };
     let numkeys = counted.as_ref().and_then(|(at, _)| {

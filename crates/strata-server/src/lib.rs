@@ -32,6 +32,7 @@ mod notify;
 mod pubsub;
 pub mod resp;
 mod save;
+mod scripting;
 mod set_gaps;
 mod shared;
 mod store;
@@ -60,7 +61,26 @@ pub struct Server {
     accept: Option<JoinHandle<()>>,
     syncer: Option<JoinHandle<()>>,
     saver: Option<JoinHandle<()>>,
+    scripts: Option<JoinHandle<()>>,
     workers: Arc<Vec<net::WorkerHandle>>,
+}
+
+/// The TLS port's files and the configuration made of them, when one is served.
+fn tls_setup(config: &Config) -> Result<Option<(TlsFiles, Arc<rustls::ServerConfig>)>, String> {
+    match (&config.tls, config.tls_port) {
+        (Some(files), Some(_)) => Ok(Some((files.clone(), tls::server_config(files)?))),
+        (None, Some(_)) => Err("--tls-port needs --tls-cert-file and --tls-key-file".into()),
+        _ => Ok(None),
+    }
+}
+
+/// The worker threads to serve connections with.
+fn worker_threads(config: &Config) -> usize {
+    match config.threads {
+        // Half the CPUs: the rest is left to the engine's flush and compaction threads.
+        0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+        n => n,
+    }
 }
 
 impl Server {
@@ -68,13 +88,7 @@ impl Server {
     pub fn start(config: Config) -> Result<Server, String> {
         let db = open_database(&config)?;
         let users = load_users(&config)?;
-        let tls_config = match (&config.tls, config.tls_port) {
-            (Some(files), Some(_)) => Some((files.clone(), tls::server_config(files)?)),
-            (None, Some(_)) => {
-                return Err("--tls-port needs --tls-cert-file and --tls-key-file".into());
-            }
-            _ => None,
-        };
+        let tls_config = tls_setup(&config)?;
         let (listeners, addr, tls_addr) = listen_all(&config)?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -87,11 +101,7 @@ impl Server {
                     config.notify_keyspace_events
                 )
             })?;
-        let threads = match config.threads {
-            // Half the CPUs: the rest is left to the engine's flush and compaction threads.
-            0 => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
-            n => n,
-        };
+        let threads = worker_threads(&config);
         let shared = Arc::new(Shared {
             versions: store::Versions::open(&db)?,
             databases: store::Databases::open(&db)?,
@@ -114,6 +124,7 @@ impl Server {
             saves,
             run_id: now.as_nanos() ^ (u128::from(std::process::id()) << 64),
             shutdown: AtomicBool::new(false),
+            shutdown_requested: AtomicBool::new(false),
             cursors: Mutex::new(CursorTable::default()),
             port: addr.port(),
             max_clients: AtomicUsize::new(config.max_clients),
@@ -135,8 +146,13 @@ impl Server {
             pubsub_output_limit: config.pubsub_output_limit.map(AtomicUsize::new),
             notify_flags: std::sync::atomic::AtomicU32::new(notify_flags),
             error_stats: Default::default(),
+            scripts: scripting::Scripts::new()?,
+            script_jobs: Default::default(),
+            script_done: Default::default(),
             config,
         });
+        commands::load_libraries(&shared)?;
+        let scripts = Some(net::spawn_script_thread(shared.clone())?);
         shared.set_sync_mode(shared.config.sync);
         let workers: Vec<net::WorkerHandle> = (0..threads)
             .map(|i| net::WorkerHandle::spawn(shared.clone(), i))
@@ -182,6 +198,7 @@ impl Server {
             accept: Some(accept),
             syncer: Some(syncer),
             saver: Some(saver),
+            scripts,
             workers,
         })
     }
@@ -203,7 +220,8 @@ impl Server {
             signal_hook::flag::register(sig, flag.clone())
                 .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
         }
-        while !flag.load(Ordering::SeqCst) {
+        while !flag.load(Ordering::SeqCst) && !self.shared.shutdown_requested.load(Ordering::SeqCst)
+        {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.shutdown()
@@ -222,6 +240,11 @@ impl Server {
         // A BGSAVE under way finishes first.
         self.shared.saves.wake();
         if let Some(t) = self.saver.take() {
+            let _ = t.join();
+        }
+        // A script still running stops (its writes are not kept), and the script thread ends.
+        self.shared.scripts.stop_now();
+        if let Some(t) = self.scripts.take() {
             let _ = t.join();
         }
         for w in self.workers.iter() {

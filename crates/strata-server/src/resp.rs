@@ -400,6 +400,41 @@ impl<'a> Reply<'a> {
         }
     }
 
+    /// An error reply from bytes a script made (`{err=...}`), with line breaks made spaces.
+    pub fn error_bytes(&mut self, msg: &[u8]) {
+        self.error(&String::from_utf8_lossy(msg));
+    }
+
+    /// A status reply from bytes a script made (`{ok=...}`), with line breaks made spaces.
+    pub fn simple_bytes(&mut self, s: &[u8]) {
+        let text: String = String::from_utf8_lossy(s)
+            .chars()
+            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+            .collect();
+        self.simple(&text);
+    }
+
+    /// A boolean: RESP3's `#t`/`#f`; in RESP2 1 or a null.
+    pub fn boolean(&mut self, b: bool) {
+        match (self.resp3, b) {
+            (true, true) => self.out.extend_from_slice(b"#t\r\n"),
+            (true, false) => self.out.extend_from_slice(b"#f\r\n"),
+            (false, true) => self.int(1),
+            (false, false) => self.null(),
+        }
+    }
+
+    /// A big number given as its digits: RESP3's `(`; in RESP2 a bulk string.
+    pub fn big_number(&mut self, digits: &[u8]) {
+        if self.resp3 {
+            self.out.push(b'(');
+            self.out.extend_from_slice(digits);
+            self.out.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(digits);
+        }
+    }
+
     pub fn ok(&mut self) {
         self.simple("OK");
     }

@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub saves: save::Saves,
     pub run_id: u128,
     pub shutdown: AtomicBool,
+    /// SHUTDOWN asked for the server to stop: the main thread stops it as on SIGTERM.
+    pub shutdown_requested: AtomicBool,
     /// SCAN cursors: cursor number to the database and key to continue after.
     pub cursors: Mutex<CursorTable>,
     pub port: u16,
@@ -110,6 +112,12 @@ pub(crate) struct Shared {
     pub error_stats: Mutex<std::collections::BTreeMap<String, u64>>,
     /// `notify-keyspace-events`, as `crate::notify` reads it (0: off).
     pub notify_flags: std::sync::atomic::AtomicU32,
+    /// Lua: EVAL's script cache and FUNCTION's libraries.
+    pub scripts: crate::scripting::Scripts,
+    /// Where workers hand scripts to the script thread.
+    pub script_jobs: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<ScriptJob>>>,
+    /// Scripts' replies, for their workers to take.
+    pub script_done: Mutex<Vec<ScriptDone>>,
 }
 
 #[derive(Default)]
@@ -240,7 +248,16 @@ pub(crate) enum After {
     /// Park the connection until one of the keys is written or the deadline passes, then run
     /// the command again.
     Block(Block),
+    /// A script (EVAL, FCALL): the worker hands it to the script thread and serves its other
+    /// connections while it runs; the reply comes back through [`Shared::script_done`].
+    Script,
 }
+
+/// A script handed to the script thread: it runs with the server.
+pub(crate) type ScriptJob = Box<dyn FnOnce(&Shared) + Send>;
+
+/// A script's reply on its way back: the worker, the connection's slot and ID, the bytes.
+pub(crate) type ScriptDone = (usize, usize, u64, Vec<u8>);
 
 /// A parked command: the engine keys whose writes may let it through, and when it gives up.
 pub(crate) struct Block {

@@ -24,6 +24,8 @@ impl Connection {
             || crate::notify::on(shared)
             || self.reply != super::session::ReplyMode::On
             || self.subs.any()
+            // While a script runs, each command waits or answers BUSY (`dispatch.rs`).
+            || shared.scripts.active()
         {
             return false;
         }

@@ -40,6 +40,11 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         SyncMode::EverySec => "everysec",
         SyncMode::No => "no",
     };
+    let busy_ms = shared
+        .scripts
+        .busy_threshold_ms
+        .load(Ordering::Relaxed)
+        .to_string();
     vec![
         ("appendonly", "yes".into(), false),
         ("notify-keyspace-events", notify_flags(shared), true),
@@ -81,6 +86,8 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
             true,
         ),
         ("client-output-buffer-limit", output_limits(shared), true),
+        ("busy-reply-threshold", busy_ms.clone(), true),
+        ("lua-time-limit", busy_ms, true),
         (
             "tls-cert-file",
             tls_file(|f| f.cert.display().to_string()),
@@ -219,6 +226,7 @@ enum Setting {
     ProtectedMode(bool),
     QueryBufferLimit(usize),
     TcpKeepalive(u64),
+    BusyReplyThreshold(u64),
     Notify(u32),
     /// The normal class's hard limit and the pubsub class's three figures, each if given.
     OutputBufferLimit(Option<usize>, Option<[usize; 3]>),
@@ -296,6 +304,9 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
         "notify-keyspace-events" => crate::notify::parse(value)
             .map(Setting::Notify)
             .ok_or_else(|| invalid("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")),
+        "busy-reply-threshold" | "lua-time-limit" => number()
+            .map(Setting::BusyReplyThreshold)
+            .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "tcp-keepalive" => number()
             .filter(|&n| n <= crate::config::MAX_KEEPALIVE_SECS)
             .map(Setting::TcpKeepalive)
@@ -368,6 +379,10 @@ fn apply_setting(shared: &Shared, setting: Setting) {
         Setting::ProtectedMode(on) => shared.protected_mode.store(on, Ordering::Relaxed),
         Setting::QueryBufferLimit(n) => shared.query_buffer_limit.store(n, Ordering::Relaxed),
         Setting::TcpKeepalive(n) => shared.tcp_keepalive.store(n, Ordering::Relaxed),
+        Setting::BusyReplyThreshold(ms) => shared
+            .scripts
+            .busy_threshold_ms
+            .store(ms, Ordering::Relaxed),
         Setting::Notify(f) => shared.notify_flags.store(f, Ordering::Relaxed),
         Setting::OutputBufferLimit(normal, pubsub) => {
             if let Some(n) = normal {

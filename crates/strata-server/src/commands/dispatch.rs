@@ -88,7 +88,21 @@ pub(crate) fn execute(
         out.simple("QUEUED");
         return After::Continue;
     }
-    // FLUSHALL, FLUSHDB, SWAPDB and a SORT that looks keys up by pattern run alone: they wait for
+    // A script runs on the script thread, which answers through the worker when it ends.
+    if super::scripting::runs_script(cmd.name) && !on_script_thread() {
+        return After::Script;
+    }
+    if shared.scripts.active() {
+        // What stops a script runs beside it, without the keyspace it holds.
+        if allowed_while_busy(cmd, args) {
+            return run(shared, conn, i, cmd, HANDLERS, args, out);
+        }
+        if let Err(e) = wait_for_script(shared) {
+            out.error(&e);
+            return After::Continue;
+        }
+    }
+    // FLUSHALL, FLUSHDB, SWAPDB, scripts and a SORT that looks keys up by pattern run alone: they wait for
     // every other command and hold new ones back. EXEC holds its keys' stripes, or runs alone.
     if cmd.name == "exec" {
         let _locks = exec_lock(shared, conn);
@@ -96,6 +110,7 @@ pub(crate) fn execute(
     } else if cmd.name.starts_with("flush")
         || cmd.name == "swapdb"
         || super::sort::reads_patterns(cmd.name, args)
+        || super::scripting::runs_script(cmd.name)
     {
         let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
         run(shared, conn, i, cmd, HANDLERS, args, out)
@@ -103,6 +118,64 @@ pub(crate) fn execute(
         let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
         run(shared, conn, i, cmd, HANDLERS, args, out)
     }
+}
+
+/// Commands that run while a script is busy: SCRIPT KILL, FUNCTION KILL and STATS, and
+/// SHUTDOWN.
+fn allowed_while_busy(cmd: &Spec, args: &[&[u8]]) -> bool {
+    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
+    cmd.name == "shutdown"
+        || matches!(
+            (cmd.name, sub.as_deref()),
+            ("script", Some(b"kill")) | ("function", Some(b"kill" | b"stats"))
+        )
+}
+
+/// Waits while a script runs, as Redis's clients wait for its one thread, until the script
+/// has run `busy-reply-threshold`; from then on commands are answered BUSY.
+fn wait_for_script(shared: &Shared) -> Result<(), String> {
+    loop {
+        let Some(ran) = shared.scripts.running_for() else {
+            return Ok(());
+        };
+        let threshold = std::time::Duration::from_millis(
+            shared.scripts.busy_threshold_ms.load(Ordering::Relaxed),
+        );
+        if ran >= threshold {
+            let kill = if shared.scripts.running_function() {
+                "FUNCTION KILL"
+            } else {
+                "SCRIPT KILL"
+            };
+            return Err(format!(
+                "BUSY Redis is busy running a script. You can only call {kill} or SHUTDOWN NOSAVE."
+            ));
+        }
+        std::thread::sleep((threshold - ran).min(std::time::Duration::from_millis(1)));
+    }
+}
+
+thread_local! {
+    /// True on the script thread, where EVAL and FCALL run rather than being handed on.
+    static SCRIPT_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True on the script thread.
+pub(crate) fn on_script_thread() -> bool {
+    SCRIPT_THREAD.with(std::cell::Cell::get)
+}
+
+/// Runs a script command on the script thread, for a connection of a worker: `conn` is the
+/// script's client, made by [`script_client`]. Its reply is appended to `out`.
+pub(crate) fn run_on_script_thread(
+    shared: &Shared,
+    conn: &mut Connection,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
+    SCRIPT_THREAD.with(|s| s.set(true));
+    let protocol = conn.protocol;
+    execute(shared, conn, args, &mut Reply::new(out, protocol));
 }
 
 /// Commands a RESP2 connection may run while it subscribes.
@@ -136,6 +209,7 @@ fn named_keys<'q>(cmd: &Spec, args: &'q [Vec<u8>]) -> Option<Vec<&'q [u8]>> {
     if first <= 0
         || step <= 0
         || matches!(cmd.name, "move" | "copy" | "sort" | "sort_ro" | "swapdb")
+        || super::scripting::runs_script(cmd.name)
     {
         return None;
     }

@@ -3,8 +3,9 @@
 
 use super::table::command_rows;
 use super::{
-    Handler, auth, blocking, config, hashes, info, keys, lists, persistence, pubsub, server, sets,
-    sort, streams, strings, transaction, xclaim, xgroups, xinfo, zalgebra, zrange, zsets,
+    Handler, auth, blocking, config, functions, hashes, info, keys, lists, persistence, pubsub,
+    scripting, server, sets, sort, streams, strings, transaction, xclaim, xgroups, xinfo, zalgebra,
+    zrange, zsets,
 };
 
 macro_rules! handlers {

@@ -191,8 +191,12 @@ fn memory_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
          used_memory_rss:{}\r\n\
          maxmemory:0\r\n\
          maxmemory_policy:noeviction\r\n\
+         used_memory_lua:{}\r\n\
+         number_of_cached_scripts:{}\r\n\
          hot_cache_bytes:{}\r\n",
         resident_bytes(),
+        shared.scripts.memory(),
+        shared.scripts.cached_count(),
         shared.cache.bytes(),
     );
     Ok(())

@@ -25,6 +25,7 @@ mod collection;
 mod config;
 mod dispatch;
 mod exec_state;
+mod functions;
 mod handlers;
 mod hashes;
 mod info;
@@ -33,6 +34,7 @@ mod keyspace;
 mod lists;
 mod persistence;
 mod pubsub;
+mod scripting;
 mod server;
 mod session;
 mod set_pops;
@@ -56,8 +58,10 @@ pub(crate) use batched::{
     ReadScratch, answer_get, count_batched, is_plain_get, is_plain_set, read_gets, write_sets,
 };
 pub(crate) use dispatch::execute;
+pub(crate) use dispatch::run_on_script_thread;
 pub(crate) use keys::expire_cycle;
 pub(crate) use pubsub::forget as forget_subscriptions;
+pub(crate) use scripting::{load_libraries, script_client};
 pub(crate) use session::Connection;
 #[cfg(test)]
 pub(crate) use spec::lookup;

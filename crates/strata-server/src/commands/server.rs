@@ -317,3 +317,26 @@ pub(super) fn compact(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     cx.out.ok();
     Ok(())
 }
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: stops the server as SIGTERM does. Every
+/// acknowledged write is in the log already, so SAVE and NOSAVE shut down alike, the log
+/// synced; a script still running is stopped and what it wrote is not kept. The connection
+/// is closed without a reply, as Redis closes it.
+pub(super) fn shutdown(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
+    let mut save = None;
+    for arg in a.iter().skip(1) {
+        match super::upper(arg).as_str() {
+            "NOSAVE" if save.is_none() => save = Some(false),
+            "SAVE" if save.is_none() => save = Some(true),
+            "NOW" | "FORCE" => {}
+            "ABORT" if a.len() == 2 => return Err("ERR No shutdown in progress.".into()),
+            _ => return Err(super::syntax()),
+        }
+    }
+    cx.shared.scripts.stop_now();
+    cx.shared
+        .shutdown_requested
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    cx.after = crate::shared::After::Close;
+    Ok(())
+}

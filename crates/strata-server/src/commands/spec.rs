@@ -38,6 +38,23 @@ const XW: &[&str] = &["write", "blocking", "movablekeys"];
 /// SORT, whose `STORE` destination moves.
 const SORT: &[&str] = &["write", "denyoom", "movablekeys"];
 const SORT_RO: &[&str] = &["readonly", "movablekeys"];
+/// Commands that run a script: their keys are counted (`numkeys`).
+const SCRIPT: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "may_replicate",
+    "no_mandatory_keys",
+    "movablekeys",
+];
+const SCRIPT_RO: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+    "readonly",
+];
 const TWO: (i32, i32, i32) = (2, 2, 1);
 const ONE: (i32, i32, i32) = (1, 1, 1);
 const ALL: (i32, i32, i32) = (1, -1, 1);

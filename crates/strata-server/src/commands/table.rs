@@ -713,12 +713,43 @@ macro_rules! command_rows {
                 server::time
             ),
             (
+                "shutdown",
+                -1,
+                &["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"],
+                ["admin", "slow", "dangerous"],
+                NONE,
+                server::shutdown
+            ),
+            (
                 "compact",
                 -1,
                 A,
                 ["admin", "slow", "dangerous"],
                 NONE,
                 server::compact
+            ),
+            // Scripts and functions.
+            ("eval", -3, SCRIPT, ["slow", "scripting"], NONE, scripting::eval),
+            ("evalsha", -3, SCRIPT, ["slow", "scripting"], NONE, scripting::eval),
+            ("eval_ro", -3, SCRIPT_RO, ["slow", "scripting"], NONE, scripting::eval),
+            ("evalsha_ro", -3, SCRIPT_RO, ["slow", "scripting"], NONE, scripting::eval),
+            ("fcall", -3, SCRIPT, ["slow", "scripting"], NONE, scripting::fcall),
+            ("fcall_ro", -3, SCRIPT_RO, ["slow", "scripting"], NONE, scripting::fcall),
+            (
+                "script",
+                -2,
+                &["noscript", "stale"],
+                ["slow", "scripting"],
+                NONE,
+                scripting::script
+            ),
+            (
+                "function",
+                -2,
+                &["noscript", "stale"],
+                ["slow", "scripting"],
+                NONE,
+                functions::function
             ),
             // Transactions.
             (

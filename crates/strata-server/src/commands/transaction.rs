@@ -150,26 +150,32 @@ pub(super) fn exec(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
             cx.after = After::Close;
         }
     }
-    let writes = exec_state::end();
+    commit(shared, exec_state::end())?;
+    notifications.send(shared);
+    cx.out.array(queue.len());
+    cx.out.raw(&replies);
+    Ok(())
+}
+
+/// Writes what a transaction or a script wrote as one batch, and wakes the connections parked
+/// on its keys. On failure, what it changed in memory goes back to what the directory holds.
+pub(super) fn commit(shared: &crate::shared::Shared, writes: exec_state::ExecWrites) -> Outcome {
     // Out of the cache before the batch is in, as every write does.
     for k in &writes.cached {
         shared.cache.remove(k);
     }
-    if !writes.batch.is_empty() {
-        if let Err(e) = shared.db.write(writes.batch, write_opts(shared)) {
-            // What the transaction changed in memory goes back to what the directory holds:
-            // a SWAPDB's map, and the runs SPOP took to be gone.
-            shared.set_gaps.forget_all();
-            if let Err(r) = shared.databases.reload(&shared.db) {
-                return Err(format!("{}; and the database map: {r}", engine(e)));
-            }
-            return Err(engine(e));
-        }
-        // Connections parked on these keys see the transaction whole, never half of it.
-        shared.notify_written(&writes.cached);
+    if writes.batch.is_empty() {
+        return Ok(());
     }
-    notifications.send(shared);
-    cx.out.array(queue.len());
-    cx.out.raw(&replies);
+    if let Err(e) = shared.db.write(writes.batch, write_opts(shared)) {
+        // A SWAPDB's map, and the runs SPOP took to be gone.
+        shared.set_gaps.forget_all();
+        if let Err(r) = shared.databases.reload(&shared.db) {
+            return Err(format!("{}; and the database map: {r}", engine(e)));
+        }
+        return Err(engine(e));
+    }
+    // Connections parked on these keys see the writes whole, never half of them.
+    shared.notify_written(&writes.cached);
     Ok(())
 }

@@ -31,6 +31,8 @@ pub(super) struct Client {
     pub(super) last_activity: Instant,
     /// The blocking command the connection waits on, if it is parked.
     pub(super) parked: Option<Parked>,
+    /// Its script runs on the script thread: its later commands wait for the reply.
+    pub(super) awaiting_script: bool,
     /// When its unsent replies last went past its class's soft output limit.
     pub(super) over_soft_since: Option<Instant>,
 }

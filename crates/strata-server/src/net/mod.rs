@@ -19,13 +19,15 @@
 //! per round, so a busy one cannot starve the rest.
 //!
 //! The acceptor is in `accept.rs`, the workers in `worker.rs`, a connection's buffers in
-//! `client.rs`.
+//! `client.rs`, and the thread scripts run on in `scripts.rs`.
 
 mod accept;
 mod client;
 mod deliver;
 mod parking;
+mod scripts;
 mod worker;
 
 pub(crate) use accept::accept_loop;
+pub(crate) use scripts::spawn_script_thread;
 pub(crate) use worker::WorkerHandle;

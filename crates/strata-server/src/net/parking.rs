@@ -25,6 +25,10 @@ pub(super) fn after_command(
             look_again(shared, at.0, at.1, c);
             return true;
         }
+        After::Script => {
+            super::scripts::submit(shared, at, c, argv);
+            return true;
+        }
         After::Continue => {}
     }
     false

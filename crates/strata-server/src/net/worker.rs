@@ -185,6 +185,12 @@ impl Worker {
                         self.take_new_connections(&mut ready);
                         let _ = self.serve_parked(&mut ready);
                         self.deliver(&mut ready);
+                        super::scripts::collect(
+                            &self.shared,
+                            self.index,
+                            &mut self.clients,
+                            &mut ready,
+                        );
                     }
                     Token(idx) => {
                         if let Some(Some(c)) = self.clients.get_mut(idx) {
@@ -314,6 +320,7 @@ impl Worker {
                 queued: true,
                 last_activity: Instant::now(),
                 parked: None,
+                awaiting_script: false,
                 over_soft_since: None,
             };
             client.state.at = crate::pubsub::Subscriber {
@@ -382,7 +389,7 @@ impl Worker {
         };
         let shared = &*self.shared;
         let mut read_this_round = 0;
-        if c.parked.is_some() {
+        if c.parked.is_some() || c.awaiting_script {
             return read_while_parked(c, &mut self.scratch, shared);
         }
         loop {

@@ -1,0 +1,243 @@
+//! The Lua interpreter scripts run in, built as Redis builds its own: Lua 5.1 with the base,
+//! table, string and math libraries, the `redis` table, and a sandbox.
+//!
+//! The sandbox: a script sees its globals through a read-only face. Reading a global that
+//! does not exist is an error ("Script attempted to access nonexistent global variable"), and
+//! so is writing any ("Attempt to modify a readonly table"), as are writes to the `redis`
+//! table and to the face's metatable, and `setmetatable` on any of them. `loadfile`,
+//! `dofile`, `print`, `getfenv`, `setfenv`, `require` and `module` are not there, and
+//! `loadstring` refuses precompiled bytecode.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, VmState};
+use sha1::{Digest, Sha1};
+
+/// How often (in Lua instructions) a running script looks whether it was told to stop.
+const KILL_CHECK_EVERY: u32 = 10_000;
+
+/// The message a script stopped by `SCRIPT KILL` or `FUNCTION KILL` fails with.
+pub(crate) const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+
+/// The interpreter and the handles the server keeps into it.
+pub(crate) struct Vm {
+    pub lua: Lua,
+    /// The table behind the face: `KEYS` and `ARGV` are set here before an `EVAL` runs.
+    pub visible: Table,
+    /// The `redis` table behind its read-only face: `call`, `pcall` and `setresp` are set
+    /// here for each run, bound to the command that runs the script.
+    pub redis: Table,
+    /// Runs a function with an error handler that turns every error into Redis's error
+    /// table (`{err=...}`): `(ok, value)`. (Redis adds the script's line from the `debug`
+    /// library, which the interpreter here does not load.)
+    pub protected_call: Function,
+    /// Makes `redis.call` of `redis.pcall`'s host function: raises an error reply.
+    pub raising: Function,
+    /// Wraps a compiled chunk so that it runs with the read-only globals.
+    pub sandboxed: Function,
+}
+
+/// Lua code that builds the sandbox from the full globals; it returns the face, the table
+/// behind it, the `redis` table, the protected call, the raising wrapper and the chunk
+/// wrapper.
+const SANDBOX: &str = r##"
+local G = _G
+local visible = {}
+local hidden = { loadfile = true, dofile = true, print = true, getfenv = true,
+  setfenv = true, require = true, module = true, newproxy = true, gcinfo = true,
+  collectgarbage = true, debug = true, package = true }
+for k, v in pairs(G) do
+  if not hidden[k] then visible[k] = v end
+end
+local readonly = setmetatable({}, { __newindex = function() error("Attempt to modify a readonly table", 2) end })
+local faces = setmetatable({}, { __mode = "k" })
+local function face_of(t, missing)
+  local f = {}
+  setmetatable(f, {
+    __index = missing and function(_, k)
+      local v = t[k]
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end or t,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __metatable = readonly,
+  })
+  faces[f] = true
+  return f
+end
+local set_metatable = G.setmetatable
+visible.setmetatable = function(t, m)
+  if faces[t] or t == readonly then error("Attempt to modify a readonly table", 2) end
+  return set_metatable(t, m)
+end
+local raw_set = G.rawset
+visible.rawset = function(t, k, v)
+  if faces[t] or t == readonly then error("Attempt to modify a readonly table", 2) end
+  return raw_set(t, k, v)
+end
+local load_string = G.loadstring
+local set_fenv = G.setfenv
+local face
+visible.loadstring = function(s, name)
+  if type(s) == "string" and s:byte(1) == 27 then
+    return nil, "precompiled chunks are not loaded"
+  end
+  local f, e = load_string(s, name)
+  if f then set_fenv(f, face) end
+  return f, e
+end
+local redis = {
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REPL_NONE = 0, REPL_AOF = 1, REPL_SLAVE = 2, REPL_REPLICA = 2, REPL_ALL = 3,
+  REDIS_VERSION = "7.0.15", REDIS_VERSION_NUM = 0x07000f,
+}
+function redis.error_reply(e)
+  if type(e) ~= "string" then error("wrong number or type of arguments", 2) end
+  if e:sub(1, 1) == "-" then e = e:sub(2) end
+  if not e:find(" ") then e = (e == "" and "ERR" or "ERR " .. e) end
+  return { err = e }
+end
+function redis.status_reply(s)
+  if type(s) ~= "string" then error("wrong number or type of arguments", 2) end
+  return { ok = s }
+end
+function redis.replicate_commands() return true end
+function redis.set_repl(...)
+  if select("#", ...) ~= 1 then error("redis.set_repl() requires one argument.", 2) end
+  local flags = ...
+  if type(flags) ~= "number" or flags < 0 or flags > 3 then
+    error("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.", 2)
+  end
+end
+function redis.breakpoint() return false end
+function redis.debug() end
+visible.redis = face_of(redis, false)
+for _, lib in ipairs({ "string", "table", "math", "bit", "cjson", "cmsgpack", "struct" }) do
+  visible[lib] = face_of(G[lib], false)
+end
+face = face_of(visible, true)
+visible._G = face
+local function handler(err)
+  if type(err) ~= "table" then err = { err = "ERR " .. tostring(err) } end
+  return err
+end
+local xp = G.xpcall
+local unpack = G.unpack
+local function protected_call(f, ...)
+  local args = { ... }
+  local n = select("#", ...)
+  return xp(function() return f(unpack(args, 1, n)) end, handler)
+end
+local function raising(host)
+  return function(...)
+    local r = host(...)
+    if type(r) == "table" and r.err then error(r, 0) end
+    return r
+  end
+end
+local function sandboxed(f)
+  set_fenv(f, face)
+  return f
+end
+return face, visible, redis, protected_call, raising, sandboxed
+"##;
+
+/// The lower-case hex SHA1 of `body`, EVAL's name for a script.
+pub(crate) fn sha1_hex(body: &[u8]) -> String {
+    Sha1::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `redis.log(level, ...)`: a line in the server's log (its standard error).
+fn log(_: &Lua, args: mlua::Variadic<mlua::Value>) -> mlua::Result<()> {
+    if args.len() < 2 {
+        return Err(mlua::Error::runtime(
+            "redis.log() requires two arguments or more.",
+        ));
+    }
+    let level = match args.first() {
+        Some(mlua::Value::Integer(n)) => *n,
+        Some(mlua::Value::Number(n)) => *n as i64,
+        _ => return Err(mlua::Error::runtime("First argument must be a number.")),
+    };
+    let name = match level {
+        0 => "debug",
+        1 => "verbose",
+        2 => "notice",
+        3 => "warning",
+        _ => return Err(mlua::Error::runtime("Invalid debug level.")),
+    };
+    let text: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|v| match v {
+            mlua::Value::String(s) => s.to_string_lossy(),
+            mlua::Value::Integer(n) => n.to_string(),
+            mlua::Value::Number(n) => n.to_string(),
+            other => format!("({})", other.type_name()),
+        })
+        .collect();
+    eprintln!("script {name}: {}", text.join(" "));
+    Ok(())
+}
+
+impl Vm {
+    /// A new interpreter, sandboxed, whose scripts stop at their next check once `kill` is
+    /// set.
+    pub(crate) fn new(kill: Arc<AtomicBool>) -> mlua::Result<Vm> {
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH;
+        let lua = Lua::new_with(libs, LuaOptions::new())?;
+        let g = lua.globals();
+        g.raw_set("bit", super::bit::library(&lua)?)?;
+        g.raw_set("cjson", super::cjson::library(&lua)?)?;
+        g.raw_set("cmsgpack", super::msgpack::library(&lua)?)?;
+        g.raw_set("struct", super::structs::library(&lua)?)?;
+        let (_face, visible, redis, protected_call, raising, sandboxed) = lua
+            .load(SANDBOX)
+            .set_name("=sandbox")
+            .eval::<(Table, Table, Table, Function, Function, Function)>()?;
+        redis.raw_set(
+            "sha1hex",
+            lua.create_function(|_, args: mlua::Variadic<mlua::String>| match args.first() {
+                Some(s) if args.len() == 1 => Ok(sha1_hex(&s.as_bytes())),
+                _ => Err(mlua::Error::runtime("wrong number of arguments")),
+            })?,
+        )?;
+        redis.raw_set("log", lua.create_function(log)?)?;
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(KILL_CHECK_EVERY),
+            move |_, _| {
+                if kill.load(Ordering::Relaxed) {
+                    Err(mlua::Error::runtime(KILLED))
+                } else {
+                    Ok(VmState::Continue)
+                }
+            },
+        );
+        Ok(Vm {
+            lua,
+            visible,
+            redis,
+            protected_call,
+            raising,
+            sandboxed,
+        })
+    }
+
+    /// Compiles `body` (text only, never bytecode) under `name` into a function that runs with
+    /// the sandbox's globals.
+    pub(crate) fn compile(&self, body: &[u8], name: &str) -> mlua::Result<Function> {
+        let f = self
+            .lua
+            .load(body)
+            .set_name(name)
+            .set_mode(mlua::ChunkMode::Text)
+            .into_function()?;
+        self.sandboxed.call(f)
+    }
+}
