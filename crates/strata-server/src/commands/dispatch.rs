@@ -92,7 +92,7 @@ pub(crate) fn execute(
     if super::scripting::runs_script(cmd.name) && !on_script_thread() {
         return After::Script;
     }
-    if shared.scripts.active() {
+    if shared.scripts.active() && !on_script_thread() {
         // What stops a script runs beside it, without the keyspace it holds.
         if allowed_while_busy(cmd, args) {
             return run(shared, conn, i, cmd, HANDLERS, args, out);
@@ -135,9 +135,11 @@ fn allowed_while_busy(cmd: &Spec, args: &[&[u8]]) -> bool {
 /// has run `busy-reply-threshold`; from then on commands are answered BUSY.
 fn wait_for_script(shared: &Shared) -> Result<(), String> {
     loop {
-        let Some(ran) = shared.scripts.running_for() else {
+        if !shared.scripts.active() {
             return Ok(());
-        };
+        }
+        // Handed to the script thread and not started yet: it has run no time.
+        let ran = shared.scripts.running_for().unwrap_or_default();
         let threshold = std::time::Duration::from_millis(
             shared.scripts.busy_threshold_ms.load(Ordering::Relaxed),
         );

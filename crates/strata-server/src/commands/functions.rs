@@ -26,17 +26,17 @@ pub(super) fn function(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let sub = upper(a.get(1).copied().unwrap_or_default());
     let shared = cx.shared;
     match (sub.as_str(), a.len()) {
-        ("LOAD", 3 | 4) => {
-            let replace = match a.len() {
-                4 if a.get(2).is_some_and(|r| r.eq_ignore_ascii_case(b"replace")) => true,
-                4 => {
+        ("LOAD", n) if n >= 3 => {
+            let mut replace = false;
+            for opt in a.get(2..n - 1).unwrap_or_default() {
+                if !opt.eq_ignore_ascii_case(b"replace") {
                     return Err(format!(
                         "ERR Unknown option given: {}",
-                        String::from_utf8_lossy(a.get(2).copied().unwrap_or_default())
+                        String::from_utf8_lossy(opt)
                     ));
                 }
-                _ => false,
-            };
+                replace = true;
+            }
             let code = a.last().copied().unwrap_or_default();
             let name = shared.scripts.load_library(code, replace)?;
             let mut batch = WriteBatch::new();
@@ -55,7 +55,8 @@ pub(super) fn function(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             cx.out.ok();
         }
         ("FLUSH", 2 | 3) => {
-            flush_mode(a.get(2).copied())?;
+            flush_mode(a.get(2).copied())
+                .map_err(|_| "ERR FUNCTION FLUSH only supports SYNC|ASYNC option".to_string())?;
             shared.scripts.with_functions(|f| f.flush());
             let (lo, hi) = stored_range();
             let mut batch = WriteBatch::new();

@@ -49,6 +49,10 @@ struct ScriptHost<'c, 'a> {
 }
 
 impl Host for ScriptHost<'_, '_> {
+    fn acl_check(&mut self, args: &[Vec<u8>]) -> Result<bool, String> {
+        self.acl_check_cmd(args)
+    }
+
     fn call(&mut self, args: &[Vec<u8>], protocol: u8) -> Vec<u8> {
         let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let mut buf = Vec::new();
@@ -80,6 +84,26 @@ impl Host for ScriptHost<'_, '_> {
 }
 
 impl ScriptHost<'_, '_> {
+    fn acl_check_cmd(&mut self, args: &[Vec<u8>]) -> Result<bool, String> {
+        let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let name = argv.first().copied().unwrap_or_default();
+        let Some((i, cmd)) = lookup(name) else {
+            return Err("ERR Invalid command passed to redis.acl_check_cmd()".into());
+        };
+        if !arity_ok(cmd, argv.len()) {
+            return Err("ERR Invalid number of arguments passed to redis.acl_check_cmd()".into());
+        }
+        if self.conn.unrestricted {
+            return Ok(true);
+        }
+        let mut hint = 0;
+        Ok(self
+            .conn
+            .user
+            .check_with_hint(i, cmd, &argv, &mut hint)
+            .is_ok())
+    }
+
     /// The checks Redis makes of a command a script calls.
     fn check(&mut self, argv: &[&[u8]]) -> Outcome {
         let name = argv.first().copied().unwrap_or_default();
@@ -115,7 +139,14 @@ type KeysAndArgs<'a> = (&'a [&'a [u8]], &'a [&'a [u8]]);
 
 /// Splits `numkeys key... arg...` (from `a[2]` on).
 fn keys_and_args<'a>(a: &'a [&'a [u8]]) -> Result<KeysAndArgs<'a>, String> {
-    let n = int_arg(a.get(2).copied().unwrap_or_default())?;
+    let n = int_arg(a.get(2).copied().unwrap_or_default()).map_err(|e| {
+        let fcall = |c: &&[u8]| c.get(..5).is_some_and(|p| p.eq_ignore_ascii_case(b"fcall"));
+        if a.first().is_some_and(fcall) {
+            "ERR Bad number of keys provided".to_string()
+        } else {
+            e
+        }
+    })?;
     if n < 0 {
         return Err("ERR Number of keys can't be negative".into());
     }
@@ -149,7 +180,7 @@ pub(super) fn eval(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     } else {
         Target::Body(body)
     };
-    run_script(cx, target, keys, args, read_only)
+    run_script(cx, target, a, keys, args, read_only)
 }
 
 /// FCALL and FCALL_RO.
@@ -168,6 +199,7 @@ pub(super) fn fcall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     run_script(
         cx,
         Target::Function(name),
+        a,
         keys,
         args,
         ro_command || flags.no_writes,
@@ -178,6 +210,7 @@ pub(super) fn fcall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 fn run_script(
     cx: &mut Ctx<'_, '_>,
     target: Target<'_>,
+    a: &[&[u8]],
     keys: &[&[u8]],
     args: &[&[u8]],
     read_only: bool,
@@ -197,7 +230,11 @@ fn run_script(
         handlers: cx.handlers,
         read_only,
     };
-    let call = Invocation { keys, args };
+    let call = Invocation {
+        keys,
+        args,
+        command: a,
+    };
     let ran = shared.scripts.run(target, &call, &mut host, &mut out);
     cx.conn.db = db;
     if let Some(notifications) = notifications {
@@ -211,6 +248,14 @@ fn run_script(
         notifications.send(shared);
     } else {
         ran?;
+    }
+    // A script's error reply counts in INFO errorstats by its code, as any error does.
+    if replies.first() == Some(&b'-') {
+        let line = replies.get(1..).unwrap_or_default();
+        let end = line.iter().position(|&b| b == b'\r').unwrap_or(line.len());
+        shared.count_error(&String::from_utf8_lossy(
+            line.get(..end).unwrap_or_default(),
+        ));
     }
     cx.out.raw(&replies);
     Ok(())

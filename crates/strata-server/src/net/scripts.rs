@@ -5,6 +5,7 @@
 //! the server whichever worker they arrive on. The calling connection waits, its later
 //! commands read but not run, until its reply comes back.
 
+use std::cell::RefCell;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -36,7 +37,35 @@ pub(crate) fn spawn_script_thread(shared: Arc<Shared>) -> Result<JoinHandle<()>,
         .map_err(|e| format!("cannot start the script thread: {e}"))
 }
 
-/// Hands connection `at`'s script command to the script thread.
+thread_local! {
+    /// The scripts this worker's round asked for, handed on when the round ends.
+    static HELD: RefCell<Vec<ScriptJob>> = const { RefCell::new(Vec::new()) };
+}
+
+/// True when this worker holds a script to hand on.
+pub(super) fn holding() -> bool {
+    HELD.with_borrow(|held| !held.is_empty())
+}
+
+/// Hands the scripts held in this round to the script thread.
+pub(super) fn hand_on(shared: &Shared) {
+    let jobs = HELD.with_borrow_mut(std::mem::take);
+    if jobs.is_empty() {
+        return;
+    }
+    let tx = shared
+        .script_jobs
+        .get()
+        .map(|tx| tx.lock().unwrap_or_else(|e| e.into_inner()));
+    for job in jobs {
+        if let Some(tx) = tx.as_ref() {
+            // The thread ends only after the workers; a job it cannot take is dropped with it.
+            let _ = tx.send(job);
+        }
+    }
+}
+
+/// Holds connection `at`'s script command for the script thread (see [`hand_on`]).
 pub(super) fn submit(shared: &Shared, at: (usize, usize), c: &mut Client, argv: &[&[u8]]) {
     let mut conn = commands::script_client(shared, &c.state);
     let args: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
@@ -45,6 +74,7 @@ pub(super) fn submit(shared: &Shared, at: (usize, usize), c: &mut Client, argv: 
         let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let mut out = Vec::new();
         commands::run_on_script_thread(shared, &mut conn, &argv, &mut out);
+        shared.scripts.done();
         shared
             .script_done
             .lock()
@@ -52,13 +82,9 @@ pub(super) fn submit(shared: &Shared, at: (usize, usize), c: &mut Client, argv: 
             .push((worker, slot, id, out));
         shared.wake_worker(worker);
     });
-    let sent = shared.script_jobs.get().is_some_and(|tx| {
-        tx.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .send(job)
-            .is_ok()
-    });
-    if sent {
+    if shared.script_jobs.get().is_some() {
+        shared.scripts.queued();
+        HELD.with_borrow_mut(|held| held.push(job));
         c.awaiting_script = true;
     } else {
         crate::resp::Reply::new(&mut c.output, c.state.protocol)

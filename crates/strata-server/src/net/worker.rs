@@ -212,6 +212,7 @@ impl Worker {
             let round = std::mem::take(&mut ready);
             self.round_commands = 0;
             self.run_round(&round, &mut ready);
+            super::scripts::hand_on(&self.shared);
             lockstep = self.round_commands > 0 && self.round_commands <= 2 * round.len() as u64;
             if last_tick.elapsed() >= TICK {
                 last_tick = Instant::now();
@@ -343,7 +344,7 @@ impl Worker {
         // CONFIG SET may have changed it. Relaxed: a setting, read on its own.
         self.limits.max_bulk_bytes = self.shared.max_bulk_bytes.load(Ordering::Relaxed);
         let mut again = Vec::new();
-        for &idx in round {
+        for (n, &idx) in round.iter().enumerate() {
             if let Some(Some(c)) = self.clients.get_mut(idx) {
                 c.queued = false;
             }
@@ -356,6 +357,17 @@ impl Worker {
                     }
                     Advance::Idle => break,
                 }
+            }
+            // A script waits to be handed on at the round's end: the connections after it
+            // wait for the next round, where they wait for the script.
+            if super::scripts::holding() {
+                for &rest in round.get(n + 1..).unwrap_or_default() {
+                    if let Some(Some(c)) = self.clients.get_mut(rest) {
+                        c.queued = false;
+                    }
+                    again.push(rest);
+                }
+                break;
             }
         }
         self.flush_batch();

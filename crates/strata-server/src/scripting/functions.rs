@@ -253,14 +253,18 @@ impl Functions {
             if functions.contains_key(&fname) {
                 return Err("ERR Function already exists in the library".into());
             }
-            if self.owners.get(&fname).is_some_and(|owner| *owner != name) {
+            if self
+                .owners
+                .get(&fname.to_ascii_lowercase())
+                .is_some_and(|owner| *owner != name)
+            {
                 return Err(format!("ERR Function {fname} already exists"));
             }
             functions.insert(fname, f);
         }
         self.delete(&name);
         for fname in functions.keys() {
-            self.owners.insert(fname.clone(), name.clone());
+            self.owners.insert(fname.to_ascii_lowercase(), name.clone());
         }
         self.libraries.insert(
             name.clone(),
@@ -279,7 +283,7 @@ impl Functions {
             return false;
         };
         for f in lib.functions.keys() {
-            self.owners.remove(f);
+            self.owners.remove(&f.to_ascii_lowercase());
         }
         true
     }

@@ -20,7 +20,7 @@ mod vm;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -36,6 +36,9 @@ pub(crate) trait Host {
     /// Runs `args` (the command's name first) for the script, and answers its reply in RESP
     /// `protocol` (2 or 3, as `redis.setresp` chose).
     fn call(&mut self, args: &[Vec<u8>], protocol: u8) -> Vec<u8>;
+
+    /// `redis.acl_check_cmd`: whether the script's user may run `args`.
+    fn acl_check(&mut self, args: &[Vec<u8>]) -> Result<bool, String>;
 }
 
 /// What is running now, for `SCRIPT KILL`, `FUNCTION KILL` and the BUSY reply.
@@ -61,8 +64,9 @@ pub(crate) struct Scripts {
     pub running: Mutex<Option<Running>>,
     /// Libraries and functions loaded, for FUNCTION STATS while a script holds the interpreter.
     counts: Mutex<(usize, usize)>,
-    /// Set while a script runs: what every command looks at first.
-    active: AtomicBool,
+    /// Scripts handed to the script thread and not yet done, and the one running: while
+    /// any, every command waits or is answered BUSY. What every command looks at first.
+    active: AtomicUsize,
     /// `busy-reply-threshold` (`lua-time-limit`): after this long a running script makes
     /// other clients' commands answer BUSY.
     pub busy_threshold_ms: AtomicU64,
@@ -89,6 +93,8 @@ pub(crate) enum Target<'a> {
 pub(crate) struct Invocation<'a> {
     pub keys: &'a [&'a [u8]],
     pub args: &'a [&'a [u8]],
+    /// The whole command, as FUNCTION STATS shows it.
+    pub command: &'a [&'a [u8]],
 }
 
 fn lua_error(e: mlua::Error) -> String {
@@ -108,7 +114,7 @@ impl Scripts {
             kill,
             running: Mutex::new(None),
             counts: Mutex::new((0, 0)),
-            active: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
             busy_threshold_ms: AtomicU64::new(5000),
         })
     }
@@ -152,7 +158,7 @@ impl Scripts {
         match running.as_ref() {
             None => Err("NOTBUSY No scripts in execution right now.".into()),
             Some(r) if r.function != function => Err(if function {
-                "NOTBUSY No scripts in execution right now.".into()
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL.".into()
             } else {
                 "BUSY Redis is busy running a function. You can only call FUNCTION KILL.".into()
             }),
@@ -176,9 +182,19 @@ impl Scripts {
         }
     }
 
-    /// True while a script runs.
+    /// A script is handed to the script thread: commands wait for it from now on.
+    pub(crate) fn queued(&self) {
+        self.active.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A script handed to the script thread is done.
+    pub(crate) fn done(&self) {
+        self.active.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// True while a script runs or waits to.
     pub(crate) fn active(&self) -> bool {
-        self.active.load(Ordering::Acquire)
+        self.active.load(Ordering::Acquire) > 0
     }
 
     /// How long the running script has run, when one runs.
@@ -253,9 +269,8 @@ impl Scripts {
             }
         };
         self.kill.store(false, Ordering::SeqCst);
-        let mut command: Vec<Vec<u8>> = vec![b"FCALL".to_vec(), name.clone().into_bytes()];
-        command.push(call.keys.len().to_string().into_bytes());
-        command.extend(call.keys.iter().chain(call.args).map(|a| a.to_vec()));
+        vm::watch(&st.vm.lua, self.kill.clone(), vm::KILL_CHECK_EVERY);
+        let command = call.command.iter().map(|a| a.to_vec()).collect();
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(Running {
             started: Instant::now(),
             function: is_function,
@@ -263,7 +278,7 @@ impl Scripts {
             name: name.clone(),
             command,
         });
-        self.active.store(true, Ordering::Release);
+        self.active.fetch_add(1, Ordering::AcqRel);
         // The reply is made aside, so that a script that fails half-way leaves no half
         // reply behind.
         let mut reply = Vec::new();
@@ -279,7 +294,7 @@ impl Scripts {
             st.restart(&self.kill);
             Err(mlua::Error::runtime("the script stopped the interpreter"))
         });
-        self.active.store(false, Ordering::Release);
+        self.active.fetch_sub(1, Ordering::AcqRel);
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let killed = self.kill.swap(false, Ordering::SeqCst);
         match result {
@@ -401,6 +416,18 @@ impl State {
                 }
                 Ok(())
             })?;
+            let acl_check = scope.create_function(|_, args: MultiValue| {
+                let argv = command_args(&args).map_err(|_| {
+                    mlua::Error::runtime(
+                        "ERR Lua redis lib command arguments must be strings or integers",
+                    )
+                })?;
+                let mut host = host
+                    .try_borrow_mut()
+                    .map_err(|_| mlua::Error::runtime("redis.acl_check_cmd inside redis.call"))?;
+                host.acl_check(&argv).map_err(mlua::Error::runtime)
+            })?;
+            vm.redis.raw_set("acl_check_cmd", acl_check)?;
             let raising: Function = vm.raising.call(pcall.clone())?;
             vm.redis.raw_set("pcall", pcall)?;
             vm.redis.raw_set("call", raising)?;
@@ -413,7 +440,7 @@ impl State {
             }
             Ok(())
         })?;
-        for k in ["pcall", "call", "setresp"] {
+        for k in ["pcall", "call", "setresp", "acl_check_cmd"] {
             vm.redis.raw_set(k, Value::Nil)?;
         }
         if !is_function {
@@ -455,26 +482,30 @@ fn command(
             "ERR Please specify at least one argument for this redis lib call",
         );
     }
-    let mut argv = Vec::with_capacity(args.len());
-    for a in &args {
-        match a {
-            Value::String(s) => argv.push(s.as_bytes().to_vec()),
-            Value::Integer(n) => argv.push(n.to_string().into_bytes()),
-            Value::Number(n) => argv.push(lua_number_text(*n).into_bytes()),
-            _ => {
-                return error_table(
-                    lua,
-                    "ERR Lua redis lib command arguments must be strings or integers",
-                );
-            }
-        }
-    }
+    let Ok(argv) = command_args(&args) else {
+        return error_table(
+            lua,
+            "ERR Lua redis lib command arguments must be strings or integers",
+        );
+    };
     let reply = host
         .try_borrow_mut()
         .map_err(|_| mlua::Error::runtime("redis.call from inside redis.call"))?
         .call(&argv, protocol);
     let mut at = 0;
     convert::reply_to_lua(lua, &reply, &mut at)
+}
+
+/// A command's arguments from Lua: strings and numbers, as Redis takes them.
+fn command_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, ()> {
+    args.iter()
+        .map(|a| match a {
+            Value::String(s) => Ok(s.as_bytes().to_vec()),
+            Value::Integer(n) => Ok(n.to_string().into_bytes()),
+            Value::Number(n) => Ok(lua_number_text(*n).into_bytes()),
+            _ => Err(()),
+        })
+        .collect()
 }
 
 /// A number as Lua 5.1 turns it into a string (`%.14g`).

@@ -15,7 +15,7 @@ use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, VmState};
 use sha1::{Digest, Sha1};
 
 /// How often (in Lua instructions) a running script looks whether it was told to stop.
-const KILL_CHECK_EVERY: u32 = 10_000;
+pub(crate) const KILL_CHECK_EVERY: u32 = 10_000;
 
 /// The message a script stopped by `SCRIPT KILL` or `FUNCTION KILL` fails with.
 pub(crate) const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
@@ -186,6 +186,24 @@ fn log(_: &Lua, args: mlua::Variadic<mlua::Value>) -> mlua::Result<()> {
     Ok(())
 }
 
+/// Has a running script look at `kill` every `every` instructions. Once it is set, the script
+/// fails at every instruction from then on, so that a `pcall` inside it cannot catch the
+/// failure for good.
+pub(crate) fn watch(lua: &Lua, kill: Arc<AtomicBool>, every: u32) {
+    lua.set_hook(
+        HookTriggers::new().every_nth_instruction(every),
+        move |lua, _| {
+            if !kill.load(Ordering::Relaxed) {
+                return Ok(VmState::Continue);
+            }
+            if every > 1 {
+                watch(lua, kill.clone(), 1);
+            }
+            Err(mlua::Error::runtime(KILLED))
+        },
+    );
+}
+
 impl Vm {
     /// A new interpreter, sandboxed, whose scripts stop at their next check once `kill` is
     /// set.
@@ -209,16 +227,7 @@ impl Vm {
             })?,
         )?;
         redis.raw_set("log", lua.create_function(log)?)?;
-        lua.set_hook(
-            HookTriggers::new().every_nth_instruction(KILL_CHECK_EVERY),
-            move |_, _| {
-                if kill.load(Ordering::Relaxed) {
-                    Err(mlua::Error::runtime(KILLED))
-                } else {
-                    Ok(VmState::Continue)
-                }
-            },
-        );
+        watch(&lua, kill, KILL_CHECK_EVERY);
         Ok(Vm {
             lua,
             visible,
