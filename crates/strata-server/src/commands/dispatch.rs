@@ -81,6 +81,26 @@ pub(crate) fn execute(
         conn.multi_failed = true;
         return After::Continue;
     }
+    if shared.scripts.active() && !on_script_thread() {
+        // What stops a script, and MULTI's bookkeeping, run beside it, without the keyspace
+        // it holds.
+        if allowed_while_busy(cmd, args) {
+            return run(shared, conn, i, cmd, HANDLERS, args, out);
+        }
+        if let Err(e) = wait_for_script(shared) {
+            // Refused inside MULTI, as any command: the transaction fails; EXEC ends it.
+            if conn.multi.is_some() && cmd.name == "exec" {
+                conn.multi = None;
+                conn.multi_failed = false;
+                conn.watched.clear();
+                out.error(&format!("EXECABORT Transaction discarded because of: {e}"));
+                return After::Continue;
+            }
+            conn.multi_failed |= conn.multi.is_some();
+            out.error(&e);
+            return After::Continue;
+        }
+    }
     if let Some(queue) = conn.multi.as_mut()
         && !runs_inside_multi(cmd.name)
     {
@@ -91,16 +111,6 @@ pub(crate) fn execute(
     // A script runs on the script thread, which answers through the worker when it ends.
     if super::scripting::runs_script(cmd.name) && !on_script_thread() {
         return After::Script;
-    }
-    if shared.scripts.active() && !on_script_thread() {
-        // What stops a script runs beside it, without the keyspace it holds.
-        if allowed_while_busy(cmd, args) {
-            return run(shared, conn, i, cmd, HANDLERS, args, out);
-        }
-        if let Err(e) = wait_for_script(shared) {
-            out.error(&e);
-            return After::Continue;
-        }
     }
     // FLUSHALL, FLUSHDB, SWAPDB, scripts and a SORT that looks keys up by pattern run alone: they wait for
     // every other command and hold new ones back. EXEC holds its keys' stripes, or runs alone.
@@ -120,11 +130,11 @@ pub(crate) fn execute(
     }
 }
 
-/// Commands that run while a script is busy: SCRIPT KILL, FUNCTION KILL and STATS, and
-/// SHUTDOWN.
+/// Commands that run while a script is busy: SCRIPT KILL, FUNCTION KILL and STATS, SHUTDOWN,
+/// and MULTI, DISCARD and UNWATCH, which touch no key.
 fn allowed_while_busy(cmd: &Spec, args: &[&[u8]]) -> bool {
     let sub = args.get(1).map(|s| s.to_ascii_lowercase());
-    cmd.name == "shutdown"
+    matches!(cmd.name, "shutdown" | "multi" | "discard" | "unwatch")
         || matches!(
             (cmd.name, sub.as_deref()),
             ("script", Some(b"kill")) | ("function", Some(b"kill" | b"stats"))

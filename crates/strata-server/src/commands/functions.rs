@@ -227,6 +227,10 @@ fn restore(shared: &Shared, a: &[&[u8]]) -> Outcome {
         match shared.scripts.load_library(code, policy != "APPEND") {
             Ok(name) => loaded.push((name, code)),
             Err(e) => {
+                // RESTORE names a library it cannot add without quotes, as Redis does.
+                let e = e
+                    .replace("Library '", "Library ")
+                    .replace("' already", " already");
                 shared.scripts.with_functions(|f| f.flush());
                 for code in &before {
                     let _ = shared.scripts.load_library(code, true);

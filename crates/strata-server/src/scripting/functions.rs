@@ -11,6 +11,9 @@ use mlua::{Function, Table, Value};
 
 use super::vm::Vm;
 
+/// How long a library's code may run while it loads.
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The flags a script (`#!lua flags=...`) or a function (`flags={...}`) declares.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) struct FunctionFlags {
@@ -121,15 +124,26 @@ fn valid_name(name: &str) -> bool {
 fn library_name(code: &[u8]) -> Result<String, String> {
     let line = shebang(code).ok_or("ERR Missing library metadata")?;
     let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_ascii_whitespace();
-    let engine = parts.next().unwrap_or("");
+    // The engine runs to the first space; the options follow, a value in quotes or not.
+    let (engine, options) = line.split_once(' ').unwrap_or((&line, ""));
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(format!("ERR Engine '{engine}' not found"));
     }
     let mut name = None;
-    for part in parts {
+    for part in options.split_ascii_whitespace() {
         match part.strip_prefix("name=") {
-            Some(n) => name = Some(n.to_string()),
+            Some(_) if name.is_some() => {
+                return Err(
+                    "ERR Invalid metadata value, name argument was given multiple times".into(),
+                );
+            }
+            Some(n) => {
+                let unquoted = n
+                    .strip_prefix('"')
+                    .and_then(|n| n.strip_suffix('"'))
+                    .unwrap_or(n);
+                name = Some(unquoted.to_string());
+            }
             None => return Err(format!("ERR Invalid metadata value given: {part}")),
         }
     }
@@ -146,16 +160,29 @@ fn library_name(code: &[u8]) -> Result<String, String> {
 
 /// One `redis.register_function` call's arguments, read.
 fn registration(args: mlua::MultiValue) -> Result<(String, Func), String> {
+    if args.len() > 2 || args.is_empty() {
+        return Err("wrong number of arguments to redis.register_function".into());
+    }
     let mut args = args.into_iter();
     let (name, callback, flags, description) = match (args.next(), args.next()) {
-        (Some(Value::String(name)), Some(Value::Function(f))) => (name, f, None, None),
         (Some(Value::Table(t)), None) => named_registration(&t)?,
-        _ => return Err("wrong number of arguments to redis.register_function".into()),
+        (Some(_), None) => {
+            return Err(
+                "calling redis.register_function with a single argument is only \
+                        applicable to Lua table (representing named arguments)."
+                    .into(),
+            );
+        }
+        (Some(Value::String(name)), Some(Value::Function(f))) => (name, f, None, None),
+        (Some(Value::String(_)), Some(_)) => {
+            return Err("second argument to redis.register_function must be a function".into());
+        }
+        _ => return Err("first argument to redis.register_function must be a string".into()),
     };
     let name = name.to_string_lossy();
     if !valid_name(&name) {
         return Err(
-            "Function names can only contain letters, numbers, or underscores(_) and \
+            "Library names can only contain letters, numbers, or underscores(_) and \
                     must be at least one character long"
                 .into(),
         );
@@ -187,11 +214,28 @@ fn named_registration(t: &Table) -> Result<Named, String> {
     let (mut name, mut callback, mut flags, mut description) = (None, None, None, None);
     for pair in t.pairs::<String, Value>() {
         let (k, v) = pair.map_err(|_| "unknown argument given to redis.register_function")?;
+        let wrong = |what: &str| {
+            Err(format!(
+                "{what} argument given to redis.register_function must be {}",
+                match what {
+                    "function_name" | "description" => "a string",
+                    _ => "a function",
+                }
+            ))
+        };
         match (k.as_str(), v) {
             ("function_name", Value::String(s)) => name = Some(s),
+            ("function_name", _) => return wrong("function_name"),
             ("callback", Value::Function(f)) => callback = Some(f),
+            ("callback", _) => return wrong("callback"),
             ("flags", Value::Table(t)) => flags = Some(t),
+            ("flags", _) => {
+                return Err("flags argument to redis.register_function must be a table \
+                            representing function flags"
+                    .into());
+            }
             ("description", Value::String(s)) => description = Some(s.to_string_lossy()),
+            ("description", _) => return wrong("description"),
             _ => return Err("unknown argument given to redis.register_function".into()),
         }
     }
@@ -212,25 +256,44 @@ impl Functions {
             return Err(format!("ERR Library '{name}' already exists"));
         }
         let body = without_shebang(code);
-        let chunk = vm
-            .compile(&body, "@user_function")
+        let (chunk, opened) = vm
+            .compile_library(&body)
             .map_err(|e| format!("ERR Error compiling function: {e}"))?;
         let registered: RefCell<Vec<(String, Func)>> = RefCell::new(Vec::new());
         let failure: RefCell<Option<String>> = RefCell::new(None);
         let ran = vm.lua.scope(|scope| {
             let register = scope.create_function(|_, args: mlua::MultiValue| {
-                match registration(args) {
-                    Ok(r) => registered.borrow_mut().push(r),
-                    Err(e) => {
-                        failure.borrow_mut().get_or_insert(e.clone());
-                        return Err(mlua::Error::runtime(e));
+                let checked = registration(args).and_then(|(name, f)| {
+                    let mut all = registered.borrow_mut();
+                    if all.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                        return Err("Function already exists in the library".to_string());
                     }
+                    all.push((name, f));
+                    Ok(())
+                });
+                if let Err(e) = checked {
+                    failure.borrow_mut().get_or_insert(e.clone());
+                    return Err(mlua::Error::runtime(e));
                 }
                 Ok(())
             })?;
-            vm.redis.raw_set("register_function", register)?;
+            vm.load_redis.raw_set("register_function", register)?;
+            // A library's code runs at most LOAD_TIMEOUT, as in Redis.
+            let deadline = std::time::Instant::now() + LOAD_TIMEOUT;
+            vm.lua.set_hook(
+                mlua::HookTriggers::new().every_nth_instruction(10_000),
+                move |_, _| {
+                    if std::time::Instant::now() > deadline {
+                        Err(mlua::Error::runtime("FUNCTION LOAD timeout"))
+                    } else {
+                        Ok(mlua::VmState::Continue)
+                    }
+                },
+            );
             let r: (bool, Value) = vm.protected_call.call(chunk)?;
-            vm.redis.raw_set("register_function", Value::Nil)?;
+            vm.lua.remove_hook();
+            vm.load_redis
+                .raw_set("register_function", vm.not_loading.clone())?;
             Ok(r)
         });
         let (ok, err) = ran.map_err(|e| format!("ERR Error registering functions: {e}"))?;
@@ -244,15 +307,15 @@ impl Functions {
             };
             return Err(format!("ERR Error registering functions: {msg}"));
         }
+        opened
+            .call::<()>(())
+            .map_err(|e| format!("ERR Error registering functions: {e}"))?;
         let registered = registered.into_inner();
         if registered.is_empty() {
             return Err("ERR No functions registered".into());
         }
         let mut functions = BTreeMap::new();
         for (fname, f) in registered {
-            if functions.contains_key(&fname) {
-                return Err("ERR Function already exists in the library".into());
-            }
             if self
                 .owners
                 .get(&fname.to_ascii_lowercase())
@@ -293,12 +356,14 @@ impl Functions {
         self.owners.clear();
     }
 
+    /// A function by its name, in any case (Redis's function names are case-insensitive).
     fn func(&self, name: &[u8]) -> Option<&Func> {
-        let name = std::str::from_utf8(name).ok()?;
-        self.libraries
-            .get(self.owners.get(name)?)?
-            .functions
-            .get(name)
+        let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+        let lib = self.libraries.get(self.owners.get(&name)?)?;
+        lib.functions
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+            .map(|(_, f)| f)
     }
 
     pub(crate) fn callback(&self, name: &[u8]) -> Option<Function> {

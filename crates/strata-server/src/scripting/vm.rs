@@ -36,7 +36,28 @@ pub(crate) struct Vm {
     pub raising: Function,
     /// Wraps a compiled chunk so that it runs with the read-only globals.
     pub sandboxed: Function,
+    /// The `redis` table a library sees while it loads: `register_function` is set here for
+    /// each load.
+    pub load_redis: Table,
+    /// Gives a library's chunk its own globals: returns the chunk and the function that
+    /// opens them up once it has loaded.
+    pub library: Function,
+    /// `register_function` outside a load: an error.
+    pub not_loading: Function,
 }
+
+/// What [`SANDBOX`] returns.
+type Sandbox = (
+    Table,
+    Table,
+    Table,
+    Function,
+    Function,
+    Function,
+    Table,
+    Function,
+    Function,
+);
 
 /// Lua code that builds the sandbox from the full globals; it returns the face, the table
 /// behind it, the `redis` table, the protected call, the raising wrapper and the chunk
@@ -142,7 +163,39 @@ local function sandboxed(f)
   set_fenv(f, face)
   return f
 end
-return face, visible, redis, protected_call, raising, sandboxed
+-- A library's code runs in globals of its own: while it loads, only `redis` with
+-- register_function, log and the constants; once loaded, everything a script sees. Its
+-- functions and helpers keep these globals, so they see the full set when they run.
+local load_redis = {}
+for _, k in ipairs({ "log", "LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING",
+  "REDIS_VERSION", "REDIS_VERSION_NUM" }) do
+  load_redis[k] = redis[k]
+end
+-- Outside a load (a function that kept the table), registering fails.
+load_redis.register_function = function()
+  error("redis.register_function can only be called on FUNCTION LOAD command", 2)
+end
+local not_loading = load_redis.register_function
+local loading_view = { redis = face_of(load_redis, true) }
+local function library(f)
+  local view = loading_view
+  local env = {}
+  set_metatable(env, {
+    __index = function(_, k)
+      local v = view[k]
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __metatable = readonly,
+  })
+  faces[env] = true
+  set_fenv(f, env)
+  return f, function() view = visible end
+end
+return face, visible, redis, protected_call, raising, sandboxed, load_redis, library, not_loading
 "##;
 
 /// The lower-case hex SHA1 of `body`, EVAL's name for a script.
@@ -215,10 +268,17 @@ impl Vm {
         g.raw_set("cjson", super::cjson::library(&lua)?)?;
         g.raw_set("cmsgpack", super::msgpack::library(&lua)?)?;
         g.raw_set("struct", super::structs::library(&lua)?)?;
-        let (_face, visible, redis, protected_call, raising, sandboxed) = lua
-            .load(SANDBOX)
-            .set_name("=sandbox")
-            .eval::<(Table, Table, Table, Function, Function, Function)>()?;
+        let (
+            _,
+            visible,
+            redis,
+            protected_call,
+            raising,
+            sandboxed,
+            load_redis,
+            library,
+            not_loading,
+        ) = lua.load(SANDBOX).set_name("=sandbox").eval::<Sandbox>()?;
         redis.raw_set(
             "sha1hex",
             lua.create_function(|_, args: mlua::Variadic<mlua::String>| match args.first() {
@@ -235,18 +295,31 @@ impl Vm {
             protected_call,
             raising,
             sandboxed,
+            load_redis,
+            library,
+            not_loading,
         })
     }
 
     /// Compiles `body` (text only, never bytecode) under `name` into a function that runs with
     /// the sandbox's globals.
     pub(crate) fn compile(&self, body: &[u8], name: &str) -> mlua::Result<Function> {
-        let f = self
-            .lua
+        let f = self.text_chunk(body, name)?;
+        self.sandboxed.call(f)
+    }
+
+    /// Compiles a library's code with globals of its own: the chunk, and the function that
+    /// gives it every global once it has loaded.
+    pub(crate) fn compile_library(&self, body: &[u8]) -> mlua::Result<(Function, Function)> {
+        let f = self.text_chunk(body, "@user_function")?;
+        self.library.call(f)
+    }
+
+    fn text_chunk(&self, body: &[u8], name: &str) -> mlua::Result<Function> {
+        self.lua
             .load(body)
             .set_name(name)
             .set_mode(mlua::ChunkMode::Text)
-            .into_function()?;
-        self.sandboxed.call(f)
+            .into_function()
     }
 }
