@@ -678,3 +678,48 @@ proptest! {
         prop_assert_eq!(ask(&mut admin, &mget), Ok(redis::Value::Array(all)));
     }
 }
+
+/// A script runs as its caller: each `redis.call` is checked against the user's commands and
+/// key patterns, whatever the keys EVAL declared, and `redis.acl_check_cmd` answers the same
+/// question without running the command.
+#[test]
+fn scripts_run_with_their_callers_rights() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut admin = client(&server);
+    ask(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">pw",
+            "+@scripting",
+            "+set",
+            "+get",
+            "~x*",
+        ],
+    )
+    .unwrap();
+    let mut bob = client(&server);
+    ask(&mut bob, &["AUTH", "bob", "pw"]).unwrap();
+    let set = "return redis.call('set', KEYS[1], 'v')";
+    assert_eq!(text(ask(&mut bob, &["EVAL", set, "1", "x1"])), "OK");
+    // A declared key outside the patterns is refused before the script runs.
+    let refused = text(ask(&mut bob, &["EVAL", set, "1", "y1"]));
+    assert!(refused.starts_with("NOPERM"), "{refused}");
+    // A key the script reaches without declaring it is refused at the call.
+    let undeclared = "return redis.call('set', 'y2', 'v')";
+    let refused = text(ask(&mut bob, &["EVAL", undeclared, "0"]));
+    assert!(refused.contains("NOPERM"), "{refused}");
+    let other = "return redis.call('del', 'x1')";
+    let refused = text(ask(&mut bob, &["EVAL", other, "0"]));
+    assert!(refused.contains("NOPERM"), "{refused}");
+    let check =
+        "return {redis.acl_check_cmd('set', 'x9', 'v'), redis.acl_check_cmd('set', 'y9', 'v')}";
+    assert_eq!(text(ask(&mut bob, &["EVAL", check, "0"])), "array([int(1), nil])");
+    assert_eq!(text(ask(&mut admin, &["EXISTS", "y1", "y2"])), "0");
+    assert_eq!(text(ask(&mut admin, &["GET", "x1"])), "v");
+    server.shutdown().unwrap();
+}
