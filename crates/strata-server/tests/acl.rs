@@ -718,7 +718,10 @@ fn scripts_run_with_their_callers_rights() {
     assert!(refused.contains("NOPERM"), "{refused}");
     let check =
         "return {redis.acl_check_cmd('set', 'x9', 'v'), redis.acl_check_cmd('set', 'y9', 'v')}";
-    assert_eq!(text(ask(&mut bob, &["EVAL", check, "0"])), "array([int(1), nil])");
+    assert_eq!(
+        text(ask(&mut bob, &["EVAL", check, "0"])),
+        "array([int(1), nil])"
+    );
     assert_eq!(text(ask(&mut admin, &["EXISTS", "y1", "y2"])), "0");
     assert_eq!(text(ask(&mut admin, &["GET", "x1"])), "v");
     server.shutdown().unwrap();

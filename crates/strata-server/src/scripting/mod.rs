@@ -447,8 +447,8 @@ impl State {
             vm.visible.raw_set("KEYS", Value::Nil)?;
             vm.visible.raw_set("ARGV", Value::Nil)?;
         }
-        // What the script left behind (tables, strings) goes now, not at some later script.
-        lua.gc_collect()?;
+        // A step of the collector for what the script left behind (tables, strings).
+        lua.gc_step()?;
         Ok(())
     }
 }
