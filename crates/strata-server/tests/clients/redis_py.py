@@ -219,3 +219,33 @@ for protocol in (None, 2, 3):
     except redis.AuthenticationError:
         pass
 print("redis-py", redis.__version__, "ok: username and password, each protocol")
+
+# redis-py's Lock (acquire and release are scripts: EVALSHA, falling back to SCRIPT LOAD), and
+# register_script, in each protocol; a second client cannot take a held lock, nor release it.
+for protocol in (None, 2, 3):
+    kwargs = {} if protocol is None else {"protocol": protocol}
+    label = "default" if protocol is None else f"protocol={protocol}"
+    r = redis.Redis(port=port, **kwargs)
+    other = redis.Redis(port=port, **kwargs)
+    r.script_flush()
+    r.delete("resource")
+    lock = r.lock("resource", timeout=10, blocking=False)
+    check(f"{label} lock acquire", lock.acquire(), True)
+    check(f"{label} lock owned", lock.owned(), True)
+    check(f"{label} lock taken by another", other.lock("resource", blocking=False).acquire(), False)
+    try:
+        other.lock("resource").release()
+        sys.exit(f"redis-py: {label}: a lock was released by a client that does not hold it")
+    except redis.exceptions.LockError:
+        pass
+    check(f"{label} lock extend", lock.extend(5), True)
+    check(f"{label} lock ttl", 10 < r.pttl("resource") / 1000 <= 15, True)
+    lock.release()
+    check(f"{label} lock released", r.exists("resource"), 0)
+    check(f"{label} lock again", other.lock("resource", blocking=False).acquire(), True)
+    add = r.register_script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+    r.delete("counter")
+    check(f"{label} register_script", [add(keys=["counter"], args=[n]) for n in (2, 3)], [2, 5])
+    r.close()
+    other.close()
+print("redis-py", redis.__version__, "ok: Lock and register_script, each protocol")
