@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The client matrix: redis-cli, redis-py (default handshake, RESP2, RESP3; with its Lock), node-redis (RESP2
-# and RESP3) and ioredis, each a scripted session that checks its answers (collections, pub/sub
+# The client matrix: redis-cli, redis-py (default handshake, RESP2, RESP3; its Lock), node-redis
+# (RESP2 and RESP3) and ioredis, each a scripted session that checks its answers (collections, pub/sub
 # subscribers, a stream consumer group shared by two clients), against a running
 # `strata serve` on PORT. redis-rs is checked by `cargo test` (crates/strata-server/tests).
 #
