@@ -113,8 +113,9 @@ pub(crate) fn execute(
     if super::scripting::runs_script(cmd.name) && !on_script_thread() {
         return After::Script;
     }
-    // FLUSHALL, FLUSHDB, SWAPDB, scripts and a SORT that looks keys up by pattern run alone: they wait for
-    // every other command and hold new ones back. EXEC holds its keys' stripes, or runs alone.
+    // FLUSHALL, FLUSHDB, SWAPDB, scripts and a SORT that looks keys up by pattern run alone:
+    // they wait for every other command and hold new ones back. EXEC holds its keys' stripes,
+    // or runs alone.
     if cmd.name == "exec" {
         let _locks = exec_lock(shared, conn);
         run(shared, conn, i, cmd, HANDLERS, args, out)
@@ -187,6 +188,17 @@ pub(crate) fn run_on_script_thread(
     out: &mut Vec<u8>,
 ) {
     SCRIPT_THREAD.with(|s| s.set(true));
+    /// Drops what a script had gathered when it stops by a panic, so that the next one does
+    /// not find itself inside it.
+    struct Unwound;
+    impl Drop for Unwound {
+        fn drop(&mut self) {
+            if exec_state::in_exec() {
+                let _ = exec_state::end();
+            }
+        }
+    }
+    let _unwound = Unwound;
     let protocol = conn.protocol;
     execute(shared, conn, args, &mut Reply::new(out, protocol));
 }

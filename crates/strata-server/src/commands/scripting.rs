@@ -113,7 +113,10 @@ impl ScriptHost<'_, '_> {
         if !arity_ok(cmd, argv.len()) {
             return Err("ERR Wrong number of args calling Redis command from script".into());
         }
-        if cmd.flags.contains(&"noscript") {
+        // A script cannot log in again, nor change its connection's protocol or user.
+        if cmd.flags.contains(&"noscript")
+            || matches!(cmd.name, "auth" | "hello" | "reset" | "quit" | "client")
+        {
             return Err("ERR This Redis command is not allowed from script".into());
         }
         if matches!(cmd.name, "xread" | "xreadgroup")
@@ -241,7 +244,11 @@ fn run_script(
         let writes = exec_state::end();
         ran?;
         // Stopped by the server shutting down: what it wrote is not kept.
-        if shared.shutdown.load(std::sync::atomic::Ordering::SeqCst) {
+        if shared.shutdown.load(std::sync::atomic::Ordering::SeqCst)
+            || shared
+                .shutdown_requested
+                .load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Err("ERR the server is shutting down".into());
         }
         super::transaction::commit(shared, writes)?;

@@ -72,8 +72,14 @@ pub(super) fn submit(shared: &Shared, at: (usize, usize), c: &mut Client, argv: 
     let (worker, slot, id) = (at.0, at.1, c.state.id);
     let job: ScriptJob = Box::new(move |shared: &Shared| {
         let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let mut out = Vec::new();
-        commands::run_on_script_thread(shared, &mut conn, &argv, &mut out);
+        // A panic on the way (outside the interpreter, which catches its own) answers the
+        // connection with an error and leaves the thread, and the line of scripts, going.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut out = Vec::new();
+            commands::run_on_script_thread(shared, &mut conn, &argv, &mut out);
+            out
+        }));
+        let out = ran.unwrap_or_else(|_| b"-ERR the script failed inside the server\r\n".to_vec());
         shared.scripts.done();
         shared
             .script_done

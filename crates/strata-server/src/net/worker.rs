@@ -371,6 +371,9 @@ impl Worker {
             }
         }
         self.flush_batch();
+        // The round's scripts go to the script thread before parked connections run again:
+        // one of them may wait for a script.
+        super::scripts::hand_on(&self.shared);
         // Parked connections this round's writes let through are served before its replies
         // go out, as Redis serves them before answering the write; one served may write a
         // key another waits on (two moves in a circle), so until none is left.
@@ -602,7 +605,7 @@ impl Worker {
                 c.output.shrink_to(OUTPUT_LIMIT);
             }
         }
-        if broken || (c.closing && c.unsent() == 0 && c.in_batch == 0) {
+        if broken || (c.closing && c.unsent() == 0 && c.in_batch == 0 && !c.awaiting_script) {
             // A session that ends whole (QUIT, the peer's end of input) says so under TLS; one
             // cut off (a limit, a broken socket) does not, so the peer can tell them apart.
             if !broken && !c.cut_off {

@@ -40,6 +40,9 @@ impl Default for Settings {
 
 type Shared = Arc<Mutex<Settings>>;
 
+/// The deepest nesting encode and decode may be set to.
+const MAX_DEPTH: usize = 1000;
+
 fn settings(s: &Shared) -> Settings {
     *s.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -85,7 +88,9 @@ pub(crate) fn library(lua: &Lua) -> mlua::Result<Table> {
                         "bad argument #1 to '?' (expected integer between 1 and 2147483647)",
                     ));
                 }
-                *field(&mut st) = n as usize;
+                // Deeper than this, the Rust stack the encoder and decoder recurse on would
+                // not do.
+                *field(&mut st) = (n as usize).min(MAX_DEPTH);
             }
             Ok(*field(&mut st))
         }

@@ -99,12 +99,23 @@ pub(crate) fn reply_to_lua(lua: &Lua, buf: &[u8], at: &mut usize) -> mlua::Resul
     }
 }
 
-/// Writes a script's return value as its reply.
-pub(crate) fn lua_to_reply(value: &Value, out: &mut Reply<'_>) {
-    write_value(value, out, 0);
+/// Items a script's reply may hold: a table that holds itself twice would otherwise make a
+/// reply of 2^1000 items.
+const MAX_ITEMS: usize = 1 << 24;
+
+/// Writes a script's return value as its reply; false when it holds more than
+/// [`MAX_ITEMS`] items (what was written is then to be thrown away).
+pub(crate) fn lua_to_reply(value: &Value, out: &mut Reply<'_>) -> bool {
+    let mut budget = MAX_ITEMS;
+    write_value(value, out, 0, &mut budget);
+    budget > 0
 }
 
-fn write_value(value: &Value, out: &mut Reply<'_>, depth: usize) {
+fn write_value(value: &Value, out: &mut Reply<'_>, depth: usize, budget: &mut usize) {
+    if *budget == 0 {
+        return;
+    }
+    *budget -= 1;
     if depth > MAX_DEPTH {
         out.error("ERR reached lua stack limit");
         return;
@@ -118,7 +129,7 @@ fn write_value(value: &Value, out: &mut Reply<'_>, depth: usize) {
         },
         Value::Integer(n) => out.int(*n),
         Value::Number(n) => out.int(*n as i64),
-        Value::Table(t) => write_table(t, out, depth),
+        Value::Table(t) => write_table(t, out, depth, budget),
         _ => out.null(),
     }
 }
@@ -139,7 +150,7 @@ fn field(t: &Table, name: &str) -> Value {
     t.raw_get(name).unwrap_or(Value::Nil)
 }
 
-fn write_table(t: &Table, out: &mut Reply<'_>, depth: usize) {
+fn write_table(t: &Table, out: &mut Reply<'_>, depth: usize, budget: &mut usize) {
     if let Value::String(e) = field(t, "err") {
         out.error_bytes(&e.as_bytes());
         return;
@@ -171,15 +182,15 @@ fn write_table(t: &Table, out: &mut Reply<'_>, depth: usize) {
     if let Value::Table(m) = field(t, "map") {
         out.map(pair_count(&m));
         for (k, v) in m.pairs::<Value, Value>().filter_map(Result::ok) {
-            write_value(&k, out, depth + 1);
-            write_value(&v, out, depth + 1);
+            write_value(&k, out, depth + 1, budget);
+            write_value(&v, out, depth + 1, budget);
         }
         return;
     }
     if let Value::Table(s) = field(t, "set") {
         out.set(pair_count(&s));
         for (k, _) in s.pairs::<Value, Value>().filter_map(Result::ok) {
-            write_value(&k, out, depth + 1);
+            write_value(&k, out, depth + 1, budget);
         }
         return;
     }
@@ -192,7 +203,7 @@ fn write_table(t: &Table, out: &mut Reply<'_>, depth: usize) {
     }
     out.array(n);
     for i in 1..=n {
-        write_value(&t.raw_get(i).unwrap_or(Value::Nil), out, depth + 1);
+        write_value(&t.raw_get(i).unwrap_or(Value::Nil), out, depth + 1, budget);
     }
 }
 

@@ -72,7 +72,12 @@ pub(crate) struct Scripts {
     pub busy_threshold_ms: AtomicU64,
 }
 
+/// Scripts between two full collections of the interpreter's garbage.
+const GC_PERIOD: u64 = 50;
+
 struct State {
+    /// Scripts run, for the collector's period.
+    runs: u64,
     vm: vm::Vm,
     /// EVAL's scripts by SHA1 (lower-case hex), compiled.
     cache: HashMap<String, (Function, FunctionFlags)>,
@@ -107,6 +112,7 @@ impl Scripts {
         let vm = vm::Vm::new(kill.clone()).map_err(|e| format!("cannot start Lua: {e}"))?;
         Ok(Scripts {
             vm: Mutex::new(State {
+                runs: 0,
                 vm,
                 cache: HashMap::new(),
                 functions: Default::default(),
@@ -434,7 +440,9 @@ impl State {
             vm.redis.raw_set("setresp", setresp)?;
             let (ok, value): (bool, Value) = vm.protected_call.call((f.clone(), keys, argv))?;
             if ok {
-                convert::lua_to_reply(&value, out);
+                if !convert::lua_to_reply(&value, out) {
+                    return Err(mlua::Error::runtime("the script's reply is too large"));
+                }
             } else {
                 write_error(&value, name, out);
             }
@@ -447,8 +455,14 @@ impl State {
             vm.visible.raw_set("KEYS", Value::Nil)?;
             vm.visible.raw_set("ARGV", Value::Nil)?;
         }
-        // A step of the collector for what the script left behind (tables, strings).
-        lua.gc_step()?;
+        // What scripts leave behind (tables, strings) is collected every GC_PERIOD scripts,
+        // as Redis collects it, a step at a time between.
+        self.runs += 1;
+        if self.runs.is_multiple_of(GC_PERIOD) {
+            self.vm.lua.gc_collect()?;
+        } else {
+            self.vm.lua.gc_step()?;
+        }
         Ok(())
     }
 }

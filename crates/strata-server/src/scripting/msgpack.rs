@@ -177,7 +177,12 @@ fn pack(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
 struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
+    /// Arrays and maps open around the value being read.
+    depth: usize,
 }
+
+/// Nesting deeper than this in an input is refused: the decoder recurses on the stack.
+const MAX_DEPTH: usize = 1000;
 
 fn missing() -> mlua::Error {
     mlua::Error::runtime("Missing bytes in input.")
@@ -256,7 +261,16 @@ impl Reader<'_> {
         Ok(Value::String(lua.create_string(s)?))
     }
 
+    fn nested(&mut self) -> mlua::Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(mlua::Error::runtime("Bad data format in input."));
+        }
+        Ok(())
+    }
+
     fn array(&mut self, lua: &Lua, n: usize) -> mlua::Result<Value> {
+        self.nested()?;
         // Every item takes a byte at least: a count beyond the input is a bad input, not a
         // table to make room for.
         if n > self.buf.len() - self.at {
@@ -266,10 +280,12 @@ impl Reader<'_> {
         for i in 1..=n {
             t.raw_set(i, self.value(lua)?)?;
         }
+        self.depth -= 1;
         Ok(Value::Table(t))
     }
 
     fn map(&mut self, lua: &Lua, n: usize) -> mlua::Result<Value> {
+        self.nested()?;
         if n > (self.buf.len() - self.at) / 2 {
             return Err(missing());
         }
@@ -281,6 +297,7 @@ impl Reader<'_> {
                 t.raw_set(k, v)?;
             }
         }
+        self.depth -= 1;
         Ok(Value::Table(t))
     }
 }
@@ -302,6 +319,7 @@ fn unpack_full(
     let mut r = Reader {
         buf,
         at: offset as usize,
+        depth: 0,
     };
     let mut values = Vec::new();
     while r.at < buf.len() && (limit == 0 || (values.len() as i64) < limit) {

@@ -253,13 +253,19 @@ fn unpack(lua: &Lua, fmt: &[u8], data: &[u8], init: usize) -> mlua::Result<Multi
         match item {
             Item::Pad => at += 1,
             Item::Int { size, signed } => {
-                let field = data.get(at..at + size).ok_or_else(short)?;
+                let field = at
+                    .checked_add(size)
+                    .and_then(|end| data.get(at..end))
+                    .ok_or_else(short)?;
                 values.push(Value::Number(get_int(field, size, signed, f.little)));
                 at += size;
             }
             Item::Float | Item::Double => {
                 let size = if matches!(item, Item::Float) { 4 } else { 8 };
-                let field = data.get(at..at + size).ok_or_else(short)?;
+                let field = at
+                    .checked_add(size)
+                    .and_then(|end| data.get(at..end))
+                    .ok_or_else(short)?;
                 let n = get_int(field, size, false, f.little) as u64;
                 values.push(Value::Number(if size == 4 {
                     f64::from(f32::from_bits(n as u32))
@@ -288,7 +294,10 @@ fn unpack(lua: &Lua, fmt: &[u8], data: &[u8], init: usize) -> mlua::Result<Multi
                 } else {
                     n
                 };
-                let field = data.get(at..at + n).ok_or_else(short)?;
+                let field = at
+                    .checked_add(n)
+                    .and_then(|end| data.get(at..end))
+                    .ok_or_else(short)?;
                 values.push(Value::String(lua.create_string(field)?));
                 at += n;
             }
@@ -300,17 +309,17 @@ fn unpack(lua: &Lua, fmt: &[u8], data: &[u8], init: usize) -> mlua::Result<Multi
 
 fn size(fmt: &[u8]) -> mlua::Result<usize> {
     let mut f = Format::new(fmt);
-    let mut total = 0;
+    let mut total: usize = 0;
     while let Some(item) = f.next()? {
-        total += f.padding(&item, total);
-        total += match item {
+        total = total.saturating_add(f.padding(&item, total));
+        total = total.saturating_add(match item {
             Item::Pad => 1,
             Item::Int { size, .. } => size,
             Item::Float => 4,
             Item::Double => 8,
             Item::Chars(n) if n > 0 => n,
             _ => return Err(err("options 'c0' - 's' have undefined sizes")),
-        };
+        });
     }
     Ok(total)
 }

@@ -65,13 +65,15 @@ type Sandbox = (
 const SANDBOX: &str = r##"
 local G = _G
 local visible = {}
-local hidden = { loadfile = true, dofile = true, print = true, getfenv = true,
+local hidden = { load = true, loadfile = true, dofile = true, print = true, getfenv = true,
   setfenv = true, require = true, module = true, newproxy = true, gcinfo = true,
   collectgarbage = true, debug = true, package = true }
 for k, v in pairs(G) do
   if not hidden[k] then visible[k] = v end
 end
-local readonly = setmetatable({}, { __newindex = function() error("Attempt to modify a readonly table", 2) end })
+local readonly = setmetatable({}, {
+  __newindex = function() error("Attempt to modify a readonly table", 2) end,
+})
 local faces = setmetatable({}, { __mode = "k" })
 local function face_of(t, missing)
   local f = {}
@@ -140,6 +142,10 @@ for _, lib in ipairs({ "string", "table", "math", "bit", "cjson", "cmsgpack", "s
   visible[lib] = face_of(G[lib], false)
 end
 face = face_of(visible, true)
+-- Strings' methods come through the read-only face too, and their metatable is hidden.
+local string_meta = G.getmetatable("")
+string_meta.__index = visible.string
+string_meta.__metatable = readonly
 visible._G = face
 local function handler(err)
   if type(err) ~= "table" then err = { err = "ERR " .. tostring(err) } end
@@ -321,5 +327,64 @@ impl Vm {
             .set_name(name)
             .set_mode(mlua::ChunkMode::Text)
             .into_function()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `code` in the sandbox: `Ok` with what it returned as text, or its error.
+    fn run(code: &str) -> Result<String, String> {
+        let vm = Vm::new(Arc::new(AtomicBool::new(false))).unwrap();
+        let f = vm.compile(code.as_bytes(), "@test").unwrap();
+        let (ok, v): (bool, mlua::Value) = vm.protected_call.call(f).unwrap();
+        let text = match &v {
+            mlua::Value::Table(t) => t.raw_get::<String>("err").unwrap_or_default(),
+            other => other.to_string().unwrap_or_default(),
+        };
+        if ok { Ok(text) } else { Err(text) }
+    }
+
+    /// Every way out of the sandbox tried here fails, and what a script may do still works.
+    #[test]
+    fn the_sandbox_holds() {
+        let escapes = [
+            "x = 1",
+            "rawset(_G, 'x', 1)",
+            "setmetatable(_G, {})",
+            "getmetatable(_G).__index = {}",
+            "string.upper = nil",
+            "getmetatable('').__index.upper = nil",
+            "setmetatable(getmetatable(''), {})",
+            "redis.call = 1",
+            "cjson.encode = 1",
+            "bit.band = 1",
+            "return load(function() return nil end)",
+            "return loadstring(string.dump(function() return 1 end))()",
+            "return loadfile('/etc/passwd')",
+            "return dofile('/etc/passwd')",
+            "return require('os')",
+            "return os.exit()",
+            "return io.open('/etc/passwd')",
+            "return debug.getinfo(1)",
+            "return getfenv(0)",
+            "return setfenv(1, {})",
+            "return collectgarbage('count')",
+        ];
+        for code in escapes {
+            assert!(run(code).is_err(), "{code} ran: {:?}", run(code));
+        }
+        assert_eq!(
+            run("return ('ab'):upper() .. string.rep('c', 2)"),
+            Ok("ABcc".into())
+        );
+        assert_eq!(
+            run("local t = {} rawset(t, 'k', 'v') return t.k"),
+            Ok("v".into())
+        );
+        assert_eq!(run("return loadstring('return 1 + 1')()"), Ok("2".into()));
+        // What loadstring compiles runs in the sandbox too.
+        assert!(run("loadstring('y = 2')()").is_err());
     }
 }

@@ -233,11 +233,15 @@ for protocol in (None, 2, 3):
     check(f"{label} lock acquire", lock.acquire(), True)
     check(f"{label} lock owned", lock.owned(), True)
     check(f"{label} lock taken by another", other.lock("resource", blocking=False).acquire(), False)
+    # Another client's release (its token is not the holder's) is refused by the script.
+    impostor = other.lock("resource")
+    impostor.local.token = b"not-the-holder"
     try:
-        other.lock("resource").release()
+        impostor.release()
         sys.exit(f"redis-py: {label}: a lock was released by a client that does not hold it")
-    except redis.exceptions.LockError:
+    except redis.exceptions.LockNotOwnedError:
         pass
+    check(f"{label} lock still held", lock.owned(), True)
     check(f"{label} lock extend", lock.extend(5), True)
     check(f"{label} lock ttl", 10 < r.pttl("resource") / 1000 <= 15, True)
     lock.release()
