@@ -1174,6 +1174,32 @@ fn a_watched_key_that_had_expired_already_goes_without_aborting_exec() {
     server.shutdown().unwrap();
 }
 
+/// A compaction that drops a deleted key's tombstone is no write: a transaction watching the
+/// key, absent before and after, runs. A key deleted after WATCH still aborts it.
+#[test]
+fn a_compaction_that_forgets_a_deleted_key_does_not_abort_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let mut other = client(&server);
+    let exec = |c: &mut redis::Connection| -> Option<Vec<String>> {
+        let _: () = redis::cmd("MULTI").query(c).unwrap();
+        let _: () = redis::cmd("PING").query(c).unwrap();
+        redis::cmd("EXEC").query(c).unwrap()
+    };
+    let _: () = c.set("gone", "v").unwrap();
+    let _: () = c.del("gone").unwrap();
+    let _: () = redis::cmd("WATCH").arg("gone").query(&mut c).unwrap();
+    let _: () = redis::cmd("COMPACT").query(&mut other).unwrap();
+    assert_eq!(exec(&mut c), Some(vec!["PONG".to_string()]));
+    let _: () = c.set("deleted", "v").unwrap();
+    let _: () = redis::cmd("WATCH").arg("deleted").query(&mut c).unwrap();
+    let _: () = other.del("deleted").unwrap();
+    let _: () = redis::cmd("COMPACT").query(&mut other).unwrap();
+    assert_eq!(exec(&mut c), None);
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn multi_exec_runs_its_commands_together_and_watch_aborts_it() {
     let t = tempfile::tempdir().unwrap();

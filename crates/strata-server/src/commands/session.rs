@@ -185,4 +185,7 @@ pub(crate) struct Watched {
     pub expires_at: Option<u64>,
     /// It was stored but had expired already: its removal by expiry changes nothing.
     pub expired: bool,
+    /// No value was stored, live or expired: a compaction forgetting its tombstone, which
+    /// leaves it with no sequence number at all, changes nothing.
+    pub absent: bool,
 }

@@ -60,6 +60,7 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             swaps: cx.shared.databases.swaps(cx.conn.db),
             expires_at: live.and_then(|v| v.expires_at),
             expired: stored.is_some() && live.is_none(),
+            absent: stored.is_none(),
             key,
             seq,
         });
@@ -78,7 +79,8 @@ pub(super) fn unwatch(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
 /// already when watched and is no longer stored is unchanged, as in Redis: the expiry cycle
 /// removing it is no write a client made. (Redis would abort where another client wrote the
 /// key and deleted it again in between; this check, made at `EXEC`, cannot tell that from
-/// the expiry.)
+/// the expiry.) A key absent when watched whose tombstone a compaction has dropped since is
+/// unchanged too.
 fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
     for w in watched {
         // A SWAPDB took the key's database since: touched if the key lives on either side,
@@ -95,8 +97,14 @@ fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
                 return Ok(true);
             }
         }
-        let written = cx.shared.db.newest_sequence(&w.key).map_err(engine)? != w.seq;
+        let seq = cx.shared.db.newest_sequence(&w.key).map_err(engine)?;
+        let written = seq != w.seq;
         if written && w.expired && keyspace::read_raw(cx.shared, &w.key)?.is_none() {
+            continue;
+        }
+        if written && w.absent && seq.is_none() {
+            // Its tombstone was compacted away: absent then and now, with no write between
+            // that left a trace (a write and a delete both compacted away go unseen).
             continue;
         }
         if written || w.expires_at.is_some_and(|t| t <= cx.now) {
