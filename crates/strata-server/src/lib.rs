@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 mod acl;
+mod clients;
 mod commands;
 mod config;
 mod glob;
@@ -149,6 +150,7 @@ impl Server {
             scripts: scripting::Scripts::new()?,
             script_jobs: Default::default(),
             script_done: Default::default(),
+            clients: Default::default(),
             config,
         });
         commands::load_libraries(&shared)?;

@@ -118,6 +118,8 @@ pub(crate) struct Shared {
     pub script_jobs: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<ScriptJob>>>,
     /// Scripts' replies, for their workers to take.
     pub script_done: Mutex<Vec<ScriptDone>>,
+    /// Every open connection, for CLIENT LIST and CLIENT KILL.
+    pub clients: crate::clients::Clients,
 }
 
 #[derive(Default)]

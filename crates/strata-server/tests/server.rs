@@ -1493,3 +1493,86 @@ fn accepted_connections_get_tcp_keepalive() {
     let theirs = quiet.local_addr().unwrap().port();
     assert_eq!(tcp_timer(port, theirs), Some(0));
 }
+
+/// CLIENT LIST shows every connection with its own name, database and last command, from
+/// whichever worker asks; CLIENT KILL closes the ones its filters pick, on their own workers,
+/// and leaves the rest serving.
+#[test]
+fn client_list_shows_every_connection_and_client_kill_closes_those_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.threads = 3);
+    let mut admin = client(&server);
+    let mut named = client(&server);
+    let mut other = client(&server);
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("worker-7")
+        .query(&mut named)
+        .unwrap();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut named).unwrap();
+    let _: Option<String> = named.get("k").unwrap();
+    let named_id: u64 = redis::cmd("CLIENT").arg("ID").query(&mut named).unwrap();
+    let other_id: u64 = redis::cmd("CLIENT").arg("ID").query(&mut other).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 3, "{list}");
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("id={named_id} ")))
+        .unwrap();
+    for field in [
+        "name=worker-7",
+        "db=3",
+        "cmd=client|id",
+        "flags=N",
+        "user=default",
+    ] {
+        assert!(line.split(' ').any(|f| f == field), "{field} in {line}");
+    }
+    let only: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("ID")
+        .arg(other_id)
+        .query(&mut admin)
+        .unwrap();
+    assert!(only.starts_with(&format!("id={other_id} ")), "{only}");
+    assert_eq!(only.lines().count(), 1);
+    // KILL by ID closes that connection only; the others go on.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(named_id)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(killed, 1);
+    let start = std::time::Instant::now();
+    while redis::cmd("PING").query::<String>(&mut named).is_ok() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never closed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        redis::cmd("PING").query::<String>(&mut other).unwrap(),
+        "PONG"
+    );
+    let left: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+    assert_eq!(left.lines().count(), 2, "{left}");
+    // An unknown address names no one; the old form says so.
+    let e = error_of(
+        redis::cmd("CLIENT").arg("KILL").arg("10.0.0.1:1"),
+        &mut admin,
+    );
+    assert_eq!(e, "ERR No such client");
+    // TYPE normal, SKIPME yes: every normal connection but the one asking.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(killed, 1);
+    assert_eq!(
+        redis::cmd("PING").query::<String>(&mut admin).unwrap(),
+        "PONG"
+    );
+    server.shutdown().unwrap();
+}

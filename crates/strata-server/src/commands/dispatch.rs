@@ -106,6 +106,7 @@ pub(crate) fn execute(
         && !runs_inside_multi(cmd.name)
     {
         queue.push(args.iter().map(|a| a.to_vec()).collect());
+        conn.publish();
         out.simple("QUEUED");
         return After::Continue;
     }

@@ -19,8 +19,10 @@
 //! read from the moment it expires.
 
 mod auth;
+
 mod batched;
 mod blocking;
+mod client;
 mod collection;
 mod config;
 mod dispatch;
@@ -148,6 +150,15 @@ pub(crate) fn run(
         out.error(&format!("ERR unknown command '{}'", cmd.name));
         return After::Continue;
     };
+    if let Some(info) = &conn.info {
+        info.ran(i);
+        if has_subcommands(cmd.name) {
+            let sub = args
+                .get(1)
+                .map(|s| String::from_utf8_lossy(s).to_lowercase());
+            info.shown().sub_cmd = sub.unwrap_or_default();
+        }
+    }
     let started = Instant::now();
     let mut ctx = Ctx {
         shared,
@@ -163,6 +174,9 @@ pub(crate) fn run(
     }
     let result = handler(&mut ctx, args);
     let after = ctx.after;
+    if changes_what_clients_show(cmd.name) {
+        ctx.conn.publish();
+    }
     if notify && result.is_ok() {
         crate::notify::emit(shared, args);
     }
@@ -181,4 +195,45 @@ pub(crate) fn run(
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
     after
+}
+
+/// Commands whose name alone says little: CLIENT LIST shows them with their subcommand.
+pub(crate) fn has_subcommands(name: &str) -> bool {
+    matches!(
+        name,
+        "acl"
+            | "client"
+            | "command"
+            | "config"
+            | "function"
+            | "latency"
+            | "memory"
+            | "object"
+            | "pubsub"
+            | "script"
+            | "slowlog"
+            | "xgroup"
+            | "xinfo"
+    )
+}
+
+/// Commands that may change what CLIENT LIST shows of their connection.
+fn changes_what_clients_show(name: &str) -> bool {
+    matches!(
+        name,
+        "select"
+            | "hello"
+            | "client"
+            | "auth"
+            | "reset"
+            | "multi"
+            | "exec"
+            | "discard"
+            | "subscribe"
+            | "psubscribe"
+            | "ssubscribe"
+            | "unsubscribe"
+            | "punsubscribe"
+            | "sunsubscribe"
+    )
 }

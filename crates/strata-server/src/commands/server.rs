@@ -108,7 +108,7 @@ pub(super) fn hello(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         .into());
     }
     if let Some(n) = name {
-        client_name_ok(&n)?;
+        super::client::name_ok(&n)?;
         cx.conn.name = Some(n);
     }
     cx.conn.protocol = protocol;
@@ -133,82 +133,6 @@ pub(super) fn hello(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 
 /// The Redis version whose commands and replies the server follows.
 pub(super) const REDIS_VERSION: &str = "7.0.15";
-
-fn client_name_ok(name: &[u8]) -> Outcome {
-    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-        return Err(
-            "ERR Client names cannot contain spaces, newlines or special characters.".into(),
-        );
-    }
-    Ok(())
-}
-
-pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
-    let sub = upper(a[1]);
-    match (sub.as_str(), a.len()) {
-        ("SETNAME", 3) => {
-            client_name_ok(a[2])?;
-            cx.conn.name = (!a[2].is_empty()).then(|| a[2].to_vec());
-            cx.out.ok();
-        }
-        ("GETNAME", 2) => match &cx.conn.name {
-            Some(n) => cx.out.bulk(n),
-            None => cx.out.null(),
-        },
-        ("ID", 2) => cx.out.int(cx.conn.id as i64),
-        ("REPLY", 3) => {
-            cx.conn.reply = match upper(a[2]).as_str() {
-                "ON" => ReplyMode::On,
-                "OFF" => ReplyMode::Off,
-                "SKIP" => ReplyMode::SkipArmed,
-                _ => return Err(super::syntax()),
-            };
-            cx.out.ok();
-        }
-        ("UNBLOCK", 3 | 4) => {
-            let id = u64::try_from(super::int_arg(a[2])?).unwrap_or(0);
-            let error = match a.get(3).map(|m| upper(m)).as_deref() {
-                None | Some("TIMEOUT") => false,
-                Some("ERROR") => true,
-                Some(_) => {
-                    return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into());
-                }
-            };
-            let worker = {
-                let mut b = cx.shared.blocking.lock().unwrap_or_else(|e| e.into_inner());
-                b.request_unblock(id, error)
-            };
-            match worker {
-                Some(w) => {
-                    cx.shared.wake_worker(w);
-                    cx.out.int(1);
-                }
-                None => cx.out.int(0),
-            }
-        }
-        ("SETINFO", 4) => cx.out.ok(),
-        ("INFO", 2) => {
-            let line = format!(
-                "id={} name={} db={} resp={}\n",
-                cx.conn.id,
-                String::from_utf8_lossy(cx.conn.name.as_deref().unwrap_or_default()),
-                cx.conn.db,
-                cx.conn.protocol
-            );
-            cx.out.verbatim(&line);
-        }
-        ("SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO" | "REPLY" | "UNBLOCK", _) => {
-            return Err(super::wrong_args(&format!("client|{}", sub.to_lowercase())));
-        }
-        _ => {
-            return Err(format!(
-                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(a[1])
-            ));
-        }
-    }
-    Ok(())
-}
 
 fn command_info(cx: &mut Ctx<'_, '_>, c: &Spec) {
     cx.out.array(10);

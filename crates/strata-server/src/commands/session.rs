@@ -43,6 +43,8 @@ pub(crate) struct Connection {
     pub subs: Subscriptions,
     /// `CLIENT REPLY`.
     pub reply: ReplyMode,
+    /// How other connections see it (CLIENT LIST); none for a script's own client.
+    pub info: Option<Arc<crate::clients::ClientInfo>>,
 }
 
 /// Whether a connection's commands are answered (`CLIENT REPLY ON|OFF|SKIP`).
@@ -111,6 +113,7 @@ impl Connection {
             },
             subs: Subscriptions::default(),
             reply: ReplyMode::On,
+            info: None,
         };
         c.log_in(user, false);
         c
@@ -125,6 +128,25 @@ impl Connection {
         self.authenticated = authenticated || (user.enabled && user.nopass);
         self.unrestricted = user.unrestricted();
         self.user = user;
+    }
+
+    /// Shows others (CLIENT LIST) its name, user, database, protocol, transaction and
+    /// subscriptions as they are now.
+    pub(crate) fn publish(&self) {
+        let Some(info) = &self.info else { return };
+        let mut s = info.shown();
+        s.name.clear();
+        s.name
+            .extend_from_slice(self.name.as_deref().unwrap_or_default());
+        if s.user != self.user.name {
+            s.user = self.user.name.clone();
+        }
+        s.db = self.db;
+        s.resp = self.protocol;
+        s.multi = self.multi.as_ref().map_or(-1, |q| q.len() as i64);
+        s.sub = self.subs.channels.len();
+        s.psub = self.subs.patterns.len();
+        s.ssub = self.subs.shard.len();
     }
 
     /// Drops what command `argv` appended to `output` after `start` when replies are off

@@ -678,7 +678,7 @@ macro_rules! command_rows {
                 &["loading", "stale"],
                 ["slow", "connection"],
                 NONE,
-                server::client
+                client::client
             ),
             (
                 "command",

@@ -1,7 +1,12 @@
 //! One connection's stream and buffers, as its worker holds them.
 
 use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Instant;
+
+use crate::clients::ClientInfo;
+use crate::shared::Shared;
 
 use crate::commands::Connection;
 use crate::tls::Stream;
@@ -82,6 +87,36 @@ impl Client {
             Err(_) => Written::Broken,
         }
     }
+}
+
+impl Client {
+    /// Enters the connection in the registry CLIENT LIST reads, as served by `worker`.
+    pub(super) fn register(&mut self, shared: &Shared, worker: usize) {
+        let sock = self.stream.socket();
+        let shown = |a: std::io::Result<std::net::SocketAddr>| {
+            a.map_or_else(|_| "?:0".to_string(), |a| a.to_string())
+        };
+        let info = Arc::new(ClientInfo::new(
+            self.state.id,
+            worker,
+            shown(sock.peer_addr()),
+            shown(sock.local_addr()),
+            i64::from(sock.as_raw_fd()),
+        ));
+        shared.clients.add(info.clone());
+        self.state.info = Some(info);
+    }
+}
+
+/// The slots of the connections CLIENT KILL marked.
+pub(super) fn killed(shared: &Shared, clients: &[Option<Client>]) -> Vec<usize> {
+    if !shared.clients.kills_pending() {
+        return Vec::new();
+    }
+    let marked = |c: &Client| c.state.info.as_ref().is_some_and(|i| i.killed());
+    (0..clients.len())
+        .filter(|&i| clients.get(i).and_then(Option::as_ref).is_some_and(marked))
+        .collect()
 }
 
 /// How far [`Client::write_out`] got.

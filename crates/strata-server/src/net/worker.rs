@@ -191,6 +191,9 @@ impl Worker {
                             &mut self.clients,
                             &mut ready,
                         );
+                        for idx in super::client::killed(&self.shared, &self.clients) {
+                            self.close(idx);
+                        }
                     }
                     Token(idx) => {
                         if let Some(Some(c)) = self.clients.get_mut(idx) {
@@ -329,6 +332,7 @@ impl Worker {
                 slot: idx,
                 id: client.state.id,
             };
+            client.register(&self.shared, self.index);
             if idx == self.clients.len() {
                 self.clients.push(Some(client));
             } else {
@@ -776,6 +780,9 @@ impl Worker {
                 unpark(&self.shared, self.index, idx, &p);
             }
             commands::forget_subscriptions(&self.shared, &mut c.state);
+            if let Some(info) = &c.state.info {
+                self.shared.clients.remove(info);
+            }
             let _ = self.poll.registry().deregister(c.stream.socket());
             self.free.push(idx);
             self.shared
@@ -861,6 +868,9 @@ fn read_more(
             c.input
                 .extend_from_slice(scratch.get(..n).unwrap_or_default());
             c.last_activity = Instant::now();
+            if let Some(info) = &c.state.info {
+                info.seen(c.last_activity);
+            }
             // A request that grows past the query buffer limit closes its connection.
             if c.input.len() > shared.query_buffer_limit.load(Ordering::Relaxed) {
                 shared
