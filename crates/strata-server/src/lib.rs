@@ -36,6 +36,7 @@ mod save;
 mod scripting;
 mod set_gaps;
 mod shared;
+mod stats;
 mod store;
 mod tls;
 
@@ -151,6 +152,7 @@ impl Server {
             script_jobs: Default::default(),
             script_done: Default::default(),
             clients: Default::default(),
+            stats: Default::default(),
             config,
         });
         commands::load_libraries(&shared)?;

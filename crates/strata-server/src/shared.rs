@@ -120,6 +120,8 @@ pub(crate) struct Shared {
     pub script_done: Mutex<Vec<ScriptDone>>,
     /// Every open connection, for CLIENT LIST and CLIENT KILL.
     pub clients: crate::clients::Clients,
+    /// Subcommands' statistics, the slow log and the latency monitor.
+    pub stats: crate::stats::Stats,
 }
 
 #[derive(Default)]
@@ -181,11 +183,9 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         for s in &self.command_stats {
-            s.calls.store(0, Ordering::Relaxed);
-            s.micros.store(0, Ordering::Relaxed);
-            s.rejected.store(0, Ordering::Relaxed);
-            s.failed.store(0, Ordering::Relaxed);
+            s.reset();
         }
+        self.stats.subcommands.reset();
         let c = &self.counters;
         for n in [
             &c.commands,
@@ -234,14 +234,7 @@ impl Shared {
     }
 }
 
-/// Calls and time per command, for `INFO commandstats`.
-#[derive(Default)]
-pub(crate) struct CommandStats {
-    pub calls: AtomicU64,
-    pub micros: AtomicU64,
-    pub rejected: AtomicU64,
-    pub failed: AtomicU64,
-}
+pub(crate) use crate::stats::CommandStats;
 
 /// What a command asks of the connection.
 pub(crate) enum After {

@@ -118,6 +118,36 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
             }),
             true,
         ),
+        (
+            "slowlog-log-slower-than",
+            shared
+                .stats
+                .slowlog
+                .threshold
+                .load(Ordering::Relaxed)
+                .to_string(),
+            true,
+        ),
+        (
+            "slowlog-max-len",
+            shared
+                .stats
+                .slowlog
+                .max_len
+                .load(Ordering::Relaxed)
+                .to_string(),
+            true,
+        ),
+        (
+            "latency-monitor-threshold",
+            shared
+                .stats
+                .latency
+                .threshold
+                .load(Ordering::Relaxed)
+                .to_string(),
+            true,
+        ),
         // Passwords are kept as digests only: the password itself cannot be shown.
         ("requirepass", String::new(), true),
         (
@@ -236,6 +266,9 @@ enum Setting {
     Shape(&'static str, i64),
     /// `save ""`: what the server does already.
     NoSnapshots,
+    SlowlogThreshold(i64),
+    SlowlogMaxLen(usize),
+    LatencyThreshold(u64),
 }
 
 /// The TLS configuration that `changes` make, read from the files now; `None` when they
@@ -306,6 +339,17 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .ok_or_else(|| invalid("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")),
         "busy-reply-threshold" | "lua-time-limit" => number()
             .map(Setting::BusyReplyThreshold)
+            .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
+        "slowlog-log-slower-than" => text
+            .parse::<i64>()
+            .map(Setting::SlowlogThreshold)
+            .map_err(|_| invalid("argument couldn't be parsed into an integer")),
+        "slowlog-max-len" => number()
+            .filter(|&n| n <= i64::MAX as u64)
+            .map(|n| Setting::SlowlogMaxLen(n as usize))
+            .ok_or_else(|| invalid("argument must be a positive number")),
+        "latency-monitor-threshold" => number()
+            .map(Setting::LatencyThreshold)
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
         "tcp-keepalive" => number()
             .filter(|&n| n <= crate::config::MAX_KEEPALIVE_SECS)
@@ -384,6 +428,9 @@ fn apply_setting(shared: &Shared, setting: Setting) {
             .busy_threshold_ms
             .store(ms, Ordering::Relaxed),
         Setting::Notify(f) => shared.notify_flags.store(f, Ordering::Relaxed),
+        Setting::SlowlogThreshold(n) => shared.stats.slowlog.threshold.store(n, Ordering::Relaxed),
+        Setting::SlowlogMaxLen(n) => shared.stats.slowlog.max_len.store(n, Ordering::Relaxed),
+        Setting::LatencyThreshold(n) => shared.stats.latency.threshold.store(n, Ordering::Relaxed),
         Setting::OutputBufferLimit(normal, pubsub) => {
             if let Some(n) = normal {
                 shared.output_buffer_limit.store(n, Ordering::Relaxed);

@@ -274,7 +274,10 @@ fn stats_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
 fn commandstats_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
     let shared = cx.shared;
     o.push_str("# Commandstats\r\n");
-    for (cmd, st) in SPECS.iter().zip(&shared.command_stats) {
+    let subs = shared.stats.subcommands.all();
+    let rows = SPECS.iter().map(|c| c.name).zip(&shared.command_stats);
+    let subs_shown = subs.iter().map(|(n, s)| (n.as_str(), &**s));
+    for (name, st) in rows.chain(subs_shown) {
         let calls = st.calls.load(Ordering::Relaxed);
         let rejected = st.rejected.load(Ordering::Relaxed);
         let failed = st.failed.load(Ordering::Relaxed);
@@ -289,9 +292,8 @@ fn commandstats_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
         };
         let _ = write!(
             o,
-            "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},\
-             rejected_calls={rejected},failed_calls={failed}\r\n",
-            cmd.name
+            "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per_call:.2},\
+             rejected_calls={rejected},failed_calls={failed}\r\n"
         );
     }
     Ok(())

@@ -33,6 +33,7 @@ mod hashes;
 mod info;
 mod keys;
 mod keyspace;
+mod latency;
 mod lists;
 mod persistence;
 mod pubsub;
@@ -145,7 +146,6 @@ pub(crate) fn run(
     args: &[&[u8]],
     out: &mut Reply<'_>,
 ) -> After {
-    let stats = shared.command_stats.get(i);
     let Some(handler) = handlers.get(i) else {
         out.error(&format!("ERR unknown command '{}'", cmd.name));
         return After::Continue;
@@ -172,7 +172,9 @@ pub(crate) fn run(
     if notify {
         crate::notify::clear();
     }
+    let outer = OUTER.replace(Some(cmd.name));
     let result = handler(&mut ctx, args);
+    OUTER.set(outer);
     let after = ctx.after;
     if changes_what_clients_show(cmd.name) {
         ctx.conn.publish();
@@ -180,21 +182,119 @@ pub(crate) fn run(
     if notify && result.is_ok() {
         crate::notify::emit(shared, args);
     }
+    let failed = result.as_ref().err().cloned();
     if let Err(e) = result {
         out.error(&e);
         shared.count_error(&e);
-        if let Some(s) = stats {
+    }
+    // A command that parks is counted once, when it is served.
+    if !matches!(after, After::Block(_)) {
+        let took = Took {
+            nanos: started.elapsed().as_nanos() as u64,
+            failed,
+            outer,
+        };
+        measure(shared, conn, i, cmd, args, &took);
+    }
+    after
+}
+
+thread_local! {
+    /// The command running on this thread that runs others (EXEC, EVAL), if any.
+    static OUTER: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// How a command went, for [`measure`].
+struct Took {
+    nanos: u64,
+    /// Its error reply, if it failed.
+    failed: Option<String>,
+    /// The command that ran it (EXEC, a script), if not its client.
+    outer: Option<&'static str>,
+}
+
+/// Counts a command that ran into its statistics (its subcommand's, for CONFIG GET and the
+/// like), the slow log and the latency monitor. EXEC goes to the slow log as the commands
+/// it ran, a script as itself.
+fn measure(shared: &Shared, conn: &Connection, i: usize, cmd: &Spec, args: &[&[u8]], took: &Took) {
+    let unknown_sub = took
+        .failed
+        .as_deref()
+        .is_some_and(|e| e.starts_with("ERR unknown subcommand"));
+    let sub_stats = match args.get(1) {
+        Some(sub) if has_subcommands(cmd.name) && !unknown_sub => {
+            let sub = String::from_utf8_lossy(sub).to_lowercase();
+            Some(shared.stats.subcommands.get(&format!("{}|{sub}", cmd.name)))
+        }
+        _ => None,
+    };
+    if let Some(s) = sub_stats.as_deref().or(shared.command_stats.get(i)) {
+        s.record(1, took.nanos);
+        if took.failed.is_some() {
             s.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
-    // A command that parks is counted once, when it is served.
-    if let Some(s) = stats.filter(|_| !matches!(after, After::Block(_))) {
-        // Relaxed: statistics.
-        s.calls.fetch_add(1, Ordering::Relaxed);
-        s.micros
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    let micros = took.nanos / 1000;
+    let top = took.outer.is_none();
+    if ((top && cmd.name != "exec") || took.outer == Some("exec"))
+        && shared.stats.slowlog.wants(micros)
+    {
+        let (addr, name) = match &conn.info {
+            Some(info) => (info.addr.as_str(), conn.name.as_deref().unwrap_or_default()),
+            None => ("", conn.name.as_deref().unwrap_or_default()),
+        };
+        let shown = redact(cmd.name, args);
+        let shown: Vec<&[u8]> = shown.iter().map(|a| a.as_ref()).collect();
+        shared.stats.slowlog.add(&shown, micros, addr, name);
     }
-    after
+    if top {
+        let event = if cmd.flags.contains(&"fast") {
+            "fast-command"
+        } else {
+            "command"
+        };
+        shared.stats.latency.note(event, took.nanos / 1_000_000);
+    }
+}
+
+/// The arguments as the slow log keeps them: passwords and ACL rules as "(redacted)".
+fn redact<'a>(name: &str, args: &[&'a [u8]]) -> Vec<std::borrow::Cow<'a, [u8]>> {
+    use std::borrow::Cow;
+    const HIDDEN: &[u8] = b"(redacted)";
+    let mut out: Vec<Cow<'a, [u8]>> = args.iter().map(|a| Cow::Borrowed(*a)).collect();
+    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
+    let hide_from = match (name, sub.as_deref()) {
+        ("auth", _) => Some(1),
+        ("acl", Some(b"setuser")) => Some(2),
+        _ => None,
+    };
+    if let Some(from) = hide_from {
+        for a in out.iter_mut().skip(from) {
+            *a = Cow::Borrowed(HIDDEN);
+        }
+    }
+    // The values after these words, up to the count given.
+    let secrets: &[(&[u8], usize)] = match (name, sub.as_deref()) {
+        ("hello", _) => &[(b"auth", 2)],
+        ("migrate", _) => &[(b"auth", 1), (b"auth2", 2)],
+        ("config", Some(b"set")) => &[(b"requirepass", 1), (b"masterauth", 1)],
+        _ => &[],
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let word = args
+            .get(i)
+            .map(|a| a.to_ascii_lowercase())
+            .unwrap_or_default();
+        if let Some(&(_, n)) = secrets.iter().find(|(w, _)| *w == word.as_slice()) {
+            for a in out.iter_mut().skip(i + 1).take(n) {
+                *a = Cow::Borrowed(HIDDEN);
+            }
+            i += n;
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Commands whose name alone says little: CLIENT LIST shows them with their subcommand.

@@ -697,6 +697,22 @@ macro_rules! command_rows {
                 config::config
             ),
             (
+                "slowlog",
+                -2,
+                &["admin", "loading", "stale"],
+                ["admin", "slow", "dangerous"],
+                NONE,
+                latency::slowlog
+            ),
+            (
+                "latency",
+                -2,
+                &["admin", "noscript", "loading", "stale"],
+                ["admin", "slow", "dangerous"],
+                NONE,
+                latency::latency
+            ),
+            (
                 "info",
                 -1,
                 &["loading", "stale"],
