@@ -297,24 +297,10 @@ fn redact<'a>(name: &str, args: &[&'a [u8]]) -> Vec<std::borrow::Cow<'a, [u8]>> 
     out
 }
 
-/// Commands whose name alone says little: CLIENT LIST shows them with their subcommand.
+/// Commands whose name alone says little: CLIENT LIST and the statistics show them with
+/// their subcommand.
 pub(crate) fn has_subcommands(name: &str) -> bool {
-    matches!(
-        name,
-        "acl"
-            | "client"
-            | "command"
-            | "config"
-            | "function"
-            | "latency"
-            | "memory"
-            | "object"
-            | "pubsub"
-            | "script"
-            | "slowlog"
-            | "xgroup"
-            | "xinfo"
-    )
+    spec::SUBCOMMANDS.iter().any(|(n, _)| *n == name)
 }
 
 /// Commands that may change what CLIENT LIST shows of their connection.

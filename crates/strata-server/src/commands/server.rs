@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::session::ReplyMode;
-use super::spec::{SPECS, Spec, lookup};
+use super::spec::{SPECS, SUBCOMMANDS, Spec, lookup};
 use super::{Ctx, Outcome, int_arg, upper};
 use crate::shared::After;
 use crate::store::DATABASES;
@@ -165,9 +165,10 @@ pub(super) fn command(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
         Some("COUNT") => cx.out.int(SPECS.len() as i64),
         Some("LIST") => {
-            cx.out.array(SPECS.len());
-            for c in SPECS {
-                cx.out.bulk(c.name.as_bytes());
+            let names = command_list(a)?;
+            cx.out.array(names.len());
+            for n in names {
+                cx.out.bulk(n.as_bytes());
             }
         }
         Some("INFO") => {
@@ -194,6 +195,45 @@ pub(super) fn command(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`: every
+/// command and subcommand (`config|get`), or those the filter picks. No command comes from
+/// a module.
+fn command_list(a: &[&[u8]]) -> Result<Vec<String>, String> {
+    let all = || {
+        SPECS.iter().flat_map(|c| {
+            let subs = SUBCOMMANDS
+                .iter()
+                .find(|(n, _)| *n == c.name)
+                .map_or(&[][..], |(_, subs)| *subs);
+            std::iter::once((c, c.name.to_string()))
+                .chain(subs.iter().map(move |s| (c, format!("{}|{s}", c.name))))
+        })
+    };
+    let names = match a.get(2..) {
+        Some([]) | None => all().map(|(_, n)| n).collect(),
+        Some([by, kind, value]) if upper(by) == "FILTERBY" => match upper(kind).as_str() {
+            "MODULE" => Vec::new(),
+            "ACLCAT" => {
+                let cat = String::from_utf8_lossy(value).to_lowercase();
+                all()
+                    .filter(|(c, _)| c.categories.contains(&cat.as_str()))
+                    .map(|(_, n)| n)
+                    .collect()
+            }
+            "PATTERN" => {
+                let pattern = value.to_ascii_lowercase();
+                all()
+                    .filter(|(_, n)| crate::glob::matches(&pattern, n.as_bytes()))
+                    .map(|(_, n)| n)
+                    .collect()
+            }
+            _ => return Err(super::syntax()),
+        },
+        Some(_) => return Err(super::syntax()),
+    };
+    Ok(names)
+}
+
 /// `COMMAND GETKEYS command arg ...`: the keys the command would name, from its row and
 /// the keys whose places move.
 fn getkeys(cx: &mut Ctx<'_, '_>, args: &[&[u8]]) -> Outcome {
@@ -208,7 +248,7 @@ fn getkeys(cx: &mut Ctx<'_, '_>, args: &[&[u8]]) -> Outcome {
     }
     let mut at = crate::acl::command_keys(cmd, args);
     at.retain(|&i| i < args.len());
-    if at.is_empty() {
+    if at.is_empty() && !cmd.flags.contains(&"no_mandatory_keys") {
         return Err("ERR The command has no key arguments".into());
     }
     cx.out.array(at.len());

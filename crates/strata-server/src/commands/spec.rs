@@ -35,6 +35,11 @@ const PF: &[&str] = &["pubsub", "loading", "stale", "fast"];
 const PL: &[&str] = &["pubsub", "loading", "stale"];
 const XR: &[&str] = &["readonly", "blocking", "movablekeys"];
 const XW: &[&str] = &["write", "blocking", "movablekeys"];
+/// Commands whose keys are counted by an argument (`numkeys`): their key positions move.
+const RM: &[&str] = &["readonly", "movablekeys"];
+const WSM: &[&str] = &["write", "denyoom", "movablekeys"];
+const WM: &[&str] = &["write", "movablekeys"];
+const WBM: &[&str] = &["write", "blocking", "movablekeys"];
 /// SORT, whose `STORE` destination moves.
 const SORT: &[&str] = &["write", "denyoom", "movablekeys"];
 const SORT_RO: &[&str] = &["readonly", "movablekeys"];
@@ -61,6 +66,85 @@ const ALL: (i32, i32, i32) = (1, -1, 1);
 const NONE: (i32, i32, i32) = (0, 0, 0);
 /// MULTI, DISCARD, WATCH and UNWATCH.
 const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
+
+/// The subcommands of each command that has them, as COMMAND LIST names them.
+pub(crate) const SUBCOMMANDS: &[(&str, &[&str])] = &[
+    (
+        "acl",
+        &[
+            "cat", "deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser",
+            "users", "whoami",
+        ],
+    ),
+    (
+        "client",
+        &[
+            "getname",
+            "getredir",
+            "help",
+            "id",
+            "info",
+            "kill",
+            "list",
+            "no-evict",
+            "reply",
+            "setinfo",
+            "setname",
+            "trackinginfo",
+            "unblock",
+        ],
+    ),
+    ("command", &["count", "docs", "getkeys", "info", "list"]),
+    ("config", &["get", "resetstat", "set"]),
+    (
+        "function",
+        &[
+            "delete", "dump", "flush", "kill", "list", "load", "restore", "stats",
+        ],
+    ),
+    (
+        "latency",
+        &[
+            "doctor",
+            "graph",
+            "help",
+            "histogram",
+            "history",
+            "latest",
+            "reset",
+        ],
+    ),
+    ("memory", &["help", "usage"]),
+    (
+        "object",
+        &["encoding", "freq", "help", "idletime", "refcount"],
+    ),
+    (
+        "pubsub",
+        &[
+            "channels",
+            "help",
+            "numpat",
+            "numsub",
+            "shardchannels",
+            "shardnumsub",
+        ],
+    ),
+    ("script", &["exists", "flush", "help", "kill", "load"]),
+    ("slowlog", &["get", "help", "len", "reset"]),
+    (
+        "xgroup",
+        &[
+            "create",
+            "createconsumer",
+            "delconsumer",
+            "destroy",
+            "help",
+            "setid",
+        ],
+    ),
+    ("xinfo", &["consumers", "groups", "help", "stream"]),
+];
 
 macro_rules! specs {
     ($((

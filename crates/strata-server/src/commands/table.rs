@@ -274,7 +274,7 @@ macro_rules! command_rows {
             (
                 "sintercard",
                 -3,
-                RS,
+                RM,
                 ["read", "set", "slow"],
                 (2, -1, 1),
                 sets::sintercard
@@ -297,7 +297,7 @@ macro_rules! command_rows {
             ("lpos", -3, RS, ["read", "list", "slow"], ONE, lists::lpos),
             ("lmove", 5, WS, ["write", "list", "slow"], (1, 2, 1), lists::lmove),
             ("rpoplpush", 3, WS, ["write", "list", "slow"], (1, 2, 1), lists::lmove),
-            ("lmpop", -4, &["write"], ["write", "list", "slow"], (2, -1, 1), lists::lmpop),
+            ("lmpop", -4, WM, ["write", "list", "slow"], (2, -1, 1), lists::lmpop),
             (
                 "blpop",
                 -3,
@@ -333,7 +333,7 @@ macro_rules! command_rows {
             (
                 "blmpop",
                 -5,
-                &["write", "blocking"],
+                WBM,
                 ["write", "list", "slow", "blocking"],
                 (3, -1, 1),
                 blocking::blmpop
@@ -383,15 +383,15 @@ macro_rules! command_rows {
             ("zpopmin", -2, WF, ["write", "sortedset", "fast"], ONE, zsets::zpop),
             ("zpopmax", -2, WF, ["write", "sortedset", "fast"], ONE, zsets::zpop),
             // numkeys comes first: every argument after it counts as a key (see sintercard).
-            ("zmpop", -4, &["write"], ["write", "sortedset", "slow"], (2, -1, 1), zsets::zmpop),
+            ("zmpop", -4, WM, ["write", "sortedset", "slow"], (2, -1, 1), zsets::zmpop),
             ("zrandmember", -2, RS, ["read", "sortedset", "slow"], ONE, zsets::zrandmember),
             ("zscan", -3, RS, ["read", "sortedset", "slow"], ONE, zsets::zscan),
-            ("zunion", -3, RS, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zcombine),
-            ("zinter", -3, RS, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zcombine),
-            ("zdiff", -3, RS, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zcombine),
-            ("zunionstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
-            ("zinterstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
-            ("zdiffstore", -4, WS, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
+            ("zunion", -3, RM, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zcombine),
+            ("zinter", -3, RM, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zcombine),
+            ("zdiff", -3, RM, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zcombine),
+            ("zunionstore", -4, WSM, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
+            ("zinterstore", -4, WSM, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
+            ("zdiffstore", -4, WSM, ["write", "sortedset", "slow"], ALL, zalgebra::zcombine_store),
             // The last argument is the timeout: every argument after the name counts as a key.
             (
                 "bzpopmin",
@@ -412,12 +412,12 @@ macro_rules! command_rows {
             (
                 "bzmpop",
                 -5,
-                &["write", "blocking"],
+                WBM,
                 ["write", "sortedset", "slow", "blocking"],
                 (3, -1, 1),
                 blocking::bzmpop
             ),
-            ("zintercard", -3, RS, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zintercard),
+            ("zintercard", -3, RM, ["read", "sortedset", "slow"], (2, -1, 1), zalgebra::zintercard),
             // The keyspace and expiry.
             ("memory", -2, RS, ["slow"], (2, 2, 1), keys::memory),
             (
