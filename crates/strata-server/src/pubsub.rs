@@ -25,6 +25,8 @@ pub(crate) enum Kind {
     Channel,
     Pattern,
     Shard,
+    /// A command a MONITOR connection is told of.
+    Monitor,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Channel => b"message",
             Kind::Pattern => b"pmessage",
             Kind::Shard => b"smessage",
+            Kind::Monitor => b"monitor",
         }
     }
 }
@@ -64,6 +67,8 @@ struct Registry {
     channels: HashMap<Vec<u8>, Vec<Subscriber>>,
     patterns: HashMap<Vec<u8>, Vec<Subscriber>>,
     shard: HashMap<Vec<u8>, Vec<Subscriber>>,
+    /// MONITOR connections, under the empty name.
+    monitors: HashMap<Vec<u8>, Vec<Subscriber>>,
 }
 
 impl Registry {
@@ -72,6 +77,7 @@ impl Registry {
             Kind::Channel => &mut self.channels,
             Kind::Pattern => &mut self.patterns,
             Kind::Shard => &mut self.shard,
+            Kind::Monitor => &mut self.monitors,
         }
     }
 
@@ -80,6 +86,7 @@ impl Registry {
             Kind::Channel => &self.channels,
             Kind::Pattern => &self.patterns,
             Kind::Shard => &self.shard,
+            Kind::Monitor => &self.monitors,
         }
     }
 }
@@ -112,6 +119,8 @@ pub(crate) struct PubSub {
     waiting: Vec<AtomicBool>,
     /// Subscriptions of every connection: 0 lets PUBLISH answer without a lock.
     subscriptions: AtomicUsize,
+    /// MONITOR connections: 0 lets a command go without telling any.
+    monitoring: AtomicUsize,
 }
 
 impl PubSub {
@@ -122,6 +131,7 @@ impl PubSub {
             inboxes: (0..workers).map(|_| Mutex::default()).collect(),
             waiting: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             subscriptions: AtomicUsize::new(0),
+            monitoring: AtomicUsize::new(0),
         }
     }
 
@@ -141,6 +151,9 @@ impl PubSub {
             .or_default()
             .push(sub);
         self.subscriptions.fetch_add(1, Ordering::AcqRel);
+        if kind == Kind::Monitor {
+            self.monitoring.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Takes `sub` off the listeners of `name`.
@@ -157,6 +170,37 @@ impl PubSub {
             map.remove(name);
         }
         self.subscriptions.fetch_sub(removed, Ordering::AcqRel);
+        if kind == Kind::Monitor {
+            self.monitoring.fetch_sub(removed, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether any connection runs MONITOR.
+    pub(crate) fn monitored(&self) -> bool {
+        self.monitoring.load(Ordering::Acquire) > 0
+    }
+
+    /// Files `line` (a command, as MONITOR shows it) for every MONITOR connection.
+    pub(crate) fn tell_monitors(&self, line: &[u8], wake: impl Fn(usize)) {
+        let line: Arc<[u8]> = line.into();
+        let registry = self.read();
+        let out: Vec<Delivery> = registry
+            .monitors
+            .values()
+            .flatten()
+            .map(|&to| Delivery {
+                to,
+                kind: Kind::Monitor,
+                pattern: None,
+                channel: Arc::from(&b""[..]),
+                payload: line.clone(),
+            })
+            .collect();
+        let workers = self.file(out);
+        drop(registry);
+        for w in workers {
+            wake(w);
+        }
     }
 
     /// Files `payload` for every subscriber of `channel` (and, for a plain channel, of every
@@ -206,6 +250,16 @@ impl PubSub {
             }
         }
         let n = out.len();
+        let workers = self.file(out);
+        drop(registry);
+        for w in workers {
+            wake(w);
+        }
+        n
+    }
+
+    /// Files deliveries in their workers' inboxes; the workers to wake.
+    fn file(&self, mut out: Vec<Delivery>) -> Vec<usize> {
         let mut workers: Vec<usize> = out.iter().map(|d| d.to.worker).collect();
         workers.sort_unstable();
         workers.dedup();
@@ -226,11 +280,7 @@ impl PubSub {
             }
             flag.store(true, Ordering::Release);
         }
-        drop(registry);
-        for w in workers {
-            wake(w);
-        }
-        n
+        workers
     }
 
     /// Takes out of its worker's inbox the messages filed for `sub` through `name` of `kind`
@@ -297,6 +347,10 @@ impl PubSub {
 
 /// Appends message `d` to a subscriber's output, in its protocol (a push frame in RESP3).
 pub(crate) fn encode(out: &mut crate::resp::Reply<'_>, d: &Delivery) {
+    if d.kind == Kind::Monitor {
+        out.simple(&String::from_utf8_lossy(&d.payload));
+        return;
+    }
     out.push(if d.pattern.is_some() { 4 } else { 3 });
     out.bulk(d.kind.message());
     if let Some(p) = &d.pattern {

@@ -1576,3 +1576,50 @@ fn client_list_shows_every_connection_and_client_kill_closes_those_it_names() {
     );
     server.shutdown().unwrap();
 }
+
+/// MONITOR hears each command another connection runs, in order, its arguments quoted as
+/// Redis quotes them; a script's commands come from "lua"; passwords are not shown.
+#[test]
+fn monitor_hears_commands_as_they_run_with_passwords_redacted() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.threads = 2);
+    let mut watcher = TcpStream::connect(server.local_addr()).unwrap();
+    watcher
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    watcher.write_all(b"*1\r\n$7\r\nMONITOR\r\n").unwrap();
+    let mut lines = std::io::BufReader::new(watcher.try_clone().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "+OK");
+    let mut c = client(&server);
+    let _: () = c.set("k", "a b\"\n").unwrap();
+    let _: Option<String> = c.get("k").unwrap();
+    let _: () = redis::cmd("EVAL")
+        .arg("return redis.call('incr', KEYS[1])")
+        .arg(1)
+        .arg("n")
+        .query(&mut c)
+        .unwrap();
+    let _ = redis::cmd("AUTH").arg("secret").query::<String>(&mut c);
+    // The client library's own CLIENT SETINFO on connecting comes first.
+    let mut next = || {
+        let mut line = lines.next().unwrap().unwrap();
+        while line.contains("] \"CLIENT\" ") {
+            line = lines.next().unwrap().unwrap();
+        }
+        let (_, args) = line.split_once("] ").unwrap();
+        let from = line.split_once(" [").unwrap().1.split(']').next().unwrap();
+        (from.split(' ').next_back().unwrap().to_string(), args.to_string())
+    };
+    let (from, set) = next();
+    assert_eq!(set, r#""SET" "k" "a b\"\n""#);
+    assert!(from.starts_with("127.0.0.1:"), "{from}");
+    assert_eq!(next().1, r#""GET" "k""#);
+    assert_eq!(
+        next().1,
+        r#""EVAL" "return redis.call('incr', KEYS[1])" "1" "n""#
+    );
+    assert_eq!(next(), ("lua".to_string(), r#""incr" "n""#.to_string()));
+    assert_eq!(next().1, r#""AUTH" "(redacted)""#);
+    server.shutdown().unwrap();
+}

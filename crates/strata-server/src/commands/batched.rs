@@ -26,6 +26,8 @@ impl Connection {
             || self.subs.any()
             // While a script runs, each command waits or answers BUSY (`dispatch.rs`).
             || shared.scripts.active()
+            // MONITOR is told of commands by the path every other command takes.
+            || shared.pubsub.monitored()
         {
             return false;
         }

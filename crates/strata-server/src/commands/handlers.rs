@@ -4,8 +4,8 @@
 use super::table::command_rows;
 use super::{
     Handler, auth, blocking, client, config, functions, hashes, info, keys, latency, lists,
-    persistence, pubsub, scripting, server, sets, sort, streams, strings, transaction, xclaim,
-    xgroups, xinfo, zalgebra, zrange, zsets,
+    monitor, persistence, pubsub, scripting, server, sets, sort, streams, strings, transaction,
+    xclaim, xgroups, xinfo, zalgebra, zrange, zsets,
 };
 
 macro_rules! handlers {

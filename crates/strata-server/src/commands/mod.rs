@@ -35,6 +35,7 @@ mod keys;
 mod keyspace;
 mod latency;
 mod lists;
+mod monitor;
 mod persistence;
 mod pubsub;
 mod scripting;
@@ -150,7 +151,10 @@ pub(crate) fn run(
         out.error(&format!("ERR unknown command '{}'", cmd.name));
         return After::Continue;
     };
-    if let Some(info) = &conn.info {
+    let outer = OUTER.replace(Some(cmd.name));
+    let _restore = RestoreOuter(outer);
+    // What CLIENT LIST shows is the client's own command, not those a script or EXEC runs.
+    if let Some(info) = conn.info.as_ref().filter(|_| outer.is_none()) {
         info.ran(i);
         if has_subcommands(cmd.name) {
             let sub = args
@@ -172,11 +176,17 @@ pub(crate) fn run(
     if notify {
         crate::notify::clear();
     }
-    let outer = OUTER.replace(Some(cmd.name));
+    let from_script = outer.is_some_and(scripting::runs_script);
+    // A script is shown to MONITOR before the commands it runs.
+    if outer.is_none() && scripting::runs_script(cmd.name) && shared.pubsub.monitored() {
+        monitor::tell(shared, ctx.conn, args, false);
+    }
     let result = handler(&mut ctx, args);
-    OUTER.set(outer);
+    if monitor::shown_after(cmd) && shared.pubsub.monitored() {
+        monitor::tell(shared, ctx.conn, args, from_script);
+    }
     let after = ctx.after;
-    if changes_what_clients_show(cmd.name) {
+    if outer.is_none() && changes_what_clients_show(cmd.name) {
         ctx.conn.publish();
     }
     if notify && result.is_ok() {
@@ -202,6 +212,16 @@ pub(crate) fn run(
 thread_local! {
     /// The command running on this thread that runs others (EXEC, EVAL), if any.
     static OUTER: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Puts back the command that ran this one, however the handler ends (a panic on the
+/// script thread is caught, and the thread goes on).
+struct RestoreOuter(Option<&'static str>);
+
+impl Drop for RestoreOuter {
+    fn drop(&mut self) {
+        OUTER.set(self.0);
+    }
 }
 
 /// How a command went, for [`measure`].

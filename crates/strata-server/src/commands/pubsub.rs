@@ -12,6 +12,7 @@ fn words(kind: Kind) -> (&'static [u8], &'static [u8]) {
         Kind::Channel => (b"subscribe", b"unsubscribe"),
         Kind::Pattern => (b"psubscribe", b"punsubscribe"),
         Kind::Shard => (b"ssubscribe", b"sunsubscribe"),
+        Kind::Monitor => (b"monitor", b"monitor"),
     }
 }
 
@@ -19,6 +20,7 @@ fn words(kind: Kind) -> (&'static [u8], &'static [u8]) {
 fn count(conn: &Connection, kind: Kind) -> usize {
     match kind {
         Kind::Shard => conn.subs.shard.len(),
+        Kind::Monitor => conn.subs.monitor.len(),
         Kind::Channel | Kind::Pattern => conn.subs.plain(),
     }
 }
@@ -85,6 +87,10 @@ fn unsubscribe_from(
 
 /// Ends every subscription of a connection that closes or is reset, answering nothing.
 pub(crate) fn forget(shared: &Shared, conn: &mut Connection) {
+    if !conn.subs.monitor.is_empty() {
+        conn.subs.monitor.clear();
+        shared.pubsub.unsubscribe(Kind::Monitor, b"", conn.at);
+    }
     if conn.subs.any() {
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
             unsubscribe_from(shared, conn, None, kind, &[]);

@@ -29,6 +29,7 @@ pub(crate) fn script_client(shared: &Shared, caller: &super::Connection) -> supe
     c.db = caller.db;
     c.protocol = caller.protocol;
     c.name = caller.name.clone();
+    c.info = caller.info.clone();
     c
 }
 

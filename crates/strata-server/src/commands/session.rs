@@ -64,6 +64,8 @@ pub(crate) struct Subscriptions {
     pub channels: BTreeSet<Vec<u8>>,
     pub patterns: BTreeSet<Vec<u8>>,
     pub shard: BTreeSet<Vec<u8>>,
+    /// The empty name while the connection runs MONITOR.
+    pub monitor: BTreeSet<Vec<u8>>,
 }
 
 impl Subscriptions {
@@ -82,6 +84,7 @@ impl Subscriptions {
             Kind::Channel => &mut self.channels,
             Kind::Pattern => &mut self.patterns,
             Kind::Shard => &mut self.shard,
+            Kind::Monitor => &mut self.monitor,
         }
     }
 }

@@ -663,6 +663,14 @@ macro_rules! command_rows {
             ),
             ("auth", -2, C, ["fast", "connection"], NONE, auth::auth),
             (
+                "monitor",
+                1,
+                &["admin", "noscript", "loading", "stale"],
+                ["admin", "slow", "dangerous"],
+                NONE,
+                monitor::monitor
+            ),
+            (
                 "acl",
                 -2,
                 A,

@@ -24,6 +24,7 @@ pub(super) fn append(shared: &Shared, c: &mut Client, d: &Delivery) {
             .as_ref()
             .is_some_and(|p| c.state.subs.patterns.contains(&**p)),
         Kind::Shard => c.state.subs.shard.contains(&*d.channel),
+        Kind::Monitor => !c.state.subs.monitor.is_empty(),
     };
     // Unsubscribed since the message was filed.
     if !subscribed {
@@ -59,7 +60,7 @@ pub(super) fn overflowed(shared: &Shared, c: &mut Client) {
 /// Whether the connection's user may still hear what `d` was subscribed by (a user's
 /// channel rules may change while it listens).
 fn may_hear(c: &Client, d: &Delivery) -> bool {
-    if c.state.unrestricted {
+    if c.state.unrestricted || d.kind == Kind::Monitor {
         return true;
     }
     match &d.pattern {
