@@ -1609,7 +1609,10 @@ fn monitor_hears_commands_as_they_run_with_passwords_redacted() {
         }
         let (_, args) = line.split_once("] ").unwrap();
         let from = line.split_once(" [").unwrap().1.split(']').next().unwrap();
-        (from.split(' ').next_back().unwrap().to_string(), args.to_string())
+        (
+            from.split(' ').next_back().unwrap().to_string(),
+            args.to_string(),
+        )
     };
     let (from, set) = next();
     assert_eq!(set, r#""SET" "k" "a b\"\n""#);

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use super::session::ReplyMode;
 use super::spec::SPECS;
-use super::{Ctx, Outcome, has_subcommands, upper};
+use super::spec::has_subcommands;
+use super::{Ctx, Outcome, upper};
 use crate::clients::ClientInfo;
 use crate::shared::After;
 

@@ -118,36 +118,6 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
             }),
             true,
         ),
-        (
-            "slowlog-log-slower-than",
-            shared
-                .stats
-                .slowlog
-                .threshold
-                .load(Ordering::Relaxed)
-                .to_string(),
-            true,
-        ),
-        (
-            "slowlog-max-len",
-            shared
-                .stats
-                .slowlog
-                .max_len
-                .load(Ordering::Relaxed)
-                .to_string(),
-            true,
-        ),
-        (
-            "latency-monitor-threshold",
-            shared
-                .stats
-                .latency
-                .threshold
-                .load(Ordering::Relaxed)
-                .to_string(),
-            true,
-        ),
         // Passwords are kept as digests only: the password itself cannot be shown.
         ("requirepass", String::new(), true),
         (
@@ -169,8 +139,31 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
     ]
     .into_iter()
+    .chain(measure_values(shared))
     .chain(shape_values(shared))
     .collect()
+}
+
+/// The slow log's and the latency monitor's settings.
+fn measure_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
+    let s = &shared.stats;
+    vec![
+        (
+            "slowlog-log-slower-than",
+            s.slowlog.threshold.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
+            "slowlog-max-len",
+            s.slowlog.max_len.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+        (
+            "latency-monitor-threshold",
+            s.latency.threshold.load(Ordering::Relaxed).to_string(),
+            true,
+        ),
+    ]
 }
 
 /// Redis's thresholds between the compact and the general shape of each kind, with their

@@ -82,7 +82,7 @@ pub(crate) fn execute(
         return After::Continue;
     }
     // A script joins the line of scripts rather than waiting here for the one running.
-    if shared.scripts.active() && !on_script_thread() && !super::scripting::runs_script(cmd.name) {
+    if shared.scripts.active() && !on_script_thread() && !super::spec::runs_script(cmd.name) {
         // What stops a script, and MULTI's bookkeeping, run beside it, without the keyspace
         // it holds.
         if allowed_while_busy(cmd, args) {
@@ -111,7 +111,7 @@ pub(crate) fn execute(
         return After::Continue;
     }
     // A script runs on the script thread, which answers through the worker when it ends.
-    if super::scripting::runs_script(cmd.name) && !on_script_thread() {
+    if super::spec::runs_script(cmd.name) && !on_script_thread() {
         return After::Script;
     }
     // FLUSHALL, FLUSHDB, SWAPDB, scripts and a SORT that looks keys up by pattern run alone:
@@ -123,7 +123,7 @@ pub(crate) fn execute(
     } else if cmd.name.starts_with("flush")
         || cmd.name == "swapdb"
         || super::sort::reads_patterns(cmd.name, args)
-        || super::scripting::runs_script(cmd.name)
+        || super::spec::runs_script(cmd.name)
     {
         let _all = shared.keyspace.write().unwrap_or_else(|e| e.into_inner());
         run(shared, conn, i, cmd, HANDLERS, args, out)
@@ -235,7 +235,7 @@ fn named_keys<'q>(cmd: &Spec, args: &'q [Vec<u8>]) -> Option<Vec<&'q [u8]>> {
     if first <= 0
         || step <= 0
         || matches!(cmd.name, "move" | "copy" | "sort" | "sort_ro" | "swapdb")
-        || super::scripting::runs_script(cmd.name)
+        || super::spec::runs_script(cmd.name)
     {
         return None;
     }

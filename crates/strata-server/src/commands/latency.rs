@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::spec::SPECS;
-use super::{Ctx, Outcome, has_subcommands, int_arg, upper};
+use super::spec::has_subcommands;
+use super::{Ctx, Outcome, int_arg, upper};
 use crate::stats::CommandStats;
 
 fn help(cx: &mut Ctx<'_, '_>, lines: &[&str]) {

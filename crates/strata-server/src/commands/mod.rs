@@ -38,6 +38,7 @@ mod lists;
 mod monitor;
 mod persistence;
 mod pubsub;
+mod run;
 mod scripting;
 mod server;
 mod session;
@@ -65,14 +66,12 @@ pub(crate) use dispatch::execute;
 pub(crate) use dispatch::run_on_script_thread;
 pub(crate) use keys::expire_cycle;
 pub(crate) use pubsub::forget as forget_subscriptions;
+pub(crate) use run::run;
 pub(crate) use scripting::{load_libraries, script_client};
 pub(crate) use session::Connection;
 #[cfg(test)]
 pub(crate) use spec::lookup;
 pub(crate) use spec::{SPECS, Spec};
-
-use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use strata::WriteOptions;
 
@@ -135,211 +134,4 @@ pub(crate) fn write_opts(shared: &Shared) -> WriteOptions {
     WriteOptions {
         sync: shared.sync_mode() == SyncMode::Always,
     }
-}
-
-/// Runs a command that passed the checks, under the lock its caller took, and counts it.
-pub(crate) fn run(
-    shared: &Shared,
-    conn: &mut Connection,
-    i: usize,
-    cmd: &Spec,
-    handlers: &'static [Handler],
-    args: &[&[u8]],
-    out: &mut Reply<'_>,
-) -> After {
-    let Some(handler) = handlers.get(i) else {
-        out.error(&format!("ERR unknown command '{}'", cmd.name));
-        return After::Continue;
-    };
-    let outer = OUTER.replace(Some(cmd.name));
-    let _restore = RestoreOuter(outer);
-    // What CLIENT LIST shows is the client's own command, not those a script or EXEC runs.
-    if let Some(info) = conn.info.as_ref().filter(|_| outer.is_none()) {
-        info.ran(i);
-        if has_subcommands(cmd.name) {
-            let sub = args
-                .get(1)
-                .map(|s| String::from_utf8_lossy(s).to_lowercase());
-            info.shown().sub_cmd = sub.unwrap_or_default();
-        }
-    }
-    let started = Instant::now();
-    let mut ctx = Ctx {
-        shared,
-        now: shared.clock.now_ms(),
-        conn,
-        out,
-        after: After::Continue,
-        handlers,
-    };
-    let notify = crate::notify::on(shared);
-    if notify {
-        crate::notify::clear();
-    }
-    let from_script = outer.is_some_and(scripting::runs_script);
-    // A script is shown to MONITOR before the commands it runs.
-    if outer.is_none() && scripting::runs_script(cmd.name) && shared.pubsub.monitored() {
-        monitor::tell(shared, ctx.conn, args, false);
-    }
-    let result = handler(&mut ctx, args);
-    if monitor::shown_after(cmd) && shared.pubsub.monitored() {
-        monitor::tell(shared, ctx.conn, args, from_script);
-    }
-    let after = ctx.after;
-    if outer.is_none() && changes_what_clients_show(cmd.name) {
-        ctx.conn.publish();
-    }
-    if notify && result.is_ok() {
-        crate::notify::emit(shared, args);
-    }
-    let failed = result.as_ref().err().cloned();
-    if let Err(e) = result {
-        out.error(&e);
-        shared.count_error(&e);
-    }
-    // A command that parks is counted once, when it is served.
-    if !matches!(after, After::Block(_)) {
-        let took = Took {
-            nanos: started.elapsed().as_nanos() as u64,
-            failed,
-            outer,
-        };
-        measure(shared, conn, i, cmd, args, &took);
-    }
-    after
-}
-
-thread_local! {
-    /// The command running on this thread that runs others (EXEC, EVAL), if any.
-    static OUTER: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
-}
-
-/// Puts back the command that ran this one, however the handler ends (a panic on the
-/// script thread is caught, and the thread goes on).
-struct RestoreOuter(Option<&'static str>);
-
-impl Drop for RestoreOuter {
-    fn drop(&mut self) {
-        OUTER.set(self.0);
-    }
-}
-
-/// How a command went, for [`measure`].
-struct Took {
-    nanos: u64,
-    /// Its error reply, if it failed.
-    failed: Option<String>,
-    /// The command that ran it (EXEC, a script), if not its client.
-    outer: Option<&'static str>,
-}
-
-/// Counts a command that ran into its statistics (its subcommand's, for CONFIG GET and the
-/// like), the slow log and the latency monitor. EXEC goes to the slow log as the commands
-/// it ran, a script as itself.
-fn measure(shared: &Shared, conn: &Connection, i: usize, cmd: &Spec, args: &[&[u8]], took: &Took) {
-    let unknown_sub = took
-        .failed
-        .as_deref()
-        .is_some_and(|e| e.starts_with("ERR unknown subcommand"));
-    let sub_stats = match args.get(1) {
-        Some(sub) if has_subcommands(cmd.name) && !unknown_sub => {
-            let sub = String::from_utf8_lossy(sub).to_lowercase();
-            Some(shared.stats.subcommands.get(&format!("{}|{sub}", cmd.name)))
-        }
-        _ => None,
-    };
-    if let Some(s) = sub_stats.as_deref().or(shared.command_stats.get(i)) {
-        s.record(1, took.nanos);
-        if took.failed.is_some() {
-            s.failed.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    let micros = took.nanos / 1000;
-    let top = took.outer.is_none();
-    if ((top && cmd.name != "exec") || took.outer == Some("exec"))
-        && shared.stats.slowlog.wants(micros)
-    {
-        let (addr, name) = match &conn.info {
-            Some(info) => (info.addr.as_str(), conn.name.as_deref().unwrap_or_default()),
-            None => ("", conn.name.as_deref().unwrap_or_default()),
-        };
-        let shown = redact(cmd.name, args);
-        let shown: Vec<&[u8]> = shown.iter().map(|a| a.as_ref()).collect();
-        shared.stats.slowlog.add(&shown, micros, addr, name);
-    }
-    if top {
-        let event = if cmd.flags.contains(&"fast") {
-            "fast-command"
-        } else {
-            "command"
-        };
-        shared.stats.latency.note(event, took.nanos / 1_000_000);
-    }
-}
-
-/// The arguments as the slow log keeps them: passwords and ACL rules as "(redacted)".
-fn redact<'a>(name: &str, args: &[&'a [u8]]) -> Vec<std::borrow::Cow<'a, [u8]>> {
-    use std::borrow::Cow;
-    const HIDDEN: &[u8] = b"(redacted)";
-    let mut out: Vec<Cow<'a, [u8]>> = args.iter().map(|a| Cow::Borrowed(*a)).collect();
-    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
-    let hide_from = match (name, sub.as_deref()) {
-        ("auth", _) => Some(1),
-        ("acl", Some(b"setuser")) => Some(2),
-        _ => None,
-    };
-    if let Some(from) = hide_from {
-        for a in out.iter_mut().skip(from) {
-            *a = Cow::Borrowed(HIDDEN);
-        }
-    }
-    // The values after these words, up to the count given.
-    let secrets: &[(&[u8], usize)] = match (name, sub.as_deref()) {
-        ("hello", _) => &[(b"auth", 2)],
-        ("migrate", _) => &[(b"auth", 1), (b"auth2", 2)],
-        ("config", Some(b"set")) => &[(b"requirepass", 1), (b"masterauth", 1)],
-        _ => &[],
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let word = args
-            .get(i)
-            .map(|a| a.to_ascii_lowercase())
-            .unwrap_or_default();
-        if let Some(&(_, n)) = secrets.iter().find(|(w, _)| *w == word.as_slice()) {
-            for a in out.iter_mut().skip(i + 1).take(n) {
-                *a = Cow::Borrowed(HIDDEN);
-            }
-            i += n;
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Commands whose name alone says little: CLIENT LIST and the statistics show them with
-/// their subcommand.
-pub(crate) fn has_subcommands(name: &str) -> bool {
-    spec::SUBCOMMANDS.iter().any(|(n, _)| *n == name)
-}
-
-/// Commands that may change what CLIENT LIST shows of their connection.
-fn changes_what_clients_show(name: &str) -> bool {
-    matches!(
-        name,
-        "select"
-            | "hello"
-            | "client"
-            | "auth"
-            | "reset"
-            | "multi"
-            | "exec"
-            | "discard"
-            | "subscribe"
-            | "psubscribe"
-            | "ssubscribe"
-            | "unsubscribe"
-            | "punsubscribe"
-            | "sunsubscribe"
-    )
 }

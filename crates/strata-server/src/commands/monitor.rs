@@ -44,7 +44,7 @@ pub(super) fn tell(shared: &Shared, conn: &Connection, args: &[&[u8]], from_scri
         now.subsec_micros(),
         conn.db
     );
-    for a in super::redact(args.first().map_or("", |n| name_of(n)), args) {
+    for a in redact(args.first().map_or("", |n| name_of(n)), args) {
         line.push(' ');
         quote(&mut line, &a);
     }
@@ -77,4 +77,44 @@ fn quote(out: &mut String, bytes: &[u8]) {
         }
     }
     out.push('"');
+}
+
+/// The arguments as the slow log keeps them: passwords and ACL rules as "(redacted)".
+pub(super) fn redact<'a>(name: &str, args: &[&'a [u8]]) -> Vec<std::borrow::Cow<'a, [u8]>> {
+    use std::borrow::Cow;
+    const HIDDEN: &[u8] = b"(redacted)";
+    let mut out: Vec<Cow<'a, [u8]>> = args.iter().map(|a| Cow::Borrowed(*a)).collect();
+    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
+    let hide_from = match (name, sub.as_deref()) {
+        ("auth", _) => Some(1),
+        ("acl", Some(b"setuser")) => Some(2),
+        _ => None,
+    };
+    if let Some(from) = hide_from {
+        for a in out.iter_mut().skip(from) {
+            *a = Cow::Borrowed(HIDDEN);
+        }
+    }
+    // The values after these words, up to the count given.
+    let secrets: &[(&[u8], usize)] = match (name, sub.as_deref()) {
+        ("hello", _) => &[(b"auth", 2)],
+        ("migrate", _) => &[(b"auth", 1), (b"auth2", 2)],
+        ("config", Some(b"set")) => &[(b"requirepass", 1), (b"masterauth", 1)],
+        _ => &[],
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let word = args
+            .get(i)
+            .map(|a| a.to_ascii_lowercase())
+            .unwrap_or_default();
+        if let Some(&(_, n)) = secrets.iter().find(|(w, _)| *w == word.as_slice()) {
+            for a in out.iter_mut().skip(i + 1).take(n) {
+                *a = Cow::Borrowed(HIDDEN);
+            }
+            i += n;
+        }
+        i += 1;
+    }
+    out
 }

@@ -33,14 +33,6 @@ pub(crate) fn script_client(shared: &Shared, caller: &super::Connection) -> supe
     c
 }
 
-/// The commands that run a script: they run alone.
-pub(crate) fn runs_script(name: &str) -> bool {
-    matches!(
-        name,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    )
-}
-
 /// What `redis.call` runs commands with: the calling connection, its user and database.
 struct ScriptHost<'c, 'a> {
     shared: &'a Shared,

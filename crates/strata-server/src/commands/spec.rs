@@ -146,6 +146,20 @@ pub(crate) const SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("xinfo", &["consumers", "groups", "help", "stream"]),
 ];
 
+/// Commands whose name alone says little: CLIENT LIST and the statistics show them with
+/// their subcommand.
+pub(crate) fn has_subcommands(name: &str) -> bool {
+    SUBCOMMANDS.iter().any(|(n, _)| *n == name)
+}
+
+/// The commands that run a script: they run alone.
+pub(crate) fn runs_script(name: &str) -> bool {
+    matches!(
+        name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
+}
+
 macro_rules! specs {
     ($((
         $name:literal, $arity:expr, $flags:expr, [$($cat:literal),*], $keys:expr, $run:path
