@@ -1626,3 +1626,80 @@ fn monitor_hears_commands_as_they_run_with_passwords_redacted() {
     assert_eq!(next().1, r#""AUTH" "(redacted)""#);
     server.shutdown().unwrap();
 }
+
+/// Every parameter CONFIG GET shows takes a CONFIG SET of the value shown (Redis's own
+/// "CONFIG sanity"), except the three Redis never changes; a fixed parameter refuses any
+/// other value, a parameter named twice is refused whole, and SLOWLOG's settings apply.
+#[test]
+fn config_set_takes_back_what_config_get_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let all: Vec<(String, String)> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("*")
+        .query(&mut c)
+        .unwrap();
+    assert!(all.len() > 30, "{all:?}");
+    for (k, v) in &all {
+        let got = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query::<()>(&mut c);
+        match k.as_str() {
+            "databases" | "aclfile" | "daemonize" => {
+                let e = got.unwrap_err().to_string();
+                assert!(e.contains("can't set immutable config"), "{k}: {e}");
+            }
+            _ => assert!(got.is_ok(), "{k} {v:?}: {got:?}"),
+        }
+    }
+    let after: Vec<(String, String)> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("*")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(after, all);
+    let port = server.local_addr().port() + 1;
+    let e = error_of(
+        redis::cmd("CONFIG").arg("SET").arg("port").arg(port),
+        &mut c,
+    );
+    assert!(e.contains("can't set immutable config"), "{e}");
+    let e = error_of(
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-max-len")
+            .arg(5)
+            .arg("slowlog-max-len")
+            .arg(6),
+        &mut c,
+    );
+    assert!(e.contains("duplicate parameter"), "{e}");
+    // Nothing of a refused CONFIG SET is applied.
+    let len: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slowlog-max-len")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(len[1], "128");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .arg("slowlog-max-len")
+        .arg(2)
+        .query(&mut c)
+        .unwrap();
+    let _: () = c.set("a", 1).unwrap();
+    let _: () = redis::cmd("ECHO").arg("b").query(&mut c).unwrap();
+    let log: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    let commands: Vec<&[String]> = log.iter().map(|e| e.3.as_slice()).collect();
+    assert_eq!(commands, [&["ECHO", "b"][..], &["SET", "a", "1"][..]]);
+    server.shutdown().unwrap();
+}

@@ -237,11 +237,12 @@ pub(crate) fn write_sets<'a>(
     Ok(())
 }
 
-/// Counts the calls and time of batched GETs and SETs into their commands' statistics.
-pub(crate) fn count_batched(shared: &Shared, name: &[u8], calls: u64, micros: u64) {
+/// Counts the calls and time (in all) of batched GETs and SETs into their commands'
+/// statistics.
+pub(crate) fn count_batched(shared: &Shared, name: &[u8], calls: u64, nanos: u64) {
     if let Some((i, _)) = lookup(name)
         && let Some(s) = shared.command_stats.get(i)
     {
-        s.record(calls, micros.saturating_mul(1000));
+        s.record(calls, nanos);
     }
 }

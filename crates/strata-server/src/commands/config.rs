@@ -47,6 +47,7 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         .to_string();
     vec![
         ("appendonly", "yes".into(), false),
+        ("daemonize", "no".into(), false),
         ("notify-keyspace-events", notify_flags(shared), true),
         ("appendfsync", appendfsync.into(), true),
         // No timed snapshots: every acknowledged write is in the log already. CONFIG SET
@@ -239,6 +240,16 @@ fn bytes(text: &str) -> Option<usize> {
     digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
+/// The highest `proto-max-bulk-len`: the default, Redis's. (A value over the engine's
+/// `MAX_VALUE_BYTES` is refused when written, whatever the request limit.)
+const MAX_BULK_LIMIT: usize = 512 * 1024 * 1024;
+
+/// Parameters Redis itself never changes while it runs: CONFIG SET refuses them even at the
+/// value they have. The server's other fixed parameters (its port, address, directory,
+/// appendonly) take a CONFIG SET of the value they have, which changes nothing, as Redis's
+/// do, and refuse any other.
+const IMMUTABLE: &[&str] = &["databases", "aclfile", "daemonize"];
+
 /// A setting CONFIG SET changes, parsed and checked.
 enum Setting {
     Sync(SyncMode),
@@ -316,9 +327,9 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .map(|n| Setting::MaxClients(n as usize))
             .ok_or_else(|| invalid("argument must be a positive number")),
         "proto-max-bulk-len" => number()
-            .filter(|&n| n >= 1024 * 1024 && n <= strata::MAX_VALUE_BYTES as u64)
+            .filter(|&n| n >= 1024 * 1024 && n <= MAX_BULK_LIMIT as u64)
             .map(|n| Setting::MaxBulk(n as usize))
-            .ok_or_else(|| invalid("argument must be a number of bytes from 1048576 to 67108864")),
+            .ok_or_else(|| invalid("argument must be a number of bytes from 1048576 to 536870912")),
         "timeout" => number()
             .map(Setting::TimeoutSecs)
             .ok_or_else(|| invalid("argument couldn't be parsed into an integer")),
@@ -468,9 +479,23 @@ pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             let values = config_values(cx.shared);
             // Every parameter is checked before any is changed, as Redis does.
             let mut changes = Vec::new();
+            let mut seen: Vec<String> = Vec::new();
+            let no_tls = cx.shared.tls_port.is_none();
             for pair in a[2..].chunks(2) {
                 let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
-                match values.iter().find(|(k, _, _)| *k == name) {
+                let found = values.iter().find(|(k, _, _)| *k == name);
+                if found.is_some() && seen.contains(&name) {
+                    return Err(format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                         duplicate parameter"
+                    ));
+                }
+                seen.push(name.clone());
+                let same = found.is_some_and(|(_, v, _)| v.as_bytes() == pair[1]);
+                match found {
+                    // Unchanged: a fixed parameter, or a TLS file on a server without TLS.
+                    Some((_, _, false)) if same && !IMMUTABLE.contains(&name.as_str()) => {}
+                    Some((_, _, true)) if same && no_tls && name.starts_with("tls-") => {}
                     Some((_, _, true)) => changes.push(parse_setting(&name, pair[1])?),
                     Some((_, _, false)) => {
                         return Err(format!(

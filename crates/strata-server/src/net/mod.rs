@@ -22,6 +22,7 @@
 //! `client.rs`, and the thread scripts run on in `scripts.rs`.
 
 mod accept;
+mod batch;
 mod client;
 mod deliver;
 mod parking;

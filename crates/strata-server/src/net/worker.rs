@@ -16,6 +16,7 @@ use crate::shared::{After, Shared};
 use crate::store;
 use crate::tls::Stream;
 
+use super::batch::Batch;
 use super::client::{Client, Written};
 use super::parking::{after_command, unpark, wait_on};
 
@@ -23,9 +24,6 @@ use super::parking::{after_command, unpark, wait_on};
 pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
 /// Most bytes read from one connection in one round.
 const READ_PER_ROUND: usize = 256 * 1024;
-/// A batch is done once it holds this many SETs and GETs, or this many bytes of them.
-const MAX_BATCH_COMMANDS: usize = 1024;
-const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// How long a worker polls without sleeping, after a round of clients in lockstep, before it
 /// blocks.
 const SPIN: Duration = Duration::from_micros(50);
@@ -86,31 +84,6 @@ enum Advance {
     Later,
     /// The next command must wait until the batch is done.
     NeedFlush,
-}
-
-/// The SETs and GETs of a round, with the connections they came from. Their keys and values
-/// are copied end to end into buffers kept from batch to batch.
-#[derive(Default)]
-struct Batch {
-    /// The connection of each SET, in order.
-    set_conns: Vec<usize>,
-    /// Each SET's key, then its value.
-    set_args: Args,
-    /// The connection of each GET, in order.
-    get_conns: Vec<usize>,
-    /// Each GET's key.
-    get_keys: Args,
-    /// Each GET's value once read, and what reading keeps from batch to batch.
-    get_values: Vec<Result<Option<Vec<u8>>, String>>,
-    read_scratch: commands::ReadScratch,
-    bytes: usize,
-}
-
-impl Batch {
-    fn full(&self) -> bool {
-        self.set_conns.len() + self.get_conns.len() >= MAX_BATCH_COMMANDS
-            || self.bytes >= MAX_BATCH_BYTES
-    }
 }
 
 struct Worker {
@@ -525,66 +498,9 @@ impl Worker {
     /// Writes the batched SETs, then reads the batched GETs, and appends each one's reply to
     /// its connection.
     fn flush_batch(&mut self) {
-        self.flush_sets();
-        self.flush_gets();
+        super::batch::flush_sets(&self.shared, &mut self.batch, &mut self.clients);
+        super::batch::flush_gets(&self.shared, &mut self.batch, &mut self.clients);
         self.batch.bytes = 0;
-    }
-
-    fn flush_gets(&mut self) {
-        let batch = &mut self.batch;
-        if batch.get_conns.is_empty() {
-            return;
-        }
-        let started = Instant::now();
-        commands::read_gets(
-            &self.shared,
-            batch.get_keys.iter(),
-            &mut batch.read_scratch,
-            &mut batch.get_values,
-        );
-        // Expiry is judged once for the batch, after the reads, as a GET judges it once.
-        let now = self.shared.clock.now_ms();
-        for (idx, value) in batch.get_conns.iter().zip(batch.get_values.drain(..)) {
-            if let Some(Some(c)) = self.clients.get_mut(*idx) {
-                c.in_batch = c.in_batch.saturating_sub(1);
-                c.gets_in_batch = c.gets_in_batch.saturating_sub(1);
-                let mut reply = Reply::new(&mut c.output, c.state.protocol);
-                commands::answer_get(&self.shared, value, now, &mut reply);
-            }
-        }
-        let micros = started.elapsed().as_micros() as u64;
-        commands::count_batched(&self.shared, b"get", batch.get_conns.len() as u64, micros);
-        batch.get_conns.clear();
-        batch.get_keys.clear();
-    }
-
-    fn flush_sets(&mut self) {
-        let batch = &mut self.batch;
-        if batch.set_conns.is_empty() {
-            return;
-        }
-        let args = &batch.set_args;
-        let pairs = (0..batch.set_conns.len()).map(|i| {
-            let arg = |j| args.get(j).unwrap_or_default();
-            (arg(2 * i), arg(2 * i + 1))
-        });
-        let started = Instant::now();
-        let result = commands::write_sets(&self.shared, pairs);
-        let micros = started.elapsed().as_micros() as u64;
-        commands::count_batched(&self.shared, b"set", batch.set_conns.len() as u64, micros);
-        for idx in &batch.set_conns {
-            if let Some(Some(c)) = self.clients.get_mut(*idx) {
-                c.in_batch = c.in_batch.saturating_sub(1);
-                let mut reply = Reply::new(&mut c.output, c.state.protocol);
-                match &result {
-                    Ok(()) => reply.ok(),
-                    // The message carries its code already.
-                    Err(e) => reply.error(e),
-                }
-            }
-        }
-        batch.set_conns.clear();
-        batch.set_args.clear();
     }
 
     /// Sends what the socket takes; registers for writability when it takes less than all.
