@@ -363,6 +363,8 @@ fn background(shared: &Shared) {
                     break;
                 }
             }
+            let took = started.elapsed().as_millis() as u64;
+            shared.stats.latency.note("expire-cycle", took);
             last_expiry = Instant::now();
         }
     }
