@@ -567,6 +567,18 @@ pub(crate) fn movable_keys(cmd: &Spec, args: &[&[u8]]) -> Vec<usize> {
             (at + 1..at + 1 + n).collect()
         }
         "sort" => sort_store_key(args).into_iter().collect(),
+        // STORE and STOREDIST name a key, after the place and the radius.
+        "georadius" | "georadiusbymember" => {
+            let from = if cmd.name == "georadius" { 6 } else { 5 };
+            (from..args.len().saturating_sub(1))
+                .filter(|&i| {
+                    args.get(i).is_some_and(|a| {
+                        a.eq_ignore_ascii_case(b"store") || a.eq_ignore_ascii_case(b"storedist")
+                    })
+                })
+                .map(|i| i + 1)
+                .collect()
+        }
         _ => Vec::new(),
     }
 }

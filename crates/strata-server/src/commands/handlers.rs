@@ -3,7 +3,7 @@
 
 use super::table::command_rows;
 use super::{
-    Handler, auth, blocking, client, config, functions, hashes, info, keys, latency, lists,
+    Handler, auth, blocking, client, config, functions, geo, hashes, info, keys, latency, lists,
     monitor, persistence, pubsub, scripting, server, sets, sort, streams, strings, transaction,
     xclaim, xgroups, xinfo, zalgebra, zrange, zsets,
 };

@@ -28,6 +28,7 @@ mod config;
 mod dispatch;
 mod exec_state;
 mod functions;
+mod geo;
 mod handlers;
 mod hashes;
 mod info;
