@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+mod conf;
 mod import;
 mod report;
 mod shell;
@@ -310,7 +311,11 @@ enum Command {
         top: usize,
     },
     /// Serve the database over the Redis protocol (RESP) until SIGINT or SIGTERM.
+    #[command(args_override_self = true)]
     Serve {
+        /// A configuration file in Redis's format: its settings come first, the flags given
+        /// here override them, and CONFIG REWRITE writes the running settings back to it.
+        config: Option<PathBuf>,
         /// The database directory (created if missing).
         #[arg(long, default_value = "strata-data")]
         dir: PathBuf,
@@ -531,7 +536,22 @@ fn backup(cmd: BackupCommand, base: &Options, out: &mut impl Write) -> Result<()
     Ok(())
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
+/// The command line, with the flags of `strata serve`'s configuration file placed before
+/// its own, and the file's other settings.
+fn parse_cli() -> Result<(Cli, Vec<(String, String)>), String> {
+    let cli = Cli::parse();
+    let Command::Serve {
+        config: Some(path), ..
+    } = &cli.command
+    else {
+        return Ok((cli, Vec::new()));
+    };
+    let file = conf::read(path)?;
+    let args = conf::with_flags(std::env::args().collect(), &file.flags);
+    Ok((Cli::parse_from(args), file.settings))
+}
+
+fn run(cli: Cli, settings: Vec<(String, String)>) -> Result<ExitCode, String> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let io = |e: std::io::Error| format!("writing output: {e}");
     let base = &Options {
@@ -542,6 +562,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     };
     match cli.command {
         Command::Serve {
+            config: config_file,
             dir,
             port,
             bind,
@@ -602,6 +623,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 output_buffer_limit: client_output_buffer_limit,
                 tcp_keepalive,
                 notify_keyspace_events,
+                config_file,
+                settings,
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;
@@ -977,8 +1000,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
+    let ran = parse_cli().and_then(|(cli, settings)| run(cli, settings));
+    match ran {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");

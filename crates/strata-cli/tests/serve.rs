@@ -801,3 +801,66 @@ fn numeric(id: &str) -> (u64, u64) {
     let (ms, seq) = id.split_once('-').unwrap();
     (ms.parse().unwrap(), seq.parse().unwrap())
 }
+
+fn config_get(c: &mut redis::Connection, name: &str) -> String {
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();
+    got.get(1).cloned().unwrap_or_default()
+}
+
+/// `strata serve FILE`: the file's settings apply, a flag on the command line overrides
+/// the file, CONFIG REWRITE writes the running settings back keeping the file's comments,
+/// and the next start runs with them. A directive the server does not know stops it.
+#[test]
+fn a_configuration_file_is_read_at_start_and_written_back_by_config_rewrite() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("db");
+    let file = t.path().join("strata.conf");
+    std::fs::write(
+        &file,
+        "# the operator's note\nslowlog-max-len 10\nport 1\nlatency-monitor-threshold 5\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let flags = [file.to_str().unwrap()];
+    let (child, mut c) = serve_with(&dir, port, &flags);
+    assert_eq!(config_get(&mut c, "slowlog-max-len"), "10");
+    assert_eq!(config_get(&mut c, "latency-monitor-threshold"), "5");
+    assert_eq!(config_get(&mut c, "port"), port.to_string());
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(20)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut c).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            "# the operator's note",
+            "slowlog-max-len 20",
+            &format!("port {port}"),
+            "latency-monitor-threshold 5"
+        ]
+    );
+    assert!(lines.contains(&"appendfsync everysec"), "{text}");
+    kill(child);
+    let (child, mut c) = serve_with(&dir, port, &flags);
+    assert_eq!(config_get(&mut c, "slowlog-max-len"), "20");
+    kill(child);
+    std::fs::write(&file, "slowlog-max-len 10\nno-such-thing yes\n").unwrap();
+    let out = common::strata_command()
+        .args([
+            "serve",
+            file.to_str().unwrap(),
+            "--dir",
+            dir.to_str().unwrap(),
+        ])
+        .args(["--port", &free_port().to_string()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'no-such-thing'"), "{err}");
+}

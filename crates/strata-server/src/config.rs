@@ -88,6 +88,11 @@ pub struct Config {
     pub tcp_keepalive: u64,
     /// The certificate, key and client-certificate settings of the TLS port.
     pub tls: Option<TlsFiles>,
+    /// The configuration file the server was started from, which CONFIG REWRITE writes.
+    pub config_file: Option<PathBuf>,
+    /// Parameters set at start as CONFIG SET sets them (from the configuration file), each
+    /// with its value.
+    pub settings: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -118,6 +123,8 @@ impl Default for Config {
             notify_keyspace_events: String::new(),
             // Redis's default.
             tcp_keepalive: 300,
+            config_file: None,
+            settings: Vec::new(),
         }
     }
 }

@@ -25,6 +25,7 @@
 mod acl;
 mod clients;
 mod commands;
+pub mod conffile;
 mod config;
 mod glob;
 mod hotcache;
@@ -156,6 +157,7 @@ impl Server {
             config,
         });
         commands::load_libraries(&shared)?;
+        commands::apply_settings(&shared, &shared.config.settings)?;
         let scripts = Some(net::spawn_script_thread(shared.clone())?);
         shared.set_sync_mode(shared.config.sync);
         let workers: Vec<net::WorkerHandle> = (0..threads)

@@ -456,6 +456,89 @@ fn apply_setting(shared: &Shared, setting: Setting) {
     }
 }
 
+/// Sets parameters as CONFIG SET sets them: every one is checked before any changes.
+/// `from_file`: read from the configuration file at start, where every fixed parameter,
+/// the three immutable ones too, may be given the value it has.
+pub(crate) fn set_many(shared: &Shared, pairs: &[(&[u8], &[u8])], from_file: bool) -> Outcome {
+    let values = config_values(shared);
+    let mut changes = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    let no_tls = shared.tls_port.is_none();
+    for (name, value) in pairs {
+        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        let found = values.iter().find(|(k, _, _)| *k == name);
+        if found.is_some() && seen.contains(&name) {
+            return Err(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                 duplicate parameter"
+            ));
+        }
+        seen.push(name.clone());
+        let same = found.is_some_and(|(_, v, _)| v.as_bytes() == *value);
+        let fixed_ok = from_file || !IMMUTABLE.contains(&name.as_str());
+        match found {
+            // Unchanged: a fixed parameter, or a TLS file on a server without TLS.
+            Some((_, _, false)) if same && fixed_ok => {}
+            Some((_, _, true)) if same && no_tls && name.starts_with("tls-") => {}
+            Some((_, _, true)) => changes.push(parse_setting(&name, value)?),
+            Some((_, _, false)) => {
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                     can't set immutable config"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
+            }
+        }
+    }
+    // TLS files are read (and checked to go together) before anything changes.
+    let tls = tls_changes(shared, &changes)?;
+    for setting in changes {
+        apply_setting(shared, setting);
+    }
+    if let Some(tls) = tls {
+        *shared.tls.lock().unwrap_or_else(|e| e.into_inner()) = Some(tls);
+    }
+    Ok(())
+}
+
+/// Sets the parameters the configuration file gave, as CONFIG SET sets them.
+pub(crate) fn apply_settings(shared: &Shared, settings: &[(String, String)]) -> Result<(), String> {
+    let pairs: Vec<(&[u8], &[u8])> = settings
+        .iter()
+        .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+        .collect();
+    set_many(shared, &pairs, true).map_err(|e| format!("the configuration file: {e}"))
+}
+
+/// Parameters CONFIG REWRITE leaves out: the older spellings of others.
+const NOT_REWRITTEN: &[&str] = &["lua-time-limit"];
+
+/// `CONFIG REWRITE`: writes what the server runs with into its configuration file,
+/// keeping the file's comments and order. A password is kept only as its digest, so a
+/// `requirepass` line stays as written (ACL files keep passwords across restarts).
+fn rewrite(shared: &Shared) -> Outcome {
+    let Some(path) = &shared.config.config_file else {
+        return Err("ERR The server is running without a config file".into());
+    };
+    let failed = |e: String| format!("ERR Rewriting config file: {e}");
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(failed(e.to_string())),
+    };
+    let current: Vec<(&str, String)> = config_values(shared)
+        .into_iter()
+        .filter(|(n, _, _)| !NOT_REWRITTEN.contains(n) && !ZIPLIST_NAMES.contains(n))
+        .map(|(n, v, _)| (n, v))
+        .collect();
+    let out = crate::conffile::rewrite(&text, &current, &["requirepass"]).map_err(failed)?;
+    crate::conffile::write_atomically(path, &out).map_err(|e| failed(e.to_string()))
+}
+
 pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let sub = upper(a[1]);
     match sub.as_str() {
@@ -476,55 +559,19 @@ pub(super) fn config(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             }
         }
         "SET" if a.len() >= 4 && a.len().is_multiple_of(2) => {
-            let values = config_values(cx.shared);
-            // Every parameter is checked before any is changed, as Redis does.
-            let mut changes = Vec::new();
-            let mut seen: Vec<String> = Vec::new();
-            let no_tls = cx.shared.tls_port.is_none();
-            for pair in a[2..].chunks(2) {
-                let name = String::from_utf8_lossy(pair[0]).to_ascii_lowercase();
-                let found = values.iter().find(|(k, _, _)| *k == name);
-                if found.is_some() && seen.contains(&name) {
-                    return Err(format!(
-                        "ERR CONFIG SET failed (possibly related to argument '{name}') - \
-                         duplicate parameter"
-                    ));
-                }
-                seen.push(name.clone());
-                let same = found.is_some_and(|(_, v, _)| v.as_bytes() == pair[1]);
-                match found {
-                    // Unchanged: a fixed parameter, or a TLS file on a server without TLS.
-                    Some((_, _, false)) if same && !IMMUTABLE.contains(&name.as_str()) => {}
-                    Some((_, _, true)) if same && no_tls && name.starts_with("tls-") => {}
-                    Some((_, _, true)) => changes.push(parse_setting(&name, pair[1])?),
-                    Some((_, _, false)) => {
-                        return Err(format!(
-                            "ERR CONFIG SET failed (possibly related to argument '{name}') - \
-                             can't set immutable config"
-                        ));
-                    }
-                    None => {
-                        return Err(format!(
-                            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-                        ));
-                    }
-                }
-            }
-            // TLS files are read (and checked to go together) before anything changes.
-            let tls = tls_changes(cx.shared, &changes)?;
-            for setting in changes {
-                apply_setting(cx.shared, setting);
-            }
-            if let Some(tls) = tls {
-                *cx.shared.tls.lock().unwrap_or_else(|e| e.into_inner()) = Some(tls);
-            }
+            let pairs: Vec<(&[u8], &[u8])> = a[2..].chunks(2).map(|p| (p[0], p[1])).collect();
+            set_many(cx.shared, &pairs, false)?;
+            cx.out.ok();
+        }
+        "REWRITE" if a.len() == 2 => {
+            rewrite(cx.shared)?;
             cx.out.ok();
         }
         "RESETSTAT" if a.len() == 2 => {
             cx.shared.reset_stats();
             cx.out.ok();
         }
-        "GET" | "SET" | "RESETSTAT" => {
+        "GET" | "SET" | "RESETSTAT" | "REWRITE" => {
             return Err(super::wrong_args(&format!("config|{}", sub.to_lowercase())));
         }
         _ => {

@@ -68,6 +68,8 @@ pub(crate) use dispatch::run_on_script_thread;
 pub(crate) use keys::expire_cycle;
 pub(crate) use pubsub::forget as forget_subscriptions;
 pub(crate) use run::run;
+
+pub(crate) use config::apply_settings;
 pub(crate) use scripting::{load_libraries, script_client};
 pub(crate) use session::Connection;
 #[cfg(test)]

@@ -268,6 +268,12 @@ pub(super) fn time(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
+/// `CLUSTER ...`: the server is no cluster node, and says so as a Redis without cluster
+/// support does, which is how clients find that they talk to a single server.
+pub(super) fn cluster(_cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
+    Err("ERR This instance has cluster support disabled".into())
+}
+
 /// `COMPACT`: flushes the memtable and merges the whole tree into its deepest level, which
 /// drops overwritten, deleted and expired entries from disk (Kvrocks's command of that name).
 pub(super) fn compact(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {

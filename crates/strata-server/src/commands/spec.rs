@@ -95,7 +95,13 @@ pub(crate) const SUBCOMMANDS: &[(&str, &[&str])] = &[
         ],
     ),
     ("command", &["count", "docs", "getkeys", "info", "list"]),
-    ("config", &["get", "resetstat", "set"]),
+    (
+        "cluster",
+        &[
+            "help", "info", "keyslot", "myid", "nodes", "shards", "slots",
+        ],
+    ),
+    ("config", &["get", "resetstat", "rewrite", "set"]),
     (
         "function",
         &[

@@ -716,6 +716,14 @@ macro_rules! command_rows {
                 config::config
             ),
             (
+                "cluster",
+                -2,
+                &["loading", "stale"],
+                ["slow"],
+                NONE,
+                server::cluster
+            ),
+            (
                 "slowlog",
                 -2,
                 &["admin", "loading", "stale"],
