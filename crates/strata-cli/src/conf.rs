@@ -56,6 +56,7 @@ fn bytes(text: &str) -> Option<u64> {
 }
 
 /// What a configuration file says: flags for `strata serve`, and the other parameters.
+#[derive(Debug)]
 pub struct FromFile {
     pub flags: Vec<String>,
     pub settings: Vec<(String, String)>,
