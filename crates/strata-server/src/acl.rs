@@ -104,6 +104,10 @@ pub(crate) struct User {
     pub passwords: Vec<Digest32>,
     /// One flag per row of [`SPECS`].
     allowed: Vec<bool>,
+    /// Exceptions by first argument (`+config|get`, `-client|kill`, `+select|0`): the row,
+    /// the subcommand or first argument in lower case, and whether it is allowed. They
+    /// outweigh the row's flag; a rule on the whole command or a category drops them.
+    sub_rules: Vec<(usize, Vec<u8>, bool)>,
     /// The command rules since the last `+@all` or `-@all`, for display.
     command_rules: Vec<String>,
     /// The last `+@all`/`-@all` (`allcommands`/`nocommands`) was `+@all`.
@@ -137,6 +141,7 @@ impl User {
             nopass: false,
             passwords: Vec::new(),
             allowed: vec![false; SPECS.len()],
+            sub_rules: Vec::new(),
             command_rules: Vec::new(),
             base_all: false,
             keys: Vec::new(),
@@ -160,6 +165,7 @@ impl User {
         self.enabled
             && self.all_channels
             && self.allowed.iter().all(|&a| a)
+            && self.sub_rules.iter().all(|(_, _, allow)| *allow)
             && self
                 .keys
                 .iter()
@@ -197,7 +203,7 @@ impl User {
         args: &[&[u8]],
         hint: &mut usize,
     ) -> Result<(), Denied> {
-        if !self.allowed.get(index).copied().unwrap_or(false) {
+        if !self.command_allowed(index, args) {
             return Err(Denied::Command);
         }
         let needed = needs(index, cmd, args);
@@ -232,6 +238,24 @@ impl User {
             }
         }
         self.check_channels(cmd, args)
+    }
+
+    /// Whether the user may run row `index` with these arguments: a rule on its subcommand
+    /// (or first argument), else the rule on the command.
+    fn command_allowed(&self, index: usize, args: &[&[u8]]) -> bool {
+        if !self.sub_rules.is_empty()
+            && let Some(first) = args.get(1)
+        {
+            let found = self
+                .sub_rules
+                .iter()
+                .rev()
+                .find(|(i, sub, _)| *i == index && sub.eq_ignore_ascii_case(first));
+            if let Some((_, _, allow)) = found {
+                return *allow;
+            }
+        }
+        self.allowed.get(index).copied().unwrap_or(false)
     }
 
     /// The channels a pub/sub command names, against the user's channel rules.
@@ -335,36 +359,8 @@ impl User {
                     }
                 }
                 Some((&sign @ (b'+' | b'-'), what)) => {
-                    let allow = sign == b'+';
                     let what = String::from_utf8_lossy(what).to_ascii_lowercase();
-                    let unknown = || bad("Unknown command or category name in ACL");
-                    if let Some(category) = what.strip_prefix('@') {
-                        if category == "all" {
-                            self.allowed.iter_mut().for_each(|a| *a = allow);
-                            self.base_all = allow;
-                            self.command_rules.clear();
-                            return Ok(());
-                        }
-                        if !CATEGORIES.contains(&category) {
-                            return Err(unknown());
-                        }
-                        for (i, c) in SPECS.iter().enumerate() {
-                            if c.categories.contains(&category)
-                                && let Some(a) = self.allowed.get_mut(i)
-                            {
-                                *a = allow;
-                            }
-                        }
-                    } else {
-                        let i = SPECS
-                            .iter()
-                            .position(|c| c.name == what)
-                            .ok_or_else(unknown)?;
-                        if let Some(a) = self.allowed.get_mut(i) {
-                            *a = allow;
-                        }
-                    }
-                    self.command_rules.push(format!("{}{what}", sign as char));
+                    self.command_rule(sign == b'+', &what, &bad)?;
                 }
                 Some((b'(', _)) => {
                     return Err(bad("Selectors are not supported"));
@@ -372,6 +368,71 @@ impl User {
                 _ => return Err(bad("Syntax error")),
             },
         }
+        Ok(())
+    }
+
+    /// A `+...` or `-...` rule: a command, a category (`@name`), `@all`, or a command's
+    /// subcommand or first argument (`cmd|sub`).
+    fn command_rule(
+        &mut self,
+        allow: bool,
+        what: &str,
+        bad: &dyn Fn(&str) -> String,
+    ) -> Result<(), String> {
+        let unknown = || bad("Unknown command or category name in ACL");
+        if let Some(category) = what.strip_prefix('@') {
+            if category == "all" {
+                self.allowed.iter_mut().for_each(|a| *a = allow);
+                self.sub_rules.clear();
+                self.base_all = allow;
+                self.command_rules.clear();
+                return Ok(());
+            }
+            if !CATEGORIES.contains(&category) {
+                return Err(unknown());
+            }
+            for (i, c) in SPECS.iter().enumerate() {
+                if c.categories.contains(&category)
+                    && let Some(a) = self.allowed.get_mut(i)
+                {
+                    *a = allow;
+                    self.sub_rules.retain(|(row, _, _)| *row != i);
+                }
+            }
+        } else if let Some((name, sub)) = what.split_once('|') {
+            let i = SPECS
+                .iter()
+                .position(|c| c.name == name)
+                .ok_or_else(unknown)?;
+            // A command with subcommands takes only those; another takes a rule
+            // on its first argument, which may only allow, as in Redis 7.0.
+            match crate::commands::subcommands_of(name) {
+                Some(subs) if !subs.contains(&sub) => return Err(unknown()),
+                None if !allow => {
+                    return Err(bad(
+                        "a first argument may be allowed (+cmd|arg), not denied",
+                    ));
+                }
+                _ => {}
+            }
+            if sub.is_empty() || sub.contains('|') {
+                return Err(unknown());
+            }
+            self.sub_rules
+                .retain(|(row, s, _)| !(*row == i && s.as_slice() == sub.as_bytes()));
+            self.sub_rules.push((i, sub.as_bytes().to_vec(), allow));
+        } else {
+            let i = SPECS
+                .iter()
+                .position(|c| c.name == what)
+                .ok_or_else(unknown)?;
+            if let Some(a) = self.allowed.get_mut(i) {
+                *a = allow;
+            }
+            self.sub_rules.retain(|(row, _, _)| *row != i);
+        }
+        let sign = if allow { '+' } else { '-' };
+        self.command_rules.push(format!("{sign}{what}"));
         Ok(())
     }
 
@@ -758,6 +819,65 @@ mod tests {
 
     fn row(name: &str) -> (usize, &'static Spec) {
         crate::commands::lookup(name.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn subcommand_rules_outweigh_their_command_and_go_with_it() {
+        let (ci, config) = row("config");
+        let (ki, client) = row("client");
+        let (si, select) = row("select");
+        let mut u = User::new("ops");
+        for r in [
+            "on",
+            "nopass",
+            "-@all",
+            "+config|get",
+            "+client",
+            "-client|kill",
+            "+select|0",
+        ] {
+            u.apply(r.as_bytes()).unwrap();
+        }
+        assert_eq!(u.check(ci, config, &[b"config", b"GET", b"port"]), Ok(()));
+        assert_eq!(
+            u.check(ci, config, &[b"config", b"set", b"port", b"1"]),
+            Err(Denied::Command)
+        );
+        assert_eq!(u.check(ki, client, &[b"client", b"list"]), Ok(()));
+        assert_eq!(
+            u.check(ki, client, &[b"client", b"Kill", b"id", b"1"]),
+            Err(Denied::Command)
+        );
+        assert_eq!(u.check(si, select, &[b"select", b"0"]), Ok(()));
+        assert_eq!(
+            u.check(si, select, &[b"select", b"1"]),
+            Err(Denied::Command)
+        );
+        assert!(!u.unrestricted());
+        assert_eq!(
+            u.commands_text(),
+            "-@all +config|get +client -client|kill +select|0"
+        );
+        // A rule on a category of the command drops its exceptions, as does one on the
+        // whole command, and +@all.
+        u.apply(b"-client|kill").unwrap();
+        u.apply(b"+@connection").unwrap();
+        assert_eq!(
+            u.check(ki, client, &[b"client", b"kill", b"id", b"1"]),
+            Ok(())
+        );
+        u.apply(b"-client|kill").unwrap();
+        u.apply(b"+client").unwrap();
+        assert_eq!(
+            u.check(ki, client, &[b"client", b"kill", b"id", b"1"]),
+            Ok(())
+        );
+        u.apply(b"+@all").unwrap();
+        assert_eq!(u.check(si, select, &[b"select", b"1"]), Ok(()));
+        // Unknown subcommands, and denying a first argument, are refused.
+        assert!(u.apply(b"+config|nosuch").is_err());
+        assert!(u.apply(b"-select|0").is_err());
+        assert!(u.apply(b"+nosuch|get").is_err());
     }
 
     #[test]

@@ -464,7 +464,17 @@ const CMDS: &[ModelCmd] = &[
         read: false,
         write: true,
     },
+    // A command with subcommands, which rules may name one by one.
+    ModelCmd {
+        name: "object",
+        categories: &["keyspace", "read", "slow"],
+        read: true,
+        write: false,
+    },
 ];
+
+/// OBJECT's subcommands the model runs.
+const SUBS: &[&str] = &["encoding", "refcount"];
 
 const CATS: &[&str] = &["read", "write", "string", "keyspace", "fast", "slow"];
 const PATTERNS: &[&str] = &["*", "a*", "b*", "k1", "k?"];
@@ -486,6 +496,8 @@ enum Rule {
     Cat(bool, usize),
     All(bool),
     Keys(bool, bool, usize),
+    /// `+object|sub` or `-object|sub`.
+    Sub(bool, usize),
 }
 
 impl Rule {
@@ -498,6 +510,7 @@ impl Rule {
             Rule::Keys(true, true, p) => format!("~{}", PATTERNS[*p]),
             Rule::Keys(true, false, p) => format!("%R~{}", PATTERNS[*p]),
             Rule::Keys(_, _, p) => format!("%W~{}", PATTERNS[*p]),
+            Rule::Sub(a, s) => format!("{}object|{}", sign(a), SUBS[*s]),
         }
     }
 }
@@ -508,27 +521,41 @@ fn rule() -> impl Strategy<Value = Rule> {
         (any::<bool>(), 0..CATS.len()).prop_map(|(a, i)| Rule::Cat(a, i)),
         any::<bool>().prop_map(Rule::All),
         (0..3u8, 0..PATTERNS.len()).prop_map(|(rw, p)| Rule::Keys(rw != 1, rw != 0, p)),
+        (any::<bool>(), 0..SUBS.len()).prop_map(|(a, s)| Rule::Sub(a, s)),
     ]
 }
 
-/// What the model says of `cmd` with `keys` for a user built by `rules`.
-fn model_allows(enabled: bool, rules: &[Rule], cmd: &ModelCmd, keys: &[&str]) -> &'static str {
+/// What the model says of `cmd` (with subcommand `sub`, for OBJECT) with `keys` for a user
+/// built by `rules`. A rule on a subcommand outweighs the command's; a later rule on the
+/// whole command, a category of it or `@all` drops the subcommands' rules.
+fn model_allows(
+    enabled: bool,
+    rules: &[Rule],
+    cmd: &ModelCmd,
+    sub: usize,
+    keys: &[&str],
+) -> &'static str {
     if !enabled {
         return "off";
     }
     let mut allowed = false;
+    let mut sub_rule: Option<bool> = None;
     let mut patterns: Vec<(bool, bool, &str)> = Vec::new();
     for r in rules {
         match r {
-            Rule::Cmd(a, i) if CMDS[*i].name == cmd.name => allowed = *a,
+            Rule::Cmd(a, i) if CMDS[*i].name == cmd.name => (allowed, sub_rule) = (*a, None),
             Rule::Cmd(..) => {}
-            Rule::Cat(a, i) if cmd.categories.contains(&CATS[*i]) => allowed = *a,
+            Rule::Cat(a, i) if cmd.categories.contains(&CATS[*i]) => {
+                (allowed, sub_rule) = (*a, None)
+            }
             Rule::Cat(..) => {}
-            Rule::All(a) => allowed = *a,
+            Rule::All(a) => (allowed, sub_rule) = (*a, None),
             Rule::Keys(r, w, p) => patterns.push((*r, *w, PATTERNS[*p])),
+            Rule::Sub(a, s) if cmd.name == "object" && *s == sub => sub_rule = Some(*a),
+            Rule::Sub(..) => {}
         }
     }
-    if !allowed {
+    if !sub_rule.unwrap_or(allowed) {
         return "command";
     }
     let key_ok = |k: &str| {
@@ -543,9 +570,10 @@ fn model_allows(enabled: bool, rules: &[Rule], cmd: &ModelCmd, keys: &[&str]) ->
     }
 }
 
-fn args_for(cmd: &ModelCmd, keys: &[&str]) -> Vec<String> {
+fn args_for(cmd: &ModelCmd, sub: usize, keys: &[&str]) -> Vec<String> {
     let mut args = vec![cmd.name.to_string()];
     match cmd.name {
+        "object" => args.extend([SUBS[sub].to_string(), keys[0].to_string()]),
         "get" | "incr" => args.push(keys[0].into()),
         "set" => args.extend([keys[0].to_string(), "1".into()]),
         "mset" => {
@@ -562,6 +590,7 @@ fn args_for(cmd: &ModelCmd, keys: &[&str]) -> Vec<String> {
 /// updates as the command would.
 fn model_reply(
     cmd: &ModelCmd,
+    sub: usize,
     keys: &[&str],
     store: &mut std::collections::BTreeMap<String, i64>,
 ) -> redis::Value {
@@ -587,13 +616,19 @@ fn model_reply(
             Value::Int(*n)
         }
         "del" => Value::Int(keys.iter().filter(|k| store.remove(**k).is_some()).count() as i64),
+        // Every value stored here is an integer: OBJECT ENCODING says `int`.
+        "object" => match (store.contains_key(keys[0]), SUBS[sub]) {
+            (false, _) => Value::Nil,
+            (true, "encoding") => Value::BulkString(b"int".to_vec()),
+            (true, _) => Value::Int(1),
+        },
         other => panic!("no model of {other}"),
     }
 }
 
 fn keys_used<'a>(cmd: &ModelCmd, keys: &'a [&'a str]) -> &'a [&'a str] {
     match cmd.name {
-        "get" | "incr" | "set" => &keys[..1],
+        "get" | "incr" | "set" | "object" => &keys[..1],
         _ => keys,
     }
 }
@@ -613,7 +648,7 @@ proptest! {
         ),
         more in prop::collection::vec(rule(), 0..6),
         calls in prop::collection::vec(
-            (0..CMDS.len(), prop::collection::vec(0..KEYS.len(), 1..4)),
+            (0..CMDS.len(), 0..SUBS.len(), prop::collection::vec(0..KEYS.len(), 1..4)),
             1..12,
         ),
     ) {
@@ -638,15 +673,15 @@ proptest! {
         prop_assert_eq!(login, "OK");
         // The keys' values as the allowed commands left them.
         let mut store = std::collections::BTreeMap::new();
-        for (ci, key_idx) in calls {
+        for (ci, sub, key_idx) in calls {
             let cmd = &CMDS[ci];
             let all: Vec<&str> = key_idx.iter().map(|&i| KEYS[i]).collect();
             let keys = keys_used(cmd, &all);
-            let args = args_for(cmd, keys);
+            let args = args_for(cmd, sub, keys);
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let reply = ask(&mut c, &refs);
             let got = text(reply.clone());
-            let want = model_allows(enabled, &rules, cmd, keys);
+            let want = model_allows(enabled, &rules, cmd, sub, keys);
             let verdict = if got.starts_with("NOPERM this user has no permissions to run") {
                 "command"
             } else if got.starts_with("NOPERM this user has no permissions to access") {
@@ -657,7 +692,7 @@ proptest! {
             prop_assert_eq!(verdict, want, "{:?} by {:?} answered {}", args, rules, got);
             // An allowed command ran: its reply is the model's, and its writes are kept.
             if want == "ok" {
-                let expected = model_reply(cmd, keys, &mut store);
+                let expected = model_reply(cmd, sub, keys, &mut store);
                 prop_assert_eq!(reply, Ok(expected), "{:?}", args);
             }
             // DRYRUN answers from the same check.

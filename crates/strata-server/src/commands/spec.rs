@@ -152,6 +152,14 @@ pub(crate) const SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("xinfo", &["consumers", "groups", "help", "stream"]),
 ];
 
+/// The subcommands of `name`, when it is a command that has them.
+pub(crate) fn subcommands_of(name: &str) -> Option<&'static [&'static str]> {
+    SUBCOMMANDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+}
+
 /// Commands whose name alone says little: CLIENT LIST and the statistics show them with
 /// their subcommand.
 pub(crate) fn has_subcommands(name: &str) -> bool {
