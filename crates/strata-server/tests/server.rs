@@ -1703,3 +1703,36 @@ fn config_set_takes_back_what_config_get_shows() {
     assert_eq!(commands, [&["ECHO", "b"][..], &["SET", "a", "1"][..]]);
     server.shutdown().unwrap();
 }
+
+/// MEMORY STATS shows where the memory is: writes fill the memtable, a COMPACT moves them
+/// to tables on disk; MEMORY DOCTOR reports the same figures.
+#[test]
+fn memory_stats_follow_writes_from_memtable_to_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let stats = |c: &mut redis::Connection| -> std::collections::HashMap<String, i64> {
+        redis::cmd("MEMORY").arg("STATS").query(c).unwrap()
+    };
+    let before = stats(&mut c);
+    for i in 0..2000 {
+        let _: () = c.set(format!("key{i}"), "v".repeat(100)).unwrap();
+    }
+    let written = stats(&mut c);
+    assert!(
+        written["engine.memtables"] >= before["engine.memtables"] + 200_000,
+        "{before:?} then {written:?}"
+    );
+    assert!(written["total.allocated"] >= written["engine.memtables"]);
+    assert_eq!(written["disk.tables"], before["disk.tables"]);
+    let _: () = redis::cmd("COMPACT").query(&mut c).unwrap();
+    let compacted = stats(&mut c);
+    assert!(compacted["disk.tables"] > 100_000, "{compacted:?}");
+    assert!(compacted["engine.memtables"] < written["engine.memtables"]);
+    let report: String = redis::cmd("MEMORY").arg("DOCTOR").query(&mut c).unwrap();
+    assert!(
+        report.contains(&format!("disk.tables: {}", compacted["disk.tables"])),
+        "{report}"
+    );
+    server.shutdown().unwrap();
+}

@@ -72,7 +72,7 @@ fn cpu_seconds() -> (f64, f64) {
 }
 
 /// The process's resident memory in bytes, from `/proc/self/statm`.
-fn resident_bytes() -> u64 {
+pub(super) fn resident_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = statm
         .split_whitespace()

@@ -711,6 +711,61 @@ pub(crate) fn expire_cycle(shared: &Shared, now_ms: u64) -> Result<(u64, bool), 
 /// `MEMORY USAGE key [SAMPLES n]`: the bytes the key takes in the engine (its key and
 /// stored value; for a collection, its elements too, estimated from `n` of them, 5 by
 /// default, all of them for 0), before compression. `MEMORY HELP` lists that.
+/// MEMORY STATS: what holds the server's memory, in bytes (Redis's names where the figure
+/// means the same, Strata's own for the engine's parts), and what the disk holds.
+fn memory_figures(cx: &Ctx<'_, '_>) -> Vec<(&'static str, u64)> {
+    let s = cx.shared.db.stats();
+    let engine =
+        s.memtable_bytes + s.immutable_memtable_bytes + s.block_cache_bytes + s.table_pinned_bytes;
+    let lua = cx.shared.scripts.memory() as u64;
+    let hot = cx.shared.cache.bytes() as u64;
+    vec![
+        ("total.allocated", engine + lua + hot),
+        ("rss", super::info::resident_bytes()),
+        ("lua.caches", lua),
+        (
+            "engine.memtables",
+            s.memtable_bytes + s.immutable_memtable_bytes,
+        ),
+        ("engine.block-cache", s.block_cache_bytes),
+        ("engine.block-cache-capacity", s.block_cache_capacity),
+        ("engine.pinned-tables", s.table_pinned_bytes),
+        ("hot-cache", hot),
+        ("disk.tables", s.levels.iter().map(|l| l.bytes).sum()),
+        ("clients.connected", cx.shared.clients.list().len() as u64),
+    ]
+}
+
+/// MEMORY DOCTOR: how the memory is used, and what to change when something looks off.
+fn memory_doctor(cx: &Ctx<'_, '_>) -> String {
+    let s = cx.shared.db.stats();
+    let lookups = s.block_cache_hits + s.block_cache_misses;
+    let mut advice = Vec::new();
+    if lookups > 10_000 && s.block_cache_misses * 2 > lookups {
+        advice.push(format!(
+            "* Most block cache lookups miss ({} of {lookups}): reads go to the disk. A larger \
+             --block-cache-bytes (now {}) keeps more of the data in memory.",
+            s.block_cache_misses, s.block_cache_capacity
+        ));
+    }
+    if s.immutable_memtables > 1 {
+        advice.push(format!(
+            "* {} memtables wait to be flushed: writes come faster than the disk takes them.",
+            s.immutable_memtables
+        ));
+    }
+    let figures: Vec<String> = memory_figures(cx)
+        .into_iter()
+        .map(|(n, v)| format!("{n}: {v}"))
+        .collect();
+    let verdict = if advice.is_empty() {
+        "No memory problem was found.".to_string()
+    } else {
+        advice.join("\n")
+    };
+    format!("{verdict}\n\n{}\n", figures.join("\n"))
+}
+
 pub(super) fn memory(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     match upper(a[1]).as_str() {
         "HELP" if a.len() == 2 => {
@@ -720,6 +775,10 @@ pub(super) fn memory(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 "    Return memory in bytes used by <key> and its value, as stored by the",
                 "    engine. Collections' elements are estimated from <count> of them (5 by",
                 "    default, all of them for 0).",
+                "STATS",
+                "    Return the server's memory, by what holds it.",
+                "DOCTOR",
+                "    Return a report on how the memory is used, with advice.",
                 "HELP",
                 "    Print this help.",
             ];
@@ -727,6 +786,20 @@ pub(super) fn memory(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             for l in lines {
                 cx.out.simple(l);
             }
+            Ok(())
+        }
+        "STATS" if a.len() == 2 => {
+            let figures = memory_figures(cx);
+            cx.out.map(figures.len());
+            for (name, n) in figures {
+                cx.out.bulk(name.as_bytes());
+                cx.out.int(n as i64);
+            }
+            Ok(())
+        }
+        "DOCTOR" if a.len() == 2 => {
+            let report = memory_doctor(cx);
+            cx.out.verbatim(&report);
             Ok(())
         }
         "USAGE" if a.len() == 3 || a.len() == 5 => {

@@ -120,7 +120,7 @@ pub(crate) const SUBCOMMANDS: &[(&str, &[&str])] = &[
             "reset",
         ],
     ),
-    ("memory", &["help", "usage"]),
+    ("memory", &["doctor", "help", "stats", "usage"]),
     (
         "object",
         &["encoding", "freq", "help", "idletime", "refcount"],
