@@ -102,9 +102,47 @@ impl ClientInfo {
     }
 }
 
+/// CLIENT PAUSE: until when (milliseconds after the server started, 0: no pause) and
+/// whether every command waits or only those that write.
+#[derive(Default)]
+pub(crate) struct Pause {
+    until_ms: AtomicU64,
+    all: AtomicBool,
+}
+
+impl Pause {
+    /// Pauses until `until_ms` (after the server started); a shorter pause than the one in
+    /// force changes nothing, as in Redis, but its kind may widen it.
+    pub(crate) fn start(&self, until_ms: u64, all: bool) {
+        let before = self.until_ms.fetch_max(until_ms, Ordering::AcqRel);
+        if before < until_ms || all {
+            self.all.fetch_or(all, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether a pause was started and not ended (it may have run out).
+    pub(crate) fn started(&self) -> bool {
+        self.until_ms.load(Ordering::Relaxed) != 0
+    }
+
+    pub(crate) fn end(&self) {
+        self.until_ms.store(0, Ordering::Release);
+        self.all.store(false, Ordering::Release);
+    }
+
+    /// The pause in force at `now_ms`: how long it has left, and whether it holds every
+    /// command.
+    pub(crate) fn in_force(&self, now_ms: u64) -> Option<(u64, bool)> {
+        let until = self.until_ms.load(Ordering::Acquire);
+        (until > now_ms).then(|| (until - now_ms, self.all.load(Ordering::Acquire)))
+    }
+}
+
 /// Every open connection, by client ID.
 #[derive(Default)]
 pub(crate) struct Clients {
+    /// CLIENT PAUSE.
+    pub pause: Pause,
     all: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     /// Connections marked by CLIENT KILL that their workers have not closed: while 0, a
     /// woken worker need not look for any.

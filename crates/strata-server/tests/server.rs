@@ -1736,3 +1736,56 @@ fn memory_stats_follow_writes_from_memtable_to_disk() {
     );
     server.shutdown().unwrap();
 }
+
+/// CLIENT PAUSE WRITE holds writes and lets reads through; CLIENT UNPAUSE lets the held
+/// writes go on; CLIENT PAUSE ALL holds reads too, until its time is up.
+#[test]
+fn client_pause_holds_writes_or_everything_until_it_ends() {
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |c| c.threads = 2);
+    let addr = server.local_addr();
+    let mut admin = client(&server);
+    let mut c = client(&server);
+    let _: () = c.set("k", "before").unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let started = Instant::now();
+    assert_eq!(c.get::<_, String>("k").unwrap(), "before");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let writer = std::thread::spawn(move || {
+        let mut w = common::connect(addr);
+        let started = Instant::now();
+        let _: () = w.set("k", "after").unwrap();
+        started.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // Still held: the value is the old one.
+    assert_eq!(c.get::<_, String>("k").unwrap(), "before");
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+    let held = writer.join().unwrap();
+    assert!(held >= Duration::from_millis(300), "{held:?}");
+    assert!(held < Duration::from_secs(30), "{held:?}");
+    assert_eq!(c.get::<_, String>("k").unwrap(), "after");
+    // ALL: a read waits for the pause's time to run out.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(400)
+        .query(&mut admin)
+        .unwrap();
+    let started = Instant::now();
+    assert_eq!(c.get::<_, String>("k").unwrap(), "after");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    server.shutdown().unwrap();
+}

@@ -63,6 +63,10 @@ const HELP: &[&str] = &[
     "    Accepted, and not kept.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
     "    Unblock the specified blocked client.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
     "TRACKINGINFO",
     "    Report tracking status for the current connection (always off: client-side",
     "    caching is not served).",
@@ -118,6 +122,27 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             cx.out.ok();
         }
         ("GETREDIR", 2) => cx.out.int(-1),
+        ("PAUSE", 3 | 4) => {
+            let ms = super::parse_i64(a[2])
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or("ERR timeout is not an integer or out of range")?;
+            let all = match a.get(3).map(|m| upper(m)).as_deref() {
+                None | Some("ALL") => true,
+                Some("WRITE") => false,
+                Some(_) => return Err(super::syntax()),
+            };
+            let now = since_start(cx.shared);
+            cx.shared.clients.pause.start(now.saturating_add(ms), all);
+            cx.out.ok();
+        }
+        ("UNPAUSE", 2) => {
+            cx.shared.clients.pause.end();
+            // Each worker looks at its held connections again.
+            for w in 0..cx.shared.wakers.get().map_or(0, Vec::len) {
+                cx.shared.wake_worker(w);
+            }
+            cx.out.ok();
+        }
         ("TRACKINGINFO", 2) => {
             cx.out.map(3);
             cx.out.bulk(b"flags");
@@ -139,7 +164,7 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
         (
             "SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO" | "REPLY" | "UNBLOCK" | "KILL"
-            | "NO-EVICT" | "GETREDIR" | "TRACKINGINFO" | "HELP",
+            | "NO-EVICT" | "GETREDIR" | "TRACKINGINFO" | "HELP" | "PAUSE" | "UNPAUSE",
             _,
         ) => {
             return Err(super::wrong_args(&format!("client|{}", sub.to_lowercase())));
@@ -152,6 +177,42 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         }
     }
     Ok(())
+}
+
+/// Milliseconds since the server started: the clock CLIENT PAUSE is kept by.
+pub(crate) fn since_start(shared: &crate::shared::Shared) -> u64 {
+    shared.started.elapsed().as_millis() as u64
+}
+
+/// Whether a CLIENT PAUSE is in force now.
+pub(crate) fn pause_in_force(shared: &crate::shared::Shared) -> bool {
+    shared.clients.pause.started() && shared.clients.pause.in_force(since_start(shared)).is_some()
+}
+
+/// Whether a command named `name` waits for CLIENT PAUSE to end: under a pause of every
+/// command, each; under a pause of writes, those that write or may (scripts, PUBLISH,
+/// EXEC). Commands queued inside MULTI are queued as usual; EXEC waits.
+pub(crate) fn paused(shared: &crate::shared::Shared, name: &[u8], in_multi: bool) -> bool {
+    if !shared.clients.pause.started() {
+        return false;
+    }
+    let Some((_, all)) = shared.clients.pause.in_force(since_start(shared)) else {
+        return false;
+    };
+    let Some((_, cmd)) = super::spec::lookup(name) else {
+        return false;
+    };
+    if in_multi && cmd.name != "exec" && cmd.name != "discard" {
+        return false;
+    }
+    all || cmd
+        .flags
+        .iter()
+        .any(|f| *f == "write" || *f == "may_replicate")
+        || matches!(
+            cmd.name,
+            "exec" | "publish" | "spublish" | "eval" | "evalsha" | "fcall"
+        )
 }
 
 fn unblock(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {

@@ -63,6 +63,7 @@ pub(crate) use auth::protected;
 pub(crate) use batched::{
     ReadScratch, answer_get, count_batched, is_plain_get, is_plain_set, read_gets, write_sets,
 };
+pub(crate) use client::{pause_in_force, paused};
 pub(crate) use dispatch::execute;
 pub(crate) use dispatch::run_on_script_thread;
 pub(crate) use keys::expire_cycle;

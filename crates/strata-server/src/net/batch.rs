@@ -34,6 +34,24 @@ pub(super) struct Batch {
 }
 
 impl Batch {
+    /// Adds the SET `args` (`n` bytes of request) of connection `idx`, in database `db`.
+    pub(super) fn add_set(&mut self, idx: usize, db: u8, args: &Args, n: usize) {
+        self.bytes += n;
+        self.set_conns.push(idx);
+        self.set_args
+            .push_with(|dst| store::data_key_into(db, args.get(1).unwrap_or_default(), dst));
+        self.set_args
+            .push_with(|dst| store::encode_value_into(args.get(2).unwrap_or_default(), None, dst));
+    }
+
+    /// Adds the GET `args` of connection `idx`, in database `db`.
+    pub(super) fn add_get(&mut self, idx: usize, db: u8, args: &Args, n: usize) {
+        self.bytes += n;
+        self.get_conns.push(idx);
+        self.get_keys
+            .push_with(|dst| store::data_key_into(db, args.get(1).unwrap_or_default(), dst));
+    }
+
     pub(super) fn full(&self) -> bool {
         self.set_conns.len() + self.get_conns.len() >= MAX_BATCH_COMMANDS
             || self.bytes >= MAX_BATCH_BYTES

@@ -13,7 +13,6 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::commands::{self, Connection};
 use crate::resp::{self, Args, Limits, Parsed, Reply};
 use crate::shared::{After, Shared};
-use crate::store;
 use crate::tls::Stream;
 
 use super::batch::Batch;
@@ -84,6 +83,8 @@ enum Advance {
     Later,
     /// The next command must wait until the batch is done.
     NeedFlush,
+    /// The next command waits for CLIENT PAUSE to end.
+    Paused,
 }
 
 struct Worker {
@@ -103,6 +104,8 @@ struct Worker {
     index: usize,
     /// Messages published to this worker's connections, kept from turn to turn.
     inbox: Vec<crate::pubsub::Delivery>,
+    /// Connections whose next command waits for CLIENT PAUSE to end.
+    paused: Vec<usize>,
 }
 
 impl Worker {
@@ -129,6 +132,7 @@ impl Worker {
             round_commands: 0,
             index,
             inbox: Vec::new(),
+            paused: Vec::new(),
         }
     }
 
@@ -185,6 +189,7 @@ impl Worker {
                 break;
             }
             self.expire_parked(&mut ready);
+            self.resume_paused(&mut ready);
             let round = std::mem::take(&mut ready);
             self.round_commands = 0;
             self.run_round(&round, &mut ready);
@@ -196,6 +201,21 @@ impl Worker {
             }
         }
         self.shut_down();
+    }
+
+    /// Once CLIENT PAUSE has ended, the connections it held go on.
+    fn resume_paused(&mut self, ready: &mut Vec<usize>) {
+        if self.paused.is_empty() || commands::pause_in_force(&self.shared) {
+            return;
+        }
+        for idx in std::mem::take(&mut self.paused) {
+            if let Some(Some(c)) = self.clients.get_mut(idx)
+                && !c.queued
+            {
+                c.queued = true;
+                ready.push(idx);
+            }
+        }
     }
 
     fn poll_for(&mut self, events: &mut Events, timeout: Duration) {
@@ -333,6 +353,12 @@ impl Worker {
                         break;
                     }
                     Advance::Idle => break,
+                    Advance::Paused => {
+                        if !self.paused.contains(&idx) {
+                            self.paused.push(idx);
+                        }
+                        break;
+                    }
                 }
             }
             // A script waits to be handed on at the round's end: the connections after it
@@ -402,6 +428,15 @@ impl Worker {
                             pos += n;
                             continue;
                         }
+                        let name = args.get(0).unwrap_or_default();
+                        if commands::paused(shared, name, c.state.multi.is_some()) {
+                            let held = c.in_batch > 0;
+                            break Some(if held {
+                                Advance::NeedFlush
+                            } else {
+                                Advance::Paused
+                            });
+                        }
                         // Inside MULTI every command is queued, through `execute`; a command
                         // the connection's user may not run is refused there.
                         if commands::is_plain_set(args) && c.state.may_batch(shared, args) {
@@ -413,16 +448,7 @@ impl Worker {
                             pos += n;
                             commands_run += 1;
                             c.in_batch += 1;
-                            let batch = &mut self.batch;
-                            batch.bytes += n;
-                            batch.set_conns.push(idx);
-                            let db = c.state.db;
-                            batch.set_args.push_with(|dst| {
-                                store::data_key_into(db, args.get(1).unwrap_or_default(), dst)
-                            });
-                            batch.set_args.push_with(|dst| {
-                                store::encode_value_into(args.get(2).unwrap_or_default(), None, dst)
-                            });
+                            self.batch.add_set(idx, c.state.db, args, n);
                             continue;
                         }
                         if commands::is_plain_get(args) && c.state.may_batch(shared, args) {
@@ -434,13 +460,7 @@ impl Worker {
                             commands_run += 1;
                             c.in_batch += 1;
                             c.gets_in_batch += 1;
-                            let batch = &mut self.batch;
-                            batch.bytes += n;
-                            batch.get_conns.push(idx);
-                            let db = c.state.db;
-                            batch.get_keys.push_with(|dst| {
-                                store::data_key_into(db, args.get(1).unwrap_or_default(), dst)
-                            });
+                            self.batch.add_get(idx, c.state.db, args, n);
                             continue;
                         }
                         if c.in_batch > 0 {
