@@ -11,30 +11,39 @@ cargo test --workspace
 # They run again from the executables the first pass built: `cargo test -p strata` would
 # build the crates anew with the features of that one package.
 again=$(cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
-import json, os, sys
+import json, os, sys, tomllib
 wanted = {
     "strata": None,
     "strata-server": {"model", "server", "collections", "streams"},
     "strata-cli": None,
 }
+found = {name: 0 for name in wanted}
+named = set()
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
         continue
-    package = m["package_id"].split("#")[0].rstrip("/").split("/")[-1]
+    with open(m["manifest_path"], "rb") as f:
+        package = tomllib.load(f)["package"]["name"]
     name, kinds = m["target"]["name"], m["target"]["kind"]
     if package not in wanted:
         continue
     if wanted[package] is not None and (kinds != ["test"] or name not in wanted[package]):
         continue
+    found[package] += 1
+    if wanted[package] is not None:
+        named.add(name)
     print(os.path.dirname(m["manifest_path"]), m["executable"])
+# A package or a named target that went missing fails the run, not the passes silently.
+missing = [p for p, n in found.items() if n == 0] + sorted(wanted["strata-server"] - named)
+if missing:
+    sys.exit("test.sh: no test executable for " + ", ".join(missing))
 ')
-test -n "$again"
 for policy in tiering lazy; do
     echo "== the engine's, the server's and the binary's tests under STRATA_MERGE_POLICY=$policy"
-    while read -r dir exe; do
+    while read -r dir exe <&3; do
         echo "== $policy: ${exe#"$PWD/"}"
-        (cd "$dir" && STRATA_MERGE_POLICY=$policy "$exe" -q)
-    done <<< "$again"
+        (cd "$dir" && STRATA_MERGE_POLICY=$policy "$exe" -q </dev/null)
+    done 3<<< "$again"
 done
 scripts/test-python.sh

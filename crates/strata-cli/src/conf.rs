@@ -74,7 +74,17 @@ pub fn read(path: &Path) -> Result<FromFile, String> {
     for d in directives {
         let at = || format!("{} line {}", path.display(), d.line);
         let Some(&(_, flag, memory)) = FLAGS.iter().find(|(n, _, _)| *n == d.name) else {
-            out.settings.push((d.name.clone(), d.args.join(" ")));
+            let value = d.args.join(" ");
+            match out.settings.iter_mut().find(|(n, _)| *n == d.name) {
+                // A buffer limit per class, and save points, add up over their lines, as in
+                // redis.conf; any other directive given again takes its last value.
+                Some((n, v)) if n == "client-output-buffer-limit" || n == "save" => {
+                    v.push(' ');
+                    v.push_str(&value);
+                }
+                Some((_, v)) => *v = value,
+                None => out.settings.push((d.name.clone(), value)),
+            }
             continue;
         };
         // `bind` may name several addresses; the server listens on the first.
@@ -121,7 +131,9 @@ mod tests {
         std::fs::write(
             &path,
             "# a server\nport 7001\nbind 0.0.0.0 ::1\nproto-max-bulk-len 64mb\n\
-             aclfile \"\"\nslowlog-max-len 10\nsave \"\"\nnotify-keyspace-events \"\"\n",
+             aclfile \"\"\nslowlog-max-len 10\nsave \"\"\nnotify-keyspace-events \"\"\n\
+             slowlog-max-len 11\nclient-output-buffer-limit normal 0 0 0\n\
+             client-output-buffer-limit pubsub 32mb 8mb 60\n",
         )
         .unwrap();
         let got = read(&path).unwrap();
@@ -141,8 +153,12 @@ mod tests {
         assert_eq!(
             got.settings,
             [
-                ("slowlog-max-len".to_string(), "10".to_string()),
-                ("save".to_string(), String::new())
+                ("slowlog-max-len".to_string(), "11".to_string()),
+                ("save".to_string(), String::new()),
+                (
+                    "client-output-buffer-limit".to_string(),
+                    "normal 0 0 0 pubsub 32mb 8mb 60".to_string()
+                )
             ]
         );
         let args: Vec<String> = ["strata", "serve", "f.conf", "--port", "9"]

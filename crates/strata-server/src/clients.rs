@@ -111,13 +111,18 @@ pub(crate) struct Pause {
 }
 
 impl Pause {
-    /// Pauses until `until_ms` (after the server started); a shorter pause than the one in
-    /// force changes nothing, as in Redis, but its kind may widen it.
-    pub(crate) fn start(&self, until_ms: u64, all: bool) {
-        let before = self.until_ms.fetch_max(until_ms, Ordering::AcqRel);
-        if before < until_ms || all {
-            self.all.fetch_or(all, Ordering::AcqRel);
+    /// Pauses until `until_ms` (after the server started; `now_ms` is now). A pause in
+    /// force is lengthened, never shortened, and a pause of every command stays one until it
+    /// ends; a pause that has run out is replaced whole.
+    pub(crate) fn start(&self, now_ms: u64, until_ms: u64, all: bool) {
+        let before = self.until_ms.load(Ordering::Acquire);
+        if before <= now_ms {
+            self.all.store(all, Ordering::Release);
+            self.until_ms.store(until_ms, Ordering::Release);
+            return;
         }
+        self.all.fetch_or(all, Ordering::AcqRel);
+        self.until_ms.fetch_max(until_ms, Ordering::AcqRel);
     }
 
     /// Whether a pause was started and not ended (it may have run out).
@@ -160,7 +165,8 @@ impl Clients {
 
     /// The connection closed.
     pub(crate) fn remove(&self, info: &ClientInfo) {
-        self.map().remove(&info.id);
+        let mut map = self.map();
+        map.remove(&info.id);
         if info.kill.swap(false, Ordering::AcqRel) {
             self.kills.fetch_sub(1, Ordering::AcqRel);
         }
@@ -173,7 +179,10 @@ impl Clients {
 
     /// Marks `info` to be closed by its worker; the caller wakes the worker.
     pub(crate) fn mark_killed(&self, info: &ClientInfo) {
-        if !info.kill.swap(true, Ordering::AcqRel) {
+        // Under the map's lock, as `remove` takes it: a connection that has closed already
+        // is not counted, so the count never stays above what the workers will find.
+        let map = self.map();
+        if map.contains_key(&info.id) && !info.kill.swap(true, Ordering::AcqRel) {
             self.kills.fetch_add(1, Ordering::AcqRel);
         }
     }

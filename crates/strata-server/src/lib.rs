@@ -351,8 +351,10 @@ fn background(shared: &Shared) {
             let _ = shared.db.sync_wal();
             last_sync = Instant::now();
         }
+        // A client pause holds the expiry cycle too, as in Redis: it writes.
         if let Some(every) = shared.config.active_expiry
             && last_expiry.elapsed() >= every
+            && !commands::pause_in_force(shared)
         {
             if last_floor_reset.elapsed() >= FLOOR_RESET {
                 shared.expiry_floor.store(0, Ordering::Relaxed);

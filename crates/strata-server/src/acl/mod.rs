@@ -399,6 +399,15 @@ impl User {
                     self.sub_rules.retain(|(row, _, _)| *row != i);
                 }
             }
+            // Subcommands filed under categories of their own follow their categories.
+            for (name, sub, cats) in crate::commands::SUBCOMMAND_CATEGORIES {
+                let row = SPECS.iter().position(|c| c.name == *name);
+                if let Some(i) = row.filter(|_| cats.contains(&category)) {
+                    self.sub_rules
+                        .retain(|(r, s, _)| !(*r == i && s.as_slice() == sub.as_bytes()));
+                    self.sub_rules.push((i, sub.as_bytes().to_vec(), allow));
+                }
+            }
         } else if let Some((name, sub)) = what.split_once('|') {
             let i = SPECS
                 .iter()

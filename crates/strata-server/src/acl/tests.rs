@@ -76,6 +76,13 @@ fn subcommand_rules_outweigh_their_command_and_go_with_it() {
     );
     u.apply(b"+@all").unwrap();
     assert_eq!(u.check(si, select, &[b"select", b"1"]), Ok(()));
+    // CLIENT's operator subcommands are @admin where CLIENT is not.
+    u.apply(b"-@admin").unwrap();
+    assert_eq!(
+        u.check(ki, client, &[b"client", b"kill", b"id", b"1"]),
+        Err(Denied::Command)
+    );
+    assert_eq!(u.check(ki, client, &[b"client", b"id"]), Ok(()));
     // Unknown subcommands, and denying a first argument, are refused.
     assert!(u.apply(b"+config|nosuch").is_err());
     assert!(u.apply(b"-select|0").is_err());

@@ -132,7 +132,10 @@ pub(super) fn client(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
                 Some(_) => return Err(super::syntax()),
             };
             let now = since_start(cx.shared);
-            cx.shared.clients.pause.start(now.saturating_add(ms), all);
+            cx.shared
+                .clients
+                .pause
+                .start(now, now.saturating_add(ms), all);
             cx.out.ok();
         }
         ("UNPAUSE", 2) => {

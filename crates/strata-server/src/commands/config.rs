@@ -525,6 +525,9 @@ fn rewrite(shared: &Shared) -> Outcome {
         return Err("ERR The server is running without a config file".into());
     };
     let failed = |e: String| format!("ERR Rewriting config file: {e}");
+    // One rewrite at a time: they share the file written beside the configuration.
+    static REWRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = REWRITING.lock().unwrap_or_else(|e| e.into_inner());
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

@@ -720,7 +720,7 @@ fn memory_figures(cx: &Ctx<'_, '_>) -> Vec<(&'static str, u64)> {
     let lua = cx.shared.scripts.memory() as u64;
     let hot = cx.shared.cache.bytes() as u64;
     vec![
-        ("total.allocated", engine + lua + hot),
+        ("held.total", engine + lua + hot),
         ("rss", super::info::resident_bytes()),
         ("lua.caches", lua),
         (

@@ -75,8 +75,8 @@ pub(crate) use scripting::{load_libraries, script_client};
 pub(crate) use session::Connection;
 #[cfg(test)]
 pub(crate) use spec::lookup;
-pub(crate) use spec::subcommands_of;
 pub(crate) use spec::{SPECS, Spec};
+pub(crate) use spec::{SUBCOMMAND_CATEGORIES, subcommands_of};
 
 use strata::WriteOptions;
 

@@ -21,11 +21,18 @@ pub(super) fn monitor(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     Ok(())
 }
 
-/// Whether MONITOR shows `cmd` once it has run.
-pub(super) fn shown_after(cmd: &Spec) -> bool {
-    !cmd.flags
-        .iter()
-        .any(|f| *f == "admin" || *f == "skip_monitor")
+/// Whether MONITOR shows `cmd` (with `args`) once it has run: not the operator's commands
+/// and subcommands.
+pub(super) fn shown_after(cmd: &Spec, args: &[&[u8]]) -> bool {
+    let admin_sub = args
+        .get(1)
+        .and_then(|sub| super::spec::subcommand_categories(cmd.name, sub))
+        .is_some_and(|cats| cats.contains(&"admin"));
+    !admin_sub
+        && !cmd
+            .flags
+            .iter()
+            .any(|f| *f == "admin" || *f == "skip_monitor")
 }
 
 /// Tells every MONITOR connection of `args`, run by `conn` (or by a script, `from_script`).

@@ -90,6 +90,9 @@ pub(crate) fn forget(shared: &Shared, conn: &mut Connection) {
     if !conn.subs.monitor.is_empty() {
         conn.subs.monitor.clear();
         shared.pubsub.unsubscribe(Kind::Monitor, b"", conn.at);
+        if let Some(info) = &conn.info {
+            info.shown().monitor = false;
+        }
     }
     if conn.subs.any() {
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::session::Connection;
-use super::spec::{Spec, has_subcommands, runs_script};
+use super::spec::{Spec, runs_script, subcommands_of};
 use super::{Ctx, Handler, monitor};
 use crate::resp::Reply;
 use crate::shared::{After, Shared};
@@ -30,11 +30,13 @@ pub(crate) fn run(
     // What CLIENT LIST shows is the client's own command, not those a script or EXEC runs.
     if let Some(info) = conn.info.as_ref().filter(|_| outer.is_none()) {
         info.ran(i);
-        if has_subcommands(cmd.name) {
+        if let Some(subs) = subcommands_of(cmd.name) {
+            // A subcommand the table knows, or none: not whatever bytes a client sent.
             let sub = args
                 .get(1)
                 .map(|s| String::from_utf8_lossy(s).to_lowercase());
-            info.shown().sub_cmd = sub.unwrap_or_default();
+            let known = sub.filter(|s| subs.contains(&s.as_str()));
+            info.shown().sub_cmd = known.unwrap_or_default();
         }
     }
     let started = Instant::now();
@@ -56,7 +58,7 @@ pub(crate) fn run(
         monitor::tell(shared, ctx.conn, args, false);
     }
     let result = handler(&mut ctx, args);
-    if monitor::shown_after(cmd) && shared.pubsub.monitored() {
+    if monitor::shown_after(cmd, args) && shared.pubsub.monitored() {
         monitor::tell(shared, ctx.conn, args, from_script);
     }
     let after = ctx.after;
@@ -111,13 +113,14 @@ struct Took {
 /// like), the slow log and the latency monitor. EXEC goes to the slow log as the commands
 /// it ran, a script as itself.
 fn measure(shared: &Shared, conn: &Connection, i: usize, cmd: &Spec, args: &[&[u8]], took: &Took) {
-    let unknown_sub = took
-        .failed
-        .as_deref()
-        .is_some_and(|e| e.starts_with("ERR unknown subcommand"));
-    let sub_stats = match args.get(1) {
-        Some(sub) if has_subcommands(cmd.name) && !unknown_sub => {
-            let sub = String::from_utf8_lossy(sub).to_lowercase();
+    // Only the subcommands the table knows get statistics of their own: the map cannot be
+    // grown by what clients send.
+    let known = |sub: &str| subcommands_of(cmd.name).is_some_and(|subs| subs.contains(&sub));
+    let sub = args
+        .get(1)
+        .map(|s| String::from_utf8_lossy(s).to_lowercase());
+    let sub_stats = match sub {
+        Some(sub) if known(&sub) => {
             Some(shared.stats.subcommands.get(&format!("{}|{sub}", cmd.name)))
         }
         _ => None,

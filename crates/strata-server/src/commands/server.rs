@@ -54,6 +54,9 @@ pub(super) fn reset(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
     cx.conn.protocol = 2;
     cx.conn.name = None;
     cx.conn.reply = ReplyMode::On;
+    if let Some(info) = &cx.conn.info {
+        info.shown().no_evict = false;
+    }
     // Back to `default`: authenticated only if it needs no password.
     let default = super::auth::user(cx.shared, "default")
         .unwrap_or_else(|| std::sync::Arc::new(crate::acl::User::default_user()));
@@ -215,8 +218,15 @@ fn command_list(a: &[&[u8]]) -> Result<Vec<String>, String> {
             "MODULE" => Vec::new(),
             "ACLCAT" => {
                 let cat = String::from_utf8_lossy(value).to_lowercase();
+                let categories = |c: &Spec, n: &str| {
+                    n.split_once('|')
+                        .and_then(|(_, sub)| {
+                            super::spec::subcommand_categories(c.name, sub.as_bytes())
+                        })
+                        .unwrap_or(c.categories)
+                };
                 all()
-                    .filter(|(c, _)| c.categories.contains(&cat.as_str()))
+                    .filter(|(c, n)| categories(c, n).contains(&cat.as_str()))
                     .map(|(_, n)| n)
                     .collect()
             }

@@ -154,6 +154,26 @@ pub(crate) const SUBCOMMANDS: &[(&str, &[&str])] = &[
     ("xinfo", &["consumers", "groups", "help", "stream"]),
 ];
 
+/// Subcommands whose ACL categories are not their command's, as Redis 7.0 files them: CLIENT's
+/// operator subcommands are `@admin` and `@dangerous` where CLIENT itself is not.
+pub(crate) const SUBCOMMAND_CATEGORIES: &[(&str, &str, &[&str])] = &[
+    ("client", "kill", OPERATOR),
+    ("client", "list", OPERATOR),
+    ("client", "no-evict", OPERATOR),
+    ("client", "pause", OPERATOR),
+    ("client", "unblock", OPERATOR),
+    ("client", "unpause", OPERATOR),
+];
+const OPERATOR: &[&str] = &["admin", "slow", "dangerous", "connection"];
+
+/// The categories of `name`'s subcommand `sub` where they are not `name`'s own.
+pub(crate) fn subcommand_categories(name: &str, sub: &[u8]) -> Option<&'static [&'static str]> {
+    SUBCOMMAND_CATEGORIES
+        .iter()
+        .find(|(n, s, _)| *n == name && s.as_bytes().eq_ignore_ascii_case(sub))
+        .map(|(_, _, c)| *c)
+}
+
 /// The subcommands of `name`, when it is a command that has them.
 pub(crate) fn subcommands_of(name: &str) -> Option<&'static [&'static str]> {
     SUBCOMMANDS
