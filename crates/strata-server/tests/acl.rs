@@ -762,3 +762,28 @@ fn scripts_run_with_their_callers_rights() {
     assert_eq!(text(ask(&mut admin, &["GET", "x1"])), "v");
     server.shutdown().unwrap();
 }
+
+/// A script's calls are held to the caller's read and write key patterns: `%R~` lets a
+/// script read a key and not write it, `%W~` write and not read.
+#[test]
+fn scripts_keep_to_their_callers_read_and_write_patterns() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut admin = client(&server);
+    ask(&mut admin, &["SET", "r1", "seen"]).unwrap();
+    let rules = [
+        "ACL", "SETUSER", "carol", "on", ">pw", "+@all", "%R~r*", "%W~w*",
+    ];
+    assert_eq!(text(ask(&mut admin, &rules)), "OK");
+    let mut carol = client(&server);
+    ask(&mut carol, &["AUTH", "carol", "pw"]).unwrap();
+    let run = |c: &mut redis::Connection, script: &str| text(ask(c, &["EVAL", script, "0"]));
+    assert_eq!(run(&mut carol, "return redis.call('get', 'r1')"), "seen");
+    assert!(run(&mut carol, "return redis.call('set', 'r1', 'x')").contains("NOPERM"));
+    assert_eq!(run(&mut carol, "return redis.call('set', 'w1', 'x')"), "OK");
+    assert!(run(&mut carol, "return redis.call('get', 'w1')").contains("NOPERM"));
+    // Nothing the refused calls would have written was written.
+    assert_eq!(text(ask(&mut admin, &["GET", "r1"])), "seen");
+    assert_eq!(text(ask(&mut admin, &["GET", "w1"])), "x");
+    server.shutdown().unwrap();
+}

@@ -141,8 +141,29 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
     ]
     .into_iter()
     .chain(measure_values(shared))
+    .chain(engine_values(shared))
     .chain(shape_values(shared))
     .collect()
+}
+
+/// Strata's own settings, fixed while the server runs (the configuration file and the
+/// flags of `strata serve` use the same names).
+fn engine_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
+    let c = &shared.config;
+    vec![
+        ("threads", c.threads.to_string(), false),
+        ("cache-bytes", c.cache_bytes.to_string(), false),
+        (
+            "write-buffer-size",
+            c.engine.write_buffer_size.to_string(),
+            false,
+        ),
+        (
+            "block-cache-bytes",
+            c.engine.block_cache_bytes.to_string(),
+            false,
+        ),
+    ]
 }
 
 /// The slow log's and the latency monitor's settings.
