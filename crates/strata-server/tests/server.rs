@@ -1837,3 +1837,53 @@ fn client_pause_holds_writes_or_everything_until_it_ends() {
         .unwrap();
     server.shutdown().unwrap();
 }
+
+/// INFO gives Redis's fields where Strata has the figure: channels and patterns with a
+/// subscriber, functions and libraries loaded, the memory in Redis's human form.
+#[test]
+fn info_has_redis_fields_for_subscriptions_and_functions() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), |_| {});
+    let mut c = client(&server);
+    let field = |c: &mut redis::Connection, section: &str, name: &str| -> String {
+        let info: String = redis::cmd("INFO").arg(section).query(c).unwrap();
+        let line = info.lines().find(|l| l.starts_with(&format!("{name}:")));
+        line.unwrap_or_else(|| panic!("no {name} in {info}"))[name.len() + 1..].to_string()
+    };
+    assert_eq!(field(&mut c, "stats", "pubsub_channels"), "0");
+    let mut sub = client(&server);
+    let _: () = redis::cmd("SUBSCRIBE")
+        .arg("a")
+        .arg("b")
+        .query(&mut sub)
+        .unwrap();
+    let _: () = redis::cmd("PSUBSCRIBE").arg("n*").query(&mut sub).unwrap();
+    assert_eq!(field(&mut c, "stats", "pubsub_channels"), "2");
+    assert_eq!(field(&mut c, "stats", "pubsub_patterns"), "1");
+    let library = "#!lua name=lib\n\
+                   redis.register_function('f1', function() return 1 end)\n\
+                   redis.register_function('f2', function() return 2 end)";
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(field(&mut c, "memory", "number_of_functions"), "2");
+    assert_eq!(field(&mut c, "memory", "number_of_libraries"), "1");
+    let used: u64 = field(&mut c, "memory", "used_memory").parse().unwrap();
+    let human = field(&mut c, "memory", "used_memory_human");
+    let (number, unit) = human.split_at(human.len() - 1);
+    let scale = match unit {
+        "G" => 1u64 << 30,
+        "M" => 1 << 20,
+        "K" => 1 << 10,
+        _ => 1,
+    };
+    let shown: f64 = number.parse().unwrap();
+    assert!(
+        (shown * scale as f64 - used as f64).abs() <= scale as f64,
+        "{used} {human}"
+    );
+    assert_eq!(field(&mut c, "cluster", "cluster_enabled"), "0");
+    server.shutdown().unwrap();
+}

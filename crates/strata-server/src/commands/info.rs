@@ -20,6 +20,7 @@ const SECTIONS: &[(&str, bool)] = &[
     ("cpu", true),
     ("commandstats", false),
     ("errorstats", false),
+    ("cluster", true),
     ("keyspace", true),
     ("lsm", true),
 ];
@@ -96,7 +97,8 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                  blocked_clients:{}\r\n\
                  rejected_connections:{}\r\n\
                  client_query_buffer_limit_disconnections:{}\r\n\
-                 client_output_buffer_limit_disconnections:{}\r\n",
+                 client_output_buffer_limit_disconnections:{}\r\n\
+                 tracking_clients:0\r\n",
                 c.connected.load(Ordering::Relaxed),
                 shared.max_clients.load(Ordering::Relaxed),
                 shared.parked.load(Ordering::Relaxed),
@@ -141,6 +143,8 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
                 let _ = write!(o, "errorstat_{code}:count={n}\r\n");
             }
         }
+        // Not a cluster node: CLUSTER answers that cluster support is disabled.
+        "cluster" => o.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
         "keyspace" => keyspace_section(cx, o)?,
         "lsm" => lsm_section(cx, o)?,
         _ => {}
@@ -164,7 +168,10 @@ fn server_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
          tcp_port:{}\r\n\
          uptime_in_seconds:{}\r\n\
          uptime_in_days:{}\r\n\
-         executable:strata\r\n",
+         multiplexing_api:epoll\r\n\
+         server_time_usec:{}\r\n\
+         executable:strata\r\n\
+         config_file:{}\r\n",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
         std::process::id(),
@@ -172,8 +179,25 @@ fn server_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
         shared.port,
         shared.started.elapsed().as_secs(),
         shared.started.elapsed().as_secs() / 86_400,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros()),
+        shared
+            .config
+            .config_file
+            .as_ref()
+            .map_or_else(String::new, |p| p.display().to_string()),
     );
     Ok(())
+}
+
+/// Bytes as Redis's `_human` fields show them: `1.50M`, `512B`.
+fn human(bytes: u64) -> String {
+    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    match units.iter().find(|(_, size)| bytes >= *size) {
+        Some((unit, size)) => format!("{:.2}{unit}", bytes as f64 / *size as f64),
+        None => format!("{bytes}B"),
+    }
 }
 
 /// INFO's `memory` section.
@@ -191,12 +215,22 @@ fn memory_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
          used_memory_rss:{}\r\n\
          maxmemory:0\r\n\
          maxmemory_policy:noeviction\r\n\
+         used_memory_human:{}\r\n\
+         used_memory_rss_human:{}\r\n\
          used_memory_lua:{}\r\n\
+         used_memory_lua_human:{}\r\n\
          number_of_cached_scripts:{}\r\n\
+         number_of_functions:{}\r\n\
+         number_of_libraries:{}\r\n\
          hot_cache_bytes:{}\r\n",
         resident_bytes(),
+        human(used),
+        human(resident_bytes()),
         shared.scripts.memory(),
+        human(shared.scripts.memory() as u64),
         shared.scripts.cached_count(),
+        shared.scripts.stats().2,
+        shared.scripts.stats().1,
         shared.cache.bytes(),
     );
     Ok(())
@@ -250,6 +284,9 @@ fn stats_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
          keyspace_misses:{}\r\n\
          total_error_replies:{}\r\n\
          protocol_errors:{}\r\n\
+         pubsub_channels:{}\r\n\
+         pubsub_patterns:{}\r\n\
+         pubsubshard_channels:{}\r\n\
          hot_cache_hits:{hits}\r\n\
          hot_cache_misses:{misses}\r\n\
          hot_cache_hit_rate:{rate:.4}\r\n\
@@ -265,6 +302,9 @@ fn stats_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
             .map(|s| s.failed.load(Ordering::Relaxed) + s.rejected.load(Ordering::Relaxed))
             .sum::<u64>(),
         c.protocol_errors.load(Ordering::Relaxed),
+        shared.pubsub.channels(false, None).len(),
+        shared.pubsub.patterns(),
+        shared.pubsub.channels(true, None).len(),
         shared.cache.bypassed(),
     );
     Ok(())
