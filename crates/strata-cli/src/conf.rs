@@ -37,24 +37,6 @@ const FLAGS: &[(&str, &str, bool)] = &[
     ("block-cache-bytes", "--block-cache-bytes", true),
 ];
 
-/// A memory size as redis.conf writes them: bytes, or with k, kb, m, mb, g or gb (1000s
-/// for the bare letters, 1024s with b).
-fn bytes(text: &str) -> Option<u64> {
-    let lower = text.to_ascii_lowercase();
-    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: u64 = match lower.get(digits.len()..)? {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    digits.parse::<u64>().ok()?.checked_mul(unit)
-}
-
 /// What a configuration file says: flags for `strata serve`, and the other parameters.
 #[derive(Debug)]
 pub struct FromFile {
@@ -97,7 +79,7 @@ pub fn read(path: &Path) -> Result<FromFile, String> {
             continue;
         }
         let value = if memory {
-            bytes(value)
+            strata_server::conffile::memory_size(value)
                 .ok_or_else(|| format!("{}: '{value}' is not a memory size", at()))?
                 .to_string()
         } else {

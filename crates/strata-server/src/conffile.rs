@@ -94,6 +94,24 @@ pub fn parse(text: &str) -> Result<Vec<Directive>, String> {
     Ok(out)
 }
 
+/// A memory size as Redis writes them: bytes, or with k, kb, m, mb, g or gb (1000s for the
+/// bare letters, 1024s with b).
+pub fn memory_size(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match lower.get(digits.len()..)? {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
 /// A value as a directive's argument: quoted when it is empty or holds spaces, quotes or
 /// other bytes a bare word cannot.
 pub fn quote(value: &str) -> String {

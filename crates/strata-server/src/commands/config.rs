@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::{Ctx, Outcome, upper};
+use crate::conffile::memory_size;
 use crate::config::SyncMode;
 use crate::shared::Shared;
 use crate::store::DATABASES;
@@ -243,24 +244,6 @@ const ZIPLIST_NAMES: &[&str] = &[
     "list-max-ziplist-size",
 ];
 
-/// A memory size as Redis writes them: bytes, or with k, kb, m, mb, g or gb (1000s for the
-/// bare letters, 1024s with b).
-fn bytes(text: &str) -> Option<usize> {
-    let lower = text.to_ascii_lowercase();
-    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: usize = match &lower[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    digits.parse::<usize>().ok()?.checked_mul(unit)
-}
-
 /// The highest `proto-max-bulk-len`: the default, Redis's. (A value over the engine's
 /// `MAX_VALUE_BYTES` is refused when written, whatever the request limit.)
 const MAX_BULK_LIMIT: usize = 512 * 1024 * 1024;
@@ -380,7 +363,7 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             .filter(|&n| n <= crate::config::MAX_KEEPALIVE_SECS)
             .map(Setting::TcpKeepalive)
             .ok_or_else(|| invalid("argument must be a number of seconds from 0 to 32767")),
-        "client-query-buffer-limit" => bytes(&text)
+        "client-query-buffer-limit" => memory_size(&text)
             .filter(|&n| n >= 1024 * 1024)
             .map(Setting::QueryBufferLimit)
             .ok_or_else(|| invalid("argument must be a memory value of at least 1mb")),
@@ -396,7 +379,7 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
                 let [name, hard, soft, secs] = class else {
                     continue;
                 };
-                let figures = [bytes(hard), bytes(soft), secs.parse().ok()];
+                let figures = [memory_size(hard), memory_size(soft), secs.parse().ok()];
                 let [Some(hard), Some(soft), Some(secs)] = figures else {
                     return Err(invalid(concat!(
                         "Error in hard, soft or soft_seconds setting in buffer limit ",

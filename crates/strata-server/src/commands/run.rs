@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::session::Connection;
-use super::spec::{Spec, runs_script, subcommands_of};
+use super::spec::{Spec, runs_script, subcommands_of_row};
 use super::{Ctx, Handler, monitor};
 use crate::resp::Reply;
 use crate::shared::{After, Shared};
@@ -30,7 +30,7 @@ pub(crate) fn run(
     // What CLIENT LIST shows is the client's own command, not those a script or EXEC runs.
     if let Some(info) = conn.info.as_ref().filter(|_| outer.is_none()) {
         info.ran(i);
-        if let Some(subs) = subcommands_of(cmd.name) {
+        if let Some(subs) = subcommands_of_row(i) {
             // A subcommand the table knows, or none: not whatever bytes a client sent.
             let sub = args
                 .get(1)
@@ -115,7 +115,7 @@ struct Took {
 fn measure(shared: &Shared, conn: &Connection, i: usize, cmd: &Spec, args: &[&[u8]], took: &Took) {
     // Only the subcommands the table knows get statistics of their own: the map cannot be
     // grown by what clients send.
-    let known = |sub: &str| subcommands_of(cmd.name).is_some_and(|subs| subs.contains(&sub));
+    let known = |sub: &str| subcommands_of_row(i).is_some_and(|subs| subs.contains(&sub));
     let sub = args
         .get(1)
         .map(|s| String::from_utf8_lossy(s).to_lowercase());

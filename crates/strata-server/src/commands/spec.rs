@@ -182,6 +182,14 @@ pub(crate) fn subcommands_of(name: &str) -> Option<&'static [&'static str]> {
         .map(|(_, s)| *s)
 }
 
+/// The subcommands of row `i` of the command table, looked up once per row: the path every
+/// command takes asks, and pays an index, not a search by name.
+pub(crate) fn subcommands_of_row(i: usize) -> Option<&'static [&'static str]> {
+    static BY_ROW: OnceLock<Vec<Option<&'static [&'static str]>>> = OnceLock::new();
+    let rows = BY_ROW.get_or_init(|| SPECS.iter().map(|c| subcommands_of(c.name)).collect());
+    rows.get(i).copied().flatten()
+}
+
 /// Commands whose name alone says little: CLIENT LIST and the statistics show them with
 /// their subcommand.
 pub(crate) fn has_subcommands(name: &str) -> bool {
