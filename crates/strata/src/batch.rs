@@ -232,12 +232,78 @@ impl WriteBatch {
         self.rep.get(HEADER_BYTES..).unwrap_or_default()
     }
 
+    /// The batch's operations in order, as the engine applies them; an error where the
+    /// bytes do not parse (a batch read back with [`WriteBatch::from_record`] was checked
+    /// already).
+    pub fn entries(&self) -> impl Iterator<Item = crate::Result<BatchEntry<'_>>> {
+        self.iter().map(|op| match op {
+            Ok(op) => Ok(BatchEntry {
+                kind: match op.kind {
+                    ValueKind::Value => EntryKind::Put,
+                    ValueKind::Delete => EntryKind::Delete,
+                    ValueKind::Merge => EntryKind::Merge,
+                    ValueKind::RangeDelete => EntryKind::DeleteRange,
+                },
+                key: op.key,
+                value: op.value,
+                family: op.family,
+            }),
+            Err(e) => Err(Error::InvalidArgument(format!("write batch: {}", e.0))),
+        })
+    }
+
+    /// The batch and the sequence number of its first operation, from a WAL record (as
+    /// [`Db::updates_since`](crate::Db::updates_since) and
+    /// [`WalListener`](crate::WalListener) hand them out): a replica's way to apply a
+    /// primary's writes. Every operation is checked to parse.
+    pub fn from_record(record: &[u8]) -> crate::Result<(u64, WriteBatch)> {
+        decode_record(record)
+            .map(|(seq, batch)| (seq.0, batch))
+            .map_err(|e| Error::InvalidArgument(format!("write batch record: {}", e.0)))
+    }
+
+    /// The batch as a WAL record whose first operation has sequence number `first`, the
+    /// form [`WriteBatch::from_record`] reads.
+    pub fn to_record(&self, first: u64) -> Vec<u8> {
+        let mut record = self.rep.clone();
+        if let Some(h) = record.get_mut(..HEADER_BYTES) {
+            h.copy_from_slice(&self.header(SeqNo(first)));
+        }
+        record
+    }
+
     pub(crate) fn iter(&self) -> BatchIter<'_> {
         BatchIter {
             r: Reader::new(self.rep.get(HEADER_BYTES..).unwrap_or_default()),
             remaining: self.count,
         }
     }
+}
+
+/// What one operation of a batch does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// Sets the key to the value.
+    Put,
+    /// Deletes the key.
+    Delete,
+    /// Adds the value as an operand of the merge operator.
+    Merge,
+    /// Deletes every key from `key` (inclusive) to `value` (exclusive).
+    DeleteRange,
+}
+
+/// One operation of a batch, as [`WriteBatch::entries`] lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchEntry<'a> {
+    /// What it does.
+    pub kind: EntryKind,
+    /// The key (a range's start for [`EntryKind::DeleteRange`]).
+    pub key: &'a [u8],
+    /// The value, the merge operand, or a range's end; empty for a delete.
+    pub value: &'a [u8],
+    /// The column family's id (0: the default family).
+    pub family: u32,
 }
 
 /// One operation of a batch.

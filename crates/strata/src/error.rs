@@ -64,6 +64,20 @@ pub enum Error {
         /// What the operator said.
         reason: String,
     },
+    /// [`Db::updates_since`](crate::Db::updates_since) was asked for writes older than the
+    /// oldest WAL kept (see [`Options::wal_ttl`](crate::Options::wal_ttl)): the caller
+    /// copies the database whole instead.
+    #[error(
+        "the writes from sequence number {asked} on are no longer in the WAL files kept \
+         (the oldest kept starts at {oldest}); copy the whole database instead"
+    )]
+    UpdatesGone {
+        /// The sequence number asked for.
+        asked: u64,
+        /// The first sequence number the kept WAL files hold (the next one to be written
+        /// when they hold none).
+        oldest: u64,
+    },
     /// A file was written by a format version this build does not understand.
     #[error("unsupported format in {}: {reason}", file.display())]
     UnsupportedFormat {
@@ -134,6 +148,10 @@ impl Error {
             Error::Merge { key, reason } => Error::Merge {
                 key: key.clone(),
                 reason: reason.clone(),
+            },
+            Error::UpdatesGone { asked, oldest } => Error::UpdatesGone {
+                asked: *asked,
+                oldest: *oldest,
             },
             Error::UnsupportedFormat { file, reason } => Error::UnsupportedFormat {
                 file: file.clone(),

@@ -74,9 +74,11 @@ mod version;
 mod wal;
 
 pub use backup::{BackupEngine, BackupInfo, NewBackup};
-pub use batch::WriteBatch;
+pub use batch::{BatchEntry, EntryKind, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
-pub use db::{ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction};
+pub use db::{
+    ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction, UpdatesSince, WalListener,
+};
 pub use error::{Error, Result};
 pub use filter_policy::{FilterFormat, FilterPolicy};
 #[cfg(feature = "test-util")]

@@ -168,6 +168,17 @@ pub struct Options {
     /// without one, reads of such keys fail with [`crate::Error::Merge`], and flushes and
     /// compactions keep the operands, and what lies beneath them, unfolded.
     pub merge_operator: Option<Arc<dyn crate::MergeOperator>>,
+    /// How long a WAL whose writes are all in tables is kept for
+    /// [`Db::updates_since`](crate::Db::updates_since), counted from when it was set aside
+    /// (`None`: not kept for its age). Checked each time a WAL is set aside, and at open,
+    /// where the WALs kept before count from the open.
+    pub wal_ttl: Option<Duration>,
+    /// The most bytes of such WALs kept, the oldest deleted first (0: no bound by size).
+    /// With neither this nor [`wal_ttl`](Options::wal_ttl) set (the default) a WAL is deleted
+    /// as soon as its writes are in tables; with both, a WAL goes when either says so.
+    pub wal_size_limit: u64,
+    /// Told of every write group once it is in the WAL, in commit order (`None`: nobody).
+    pub wal_listener: Option<Arc<dyn crate::WalListener>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -187,6 +198,8 @@ impl std::fmt::Debug for Options {
             .field("max_open_files", &self.max_open_files)
             .field("size_ratio", &self.size_ratio)
             .field("merge_policy", &self.merge_policy)
+            .field("wal_ttl", &self.wal_ttl)
+            .field("wal_size_limit", &self.wal_size_limit)
             .finish_non_exhaustive()
     }
 }
@@ -237,6 +250,9 @@ impl Default for Options {
             fs: Arc::new(StdFs),
             compaction_filter: None,
             merge_operator: None,
+            wal_ttl: None,
+            wal_size_limit: 0,
+            wal_listener: None,
         }
     }
 }

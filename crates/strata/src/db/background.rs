@@ -18,7 +18,7 @@ use crate::sstable::TableOptions;
 use crate::sstable::builder::TableBuilder;
 use crate::version::edit::{NewFile, VersionEdit};
 use crate::version::set::VersionSet;
-use crate::version::{TableStore, io_err, table_file_name, wal_file_name};
+use crate::version::{TableStore, io_err, table_file_name};
 
 /// Writes a memtable of column family `family` to a new level-0 SST while the database
 /// opens, and describes it for an edit.
@@ -322,7 +322,7 @@ impl DbInner {
             st.horizon = st.horizon.max(oldest);
         }
         self.install_super_version(&st);
-        let _ = self.store.fs.remove(&self.dir.join(wal_file_name(old_wal)));
+        self.retire_wal(old_wal);
     }
 
     /// Turns the active memtable immutable, for the flush thread to flush; true when it did.
@@ -752,12 +752,16 @@ impl DbInner {
         let live: std::collections::HashSet<FileNumber> =
             st.versions.files().map(|(_, _, f)| f.number).collect();
         let manifest = crate::version::manifest_file_name(st.versions.manifest_number());
+        let mut retire = Vec::new();
         for name in names {
             let remove = if let Some(rest) = name.strip_prefix("MANIFEST-") {
                 rest.parse::<u64>().is_ok() && *name != manifest
             } else if let Some((n, ext)) = parse_file_name(name) {
                 match ext {
-                    "wal" => n < st.versions.log_number,
+                    "wal" if n < st.versions.log_number => {
+                        retire.push(n);
+                        false
+                    }
                     "sst" => !live.contains(&n),
                     "dbtmp" => true,
                     _ => false,
@@ -768,6 +772,10 @@ impl DbInner {
             if remove {
                 let _ = self.store.fs.remove(&self.dir.join(name));
             }
+        }
+        drop(st);
+        for n in retire {
+            self.retire_wal(n);
         }
     }
 }

@@ -25,12 +25,14 @@ mod sizes;
 mod state;
 mod stats;
 mod transaction;
+mod updates;
 mod write;
 
 pub use family::ColumnFamily;
 pub use iter::{DbIterator, Scan};
 pub use read_options::ReadOptions;
 pub use transaction::Transaction;
+pub use updates::{UpdatesSince, WalListener};
 
 use std::path::Path;
 use std::sync::Arc;

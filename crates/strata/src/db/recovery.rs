@@ -192,6 +192,7 @@ impl Db {
             snapshots: Arc::new(SnapshotList::default()),
             counters,
             shutting_down: AtomicBool::new(false),
+            retired_wals: std::sync::Mutex::new(std::collections::VecDeque::new()),
             _lock: file_lock,
             opts: options,
         });

@@ -130,6 +130,8 @@ pub(crate) struct DbInner {
     pub(super) snapshots: Arc<SnapshotList>,
     pub(super) counters: Counters,
     pub(super) shutting_down: AtomicBool,
+    /// WALs whose writes are in tables, kept for `Db::updates_since`, oldest first.
+    pub(super) retired_wals: Mutex<VecDeque<super::updates::Retired>>,
     pub(super) _lock: Box<dyn FileLock>,
 }
 

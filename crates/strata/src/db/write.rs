@@ -277,6 +277,9 @@ impl DbInner {
             } else {
                 w.flush()?;
             }
+            if let Some(listener) = &self.opts.wal_listener {
+                listener.logged(first_seq.0, &batch.to_record(first_seq.0));
+            }
         }
         self.counters
             .wal_bytes
