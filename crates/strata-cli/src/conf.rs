@@ -35,6 +35,7 @@ const FLAGS: &[(&str, &str, bool)] = &[
     ("threads", "--threads", false),
     ("write-buffer-size", "--write-buffer-size", true),
     ("block-cache-bytes", "--block-cache-bytes", true),
+    ("repl-wal-keep-bytes", "--repl-wal-keep-bytes", true),
 ];
 
 /// What a configuration file says: flags for `strata serve`, and the other parameters.
@@ -55,6 +56,12 @@ pub fn read(path: &Path) -> Result<FromFile, String> {
     };
     for d in directives {
         let at = || format!("{} line {}", path.display(), d.line);
+        // `replicaof HOST PORT` (and the older `slaveof`): one flag of two words.
+        if d.name == "replicaof" || d.name == "slaveof" {
+            out.flags.push("--replicaof".into());
+            out.flags.push(d.args.join(" "));
+            continue;
+        }
         let Some(&(_, flag, memory)) = FLAGS.iter().find(|(n, _, _)| *n == d.name) else {
             let value = d.args.join(" ");
             match out.settings.iter_mut().find(|(n, _)| *n == d.name) {

@@ -156,6 +156,8 @@ enum BackupCommand {
     Delete { backups: PathBuf, id: u64 },
 }
 
+// Made once, from the command line: `serve`'s many flags cost nothing to keep inline.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// An interactive shell over a database (commands from stdin when it is not a terminal).
@@ -389,7 +391,27 @@ enum Command {
         /// empty: none).
         #[arg(long, default_value = "")]
         notify_keyspace_events: String,
+        /// Follow the primary at "HOST PORT" as its replica (REPLICAOF does so at run time).
+        #[arg(long, value_name = "HOST PORT")]
+        replicaof: Option<String>,
+        /// Bytes of WAL files kept, once their writes are in tables, for replicas that
+        /// fall behind to catch up from (kept an hour at most); a replica further behind is
+        /// copied whole.
+        #[arg(long, default_value_t = 256 << 20)]
+        repl_wal_keep_bytes: u64,
     },
+}
+
+/// `--replicaof "HOST PORT"`'s two words.
+fn primary_address(text: &str) -> Result<(String, u16), String> {
+    match text.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [host, port] => Ok((
+            host.to_string(),
+            port.parse()
+                .map_err(|_| format!("--replicaof {text:?}: the port is not a number"))?,
+        )),
+        _ => Err(format!("--replicaof {text:?}: expected \"HOST PORT\"")),
+    }
 }
 
 fn open_existing(dir: &Path, base: &Options) -> Result<Db, String> {
@@ -586,7 +608,10 @@ fn run(cli: Cli, settings: Vec<(String, String)>) -> Result<ExitCode, String> {
             client_output_buffer_limit,
             tcp_keepalive,
             notify_keyspace_events,
+            replicaof,
+            repl_wal_keep_bytes,
         } => {
+            let replicaof = replicaof.map(|r| primary_address(&r)).transpose()?;
             let tls = match (tls_cert_file, tls_key_file) {
                 (Some(cert), Some(key)) => Some(strata_server::TlsFiles {
                     cert,
@@ -610,6 +635,8 @@ fn run(cli: Cli, settings: Vec<(String, String)>) -> Result<ExitCode, String> {
                 engine: Options {
                     write_buffer_size,
                     block_cache_bytes,
+                    wal_size_limit: repl_wal_keep_bytes,
+                    wal_ttl: Some(std::time::Duration::from_secs(3600)),
                     ..base.clone()
                 },
                 requirepass,
@@ -625,6 +652,7 @@ fn run(cli: Cli, settings: Vec<(String, String)>) -> Result<ExitCode, String> {
                 notify_keyspace_events,
                 config_file,
                 settings,
+                replicaof,
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;

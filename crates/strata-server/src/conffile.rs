@@ -141,11 +141,17 @@ pub fn quote(value: &str) -> String {
 /// The line a parameter is written as. Parameters whose value is a list of words in
 /// CONFIG GET (`client-output-buffer-limit`, `save`) keep their words apart.
 fn line_of(name: &str, value: &str) -> String {
-    if matches!(name, "client-output-buffer-limit" | "save") && !value.is_empty() {
+    let words = matches!(name, "client-output-buffer-limit" | "save" | "replicaof");
+    if words && !value.is_empty() {
         let words: Vec<String> = value.split_whitespace().map(quote).collect();
         return format!("{name} {}", words.join(" "));
     }
     format!("{name} {}", quote(value))
+}
+
+/// A parameter whose empty value is written as no line at all.
+fn gone(name: &str, value: &str) -> bool {
+    name == "replicaof" && value.is_empty()
 }
 
 /// Marks where CONFIG REWRITE appends parameters the file lacked.
@@ -164,7 +170,8 @@ pub fn rewrite(text: &str, current: &[(&str, String)], keep: &[&str]) -> Result<
         let param = here.and_then(|d| current.iter().find(|(n, _)| *n == d.name));
         match param {
             Some((name, value)) if !keep.contains(name) => {
-                if !written.contains(name) {
+                // A primary has no `replicaof` line.
+                if !written.contains(name) && !gone(name, value) {
                     out.push_str(&line_of(name, value));
                     out.push('\n');
                     written.push(name);
@@ -178,7 +185,9 @@ pub fn rewrite(text: &str, current: &[(&str, String)], keep: &[&str]) -> Result<
     }
     let missing: Vec<&(&str, String)> = current
         .iter()
-        .filter(|(n, _)| !keep.contains(n) && !directives.iter().any(|d| d.name == *n))
+        .filter(|(n, v)| {
+            !keep.contains(n) && !directives.iter().any(|d| d.name == *n) && !gone(n, v)
+        })
         .collect();
     if !missing.is_empty() {
         if !out.contains(GENERATED) {

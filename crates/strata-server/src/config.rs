@@ -90,6 +90,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// The configuration file the server was started from, which CONFIG REWRITE writes.
     pub config_file: Option<PathBuf>,
+    /// Follow this primary (`--replicaof "HOST PORT"`, `replicaof` in the file).
+    pub replicaof: Option<(String, u16)>,
     /// Parameters set at start as CONFIG SET sets them (from the configuration file), each
     /// with its value.
     pub settings: Vec<(String, String)>,
@@ -124,6 +126,7 @@ impl Default for Config {
             // Redis's default.
             tcp_keepalive: 300,
             config_file: None,
+            replicaof: None,
             settings: Vec::new(),
         }
     }

@@ -216,6 +216,8 @@ pub struct HotCache {
     hits_at_window_start: AtomicU64,
     /// Set while the last window's hit rate was below one in [`LOW_HIT_RATIO`].
     sampling: AtomicBool,
+    /// Turned off: a replica, whose keys change under it by its primary's batches.
+    off: AtomicBool,
 }
 
 fn charge(key: &[u8], value: &Option<Vec<u8>>) -> usize {
@@ -236,7 +238,16 @@ impl HotCache {
             window_lookups: AtomicU64::new(0),
             hits_at_window_start: AtomicU64::new(0),
             sampling: AtomicBool::new(false),
+            off: AtomicBool::new(false),
         }
+    }
+
+    /// Turns the cache off (emptied) or on again. Off, no read consults it and nothing fills
+    /// it: a replica's writes come from its primary, below the commands that keep it right.
+    pub fn set_off(&self, off: bool) {
+        // SeqCst: a read that sees the cache on after it went off would fill it.
+        self.off.store(off, Ordering::SeqCst);
+        self.clear();
     }
 
     /// Whether a read should consult the cache. Under uniform traffic over more keys than fit
@@ -247,7 +258,7 @@ impl HotCache {
     /// in and turn sampling off. A read that skips the cache reads the engine, which is
     /// always right.
     pub fn consult(&self) -> bool {
-        if self.shard_capacity == 0 {
+        if self.shard_capacity == 0 || self.off.load(Ordering::SeqCst) {
             return false;
         }
         // Relaxed: counters and a hint; a stale flag costs one lookup more or less.
@@ -281,7 +292,7 @@ impl HotCache {
 
     /// `Some(Some(v))`: cached value; `Some(None)`: cached as absent; `None`: not cached.
     pub fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        if self.shard_capacity == 0 {
+        if self.shard_capacity == 0 || self.off.load(Ordering::SeqCst) {
             return None;
         }
         let hash = hash(key);
@@ -305,7 +316,7 @@ impl HotCache {
     /// the key's stripe lock.
     pub fn fill(&self, key: &[u8], value: &Option<Vec<u8>>) {
         let c = charge(key, value);
-        if c > self.shard_capacity {
+        if c > self.shard_capacity || self.off.load(Ordering::SeqCst) {
             return;
         }
         let hash = hash(key);

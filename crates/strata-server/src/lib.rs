@@ -32,6 +32,7 @@ mod hotcache;
 mod net;
 mod notify;
 mod pubsub;
+mod replication;
 pub mod resp;
 mod save;
 mod scripting;
@@ -89,7 +90,7 @@ fn worker_threads(config: &Config) -> usize {
 impl Server {
     /// Opens the database and starts listening.
     pub fn start(config: Config) -> Result<Server, String> {
-        let db = open_database(&config)?;
+        let (db, backlog) = open_database(&config)?;
         let users = load_users(&config)?;
         let tls_config = tls_setup(&config)?;
         let (listeners, addr, tls_addr) = listen_all(&config)?;
@@ -97,13 +98,7 @@ impl Server {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let saves = save::Saves::new(now.as_secs(), db.snapshot().sequence());
-        let notify_flags =
-            notify::parse(config.notify_keyspace_events.as_bytes()).ok_or_else(|| {
-                format!(
-                    "--notify-keyspace-events {:?}: the letters are Ag$lshzxeKEtmdn",
-                    config.notify_keyspace_events
-                )
-            })?;
+        let notify_flags = notify_flags(&config)?;
         let threads = worker_threads(&config);
         let shared = Arc::new(Shared {
             versions: store::Versions::open(&db)?,
@@ -154,10 +149,16 @@ impl Server {
             script_done: Default::default(),
             clients: Default::default(),
             stats: Default::default(),
+            replication: replication::state::Replication::new(backlog, now.as_nanos()),
+            me: std::sync::OnceLock::new(),
             config,
         });
         commands::load_libraries(&shared)?;
+        let _ = shared.me.set(Arc::downgrade(&shared));
         commands::apply_settings(&shared, &shared.config.settings)?;
+        if let Some((host, port)) = &shared.config.replicaof {
+            commands::become_replica(&shared, host, *port)?;
+        }
         let scripts = Some(net::spawn_script_thread(shared.clone())?);
         shared.set_sync_mode(shared.config.sync);
         let workers: Vec<net::WorkerHandle> = (0..threads)
@@ -262,15 +263,40 @@ impl Server {
                 w.join();
             }
         }
+        self.shared.replication.shut_down();
         self.shared.db.flush().map_err(|e| e.to_string())?;
         self.shared.db.sync_wal().map_err(|e| e.to_string())?;
         Ok(())
     }
 }
 
-/// Opens the database with the expiry filter, and brings its layout up to date.
-fn open_database(config: &Config) -> Result<Db, String> {
+/// How long and how many bytes of WAL files the server keeps for replicas that fell behind
+/// (`Options::wal_ttl`, `wal_size_limit`): the engine options', or an hour and 256 MiB when
+/// they keep none.
+pub(crate) fn wal_kept(engine: &strata::Options) -> (Option<Duration>, u64) {
+    match (engine.wal_ttl, engine.wal_size_limit) {
+        (None, 0) => (Some(Duration::from_secs(3600)), 256 << 20),
+        kept => kept,
+    }
+}
+
+/// `--notify-keyspace-events`, checked.
+fn notify_flags(config: &Config) -> Result<u32, String> {
+    notify::parse(config.notify_keyspace_events.as_bytes()).ok_or_else(|| {
+        format!(
+            "--notify-keyspace-events {:?}: the letters are Ag$lshzxeKEtmdn",
+            config.notify_keyspace_events
+        )
+    })
+}
+
+/// Opens the database with the expiry filter, and brings its layout up to date; the
+/// replication backlog is told of its writes.
+fn open_database(config: &Config) -> Result<(Db, Arc<replication::Backlog>), String> {
     let mut engine = config.engine.clone();
+    let backlog = Arc::new(replication::Backlog::new());
+    engine.wal_listener = Some(backlog.clone());
+    (engine.wal_ttl, engine.wal_size_limit) = wal_kept(&engine);
     let filter_enabled = Arc::new(AtomicBool::new(false));
     engine.compaction_filter = Some(Arc::new(store::ExpiryFilter {
         clock: config.clock.clone(),
@@ -280,7 +306,7 @@ fn open_database(config: &Config) -> Result<Db, String> {
     store::prepare_layout(&db)?;
     // Release: compactions that see the flag see the converted layout.
     filter_enabled.store(true, Ordering::Release);
-    Ok(db)
+    Ok((db, backlog))
 }
 
 /// The users: a fresh server's, or the ACL file's, with `requirepass` applied.
@@ -355,6 +381,8 @@ fn background(shared: &Shared) {
         if let Some(every) = shared.config.active_expiry
             && last_expiry.elapsed() >= every
             && !commands::pause_in_force(shared)
+            // A replica's keys expire by its primary's deletions.
+            && !shared.replication.replica()
         {
             if last_floor_reset.elapsed() >= FLOOR_RESET {
                 shared.expiry_floor.store(0, Ordering::Relaxed);

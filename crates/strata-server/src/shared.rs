@@ -122,6 +122,10 @@ pub(crate) struct Shared {
     pub clients: crate::clients::Clients,
     /// Subcommands' statistics, the slow log and the latency monitor.
     pub stats: crate::stats::Stats,
+    /// This server's primary, when it is a replica, and its own replicas.
+    pub replication: crate::replication::state::Replication,
+    /// The server itself, for the threads it starts while it runs (a replica's link).
+    pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
 
 #[derive(Default)]
@@ -246,6 +250,8 @@ pub(crate) enum After {
     /// A script (EVAL, FCALL): the worker hands it to the script thread and serves its other
     /// connections while it runs; the reply comes back through [`Shared::script_done`].
     Script,
+    /// PSYNC: the worker hands the connection's socket to the replication threads.
+    Replicate(Box<crate::replication::state::Handoff>),
 }
 
 /// A script handed to the script thread: it runs with the server.

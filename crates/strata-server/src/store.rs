@@ -422,6 +422,15 @@ impl Versions {
         })
     }
 
+    /// Reads the bound again: a replica promoted to primary hands out versions from where
+    /// its primary left them.
+    pub(crate) fn reload(&self, db: &Db) -> Result<(), String> {
+        let fresh = Versions::open(db)?;
+        let bound = fresh.state.lock().unwrap_or_else(|e| e.into_inner()).1;
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (bound, bound);
+        Ok(())
+    }
+
     /// A version no collection has had.
     pub(crate) fn next(&self, db: &Db) -> Result<u64, String> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -59,6 +59,7 @@ compile_error!(
 pub mod inspect;
 mod iter;
 mod key;
+mod listener;
 mod log;
 mod memory;
 mod memtable;
@@ -76,9 +77,7 @@ mod wal;
 pub use backup::{BackupEngine, BackupInfo, NewBackup};
 pub use batch::{BatchEntry, EntryKind, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
-pub use db::{
-    ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction, UpdatesSince, WalListener,
-};
+pub use db::{ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction, UpdatesSince};
 pub use error::{Error, Result};
 pub use filter_policy::{FilterFormat, FilterPolicy};
 #[cfg(feature = "test-util")]
@@ -87,6 +86,7 @@ pub use fs::{
     FileLock, FileMap, FileSystem, MemFs, PendingSync, RandomAccessFile, StdFs, WritableFile,
 };
 pub use key::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+pub use listener::WalListener;
 pub use log::RecoveryMode;
 pub use memory::process_memory_limit;
 pub use merge::MergeOperator;

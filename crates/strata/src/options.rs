@@ -178,7 +178,7 @@ pub struct Options {
     /// as soon as its writes are in tables; with both, a WAL goes when either says so.
     pub wal_size_limit: u64,
     /// Told of every write group once it is in the WAL, in commit order (`None`: nobody).
-    pub wal_listener: Option<Arc<dyn crate::WalListener>>,
+    pub wal_listener: Option<Arc<dyn crate::listener::WalListener>>,
 }
 
 impl std::fmt::Debug for Options {

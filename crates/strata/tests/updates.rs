@@ -97,10 +97,7 @@ fn read_since(db: &Db, seq: u64) -> Result<Vec<(u64, Entry)>, Error> {
         let (first, batch) = item?;
         for (i, e) in batch.entries().enumerate() {
             let e = e?;
-            out.push((
-                first + i as u64,
-                (e.kind, e.key.to_vec(), e.value.to_vec()),
-            ));
+            out.push((first + i as u64, (e.kind, e.key.to_vec(), e.value.to_vec())));
         }
     }
     Ok(out)
@@ -176,14 +173,17 @@ fn without_retention_a_flushed_wal_is_gone_and_the_error_says_so() {
         vec![101, 102, 103]
     );
     assert_eq!(got[0].1.1, b"k000100".to_vec());
-    assert!(db.updates_since(105).is_err(), "past the newest write plus one");
+    assert!(
+        db.updates_since(105).is_err(),
+        "past the newest write plus one"
+    );
 }
 
 #[test]
 fn the_size_limit_deletes_the_oldest_kept_wals_first() {
     let fs = MemFs::new();
     let dir = Path::new("/limit");
-        let db = Db::open(dir, options(&fs, None, 50 << 10)).unwrap();
+    let db = Db::open(dir, options(&fs, None, 50 << 10)).unwrap();
     for round in 0..8 {
         put_many(&db, round * 100, 100);
         db.flush().unwrap();
@@ -303,9 +303,8 @@ fn the_listener_hears_every_group_in_commit_order_and_its_records_apply_as_writt
         replica.write(batch, WriteOptions::default()).unwrap();
     }
     assert_eq!(next, db.latest_sequence() + 1);
-    let all = |d: &Db| -> Vec<(Vec<u8>, Vec<u8>)> {
-        d.scan(..).unwrap().map(|kv| kv.unwrap()).collect()
-    };
+    let all =
+        |d: &Db| -> Vec<(Vec<u8>, Vec<u8>)> { d.scan(..).unwrap().map(|kv| kv.unwrap()).collect() };
     assert_eq!(all(&replica), all(&db));
     assert_eq!(replica.latest_sequence(), db.latest_sequence());
 }

@@ -28,6 +28,8 @@ impl Connection {
             || shared.scripts.active()
             // MONITOR is told of commands by the path every other command takes.
             || shared.pubsub.monitored()
+            // Replicas refuse writes, and may refuse reads, on the path of every command.
+            || !crate::replication::batches_allowed(shared)
         {
             return false;
         }

@@ -141,6 +141,7 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
     ]
     .into_iter()
+    .chain(crate::replication::settings::values(shared))
     .chain(measure_values(shared))
     .chain(engine_values(shared))
     .chain(shape_values(shared))
@@ -162,6 +163,11 @@ fn engine_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         (
             "block-cache-bytes",
             c.engine.block_cache_bytes.to_string(),
+            false,
+        ),
+        (
+            "repl-wal-keep-bytes",
+            crate::wal_kept(&c.engine).1.to_string(),
             false,
         ),
     ]
@@ -277,6 +283,8 @@ enum Setting {
     SlowlogThreshold(i64),
     SlowlogMaxLen(usize),
     LatencyThreshold(u64),
+    /// One of `replication::settings::NAMES`, checked.
+    Replication(&'static str, String),
 }
 
 /// The TLS configuration that `changes` make, read from the files now; `None` when they
@@ -408,6 +416,13 @@ fn parse_setting(name: &str, value: &[u8]) -> Result<Setting, String> {
             "no" => Ok(Setting::ProtectedMode(false)),
             _ => Err(invalid("argument must be 'yes' or 'no'")),
         },
+        _ if let Some(&n) = crate::replication::settings::NAMES
+            .iter()
+            .find(|&&n| n == name) =>
+        {
+            crate::replication::settings::check(n, &text).map_err(|e| invalid(&e))?;
+            Ok(Setting::Replication(n, text.into_owned()))
+        }
         _ => match shape_name(name) {
             Some(shape) => text
                 .parse::<i64>()
@@ -453,6 +468,7 @@ fn apply_setting(shared: &Shared, setting: Setting) {
         }
         // Applied whole by the caller, from `tls_changes`.
         Setting::Tls(..) | Setting::NoSnapshots => {}
+        Setting::Replication(name, v) => crate::replication::settings::set(shared, name, &v),
         Setting::Shape(name, n) => {
             let mut shapes = shared.shapes.lock().unwrap_or_else(|e| e.into_inner());
             shapes.insert(name, n);

@@ -4,8 +4,8 @@
 use super::table::command_rows;
 use super::{
     Handler, auth, blocking, client, config, functions, geo, hashes, info, keys, latency, lists,
-    monitor, persistence, pubsub, scripting, server, sets, sort, streams, strings, transaction,
-    xclaim, xgroups, xinfo, zalgebra, zrange, zsets,
+    monitor, persistence, pubsub, replication, scripting, server, sets, sort, streams, strings,
+    transaction, xclaim, xgroups, xinfo, zalgebra, zrange, zsets,
 };
 
 macro_rules! handlers {

@@ -111,14 +111,10 @@ fn info_section(cx: &Ctx<'_, '_>, section: &str, o: &mut String) -> Outcome {
         "persistence" => persistence_section(cx, o)?,
         "stats" => stats_section(cx, o)?,
         "replication" => {
-            o.push_str(
-                "# Replication\r\n\
-                 role:master\r\n\
-                 connected_slaves:0\r\n\
-                 master_failover_state:no-failover\r\n\
-                 master_repl_offset:0\r\n\
-                 repl_backlog_active:0\r\n",
-            );
+            o.push_str("# Replication\r\n");
+            for (k, v) in crate::replication::info(shared) {
+                let _ = write!(o, "{k}:{v}\r\n");
+            }
         }
         "cpu" => {
             let (user, sys) = cpu_seconds();
@@ -290,7 +286,10 @@ fn stats_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
          hot_cache_hits:{hits}\r\n\
          hot_cache_misses:{misses}\r\n\
          hot_cache_hit_rate:{rate:.4}\r\n\
-         hot_cache_bypassed:{}\r\n",
+         hot_cache_bypassed:{}\r\n\
+         sync_full:{}\r\n\
+         sync_partial_ok:{}\r\n\
+         sync_partial_err:{}\r\n",
         c.connections_received.load(Ordering::Relaxed),
         c.commands.load(Ordering::Relaxed),
         c.expired_keys.load(Ordering::Relaxed),
@@ -306,6 +305,9 @@ fn stats_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
         shared.pubsub.patterns(),
         shared.pubsub.channels(true, None).len(),
         shared.cache.bypassed(),
+        shared.replication.full_syncs.load(Ordering::Relaxed),
+        shared.replication.partial_ok.load(Ordering::Relaxed),
+        shared.replication.partial_err.load(Ordering::Relaxed),
     );
     Ok(())
 }

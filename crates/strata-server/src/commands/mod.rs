@@ -39,6 +39,7 @@ mod lists;
 mod monitor;
 mod persistence;
 mod pubsub;
+mod replication;
 mod run;
 mod scripting;
 mod server;
@@ -68,6 +69,7 @@ pub(crate) use dispatch::execute;
 pub(crate) use dispatch::run_on_script_thread;
 pub(crate) use keys::expire_cycle;
 pub(crate) use pubsub::forget as forget_subscriptions;
+pub(crate) use replication::{become_replica, wait_timed_out};
 pub(crate) use run::run;
 
 pub(crate) use config::apply_settings;

@@ -57,7 +57,10 @@ pub(crate) fn run(
     if outer.is_none() && runs_script(cmd.name) && shared.pubsub.monitored() {
         monitor::tell(shared, ctx.conn, args, false);
     }
-    let result = handler(&mut ctx, args);
+    let result = match crate::replication::refusal(shared, cmd.flags) {
+        Some(e) => Err(e.to_string()),
+        None => handler(&mut ctx, args),
+    };
     if monitor::shown_after(cmd, args) && shared.pubsub.monitored() {
         monitor::tell(shared, ctx.conn, args, from_script);
     }

@@ -45,6 +45,11 @@ pub(crate) struct Connection {
     pub reply: ReplyMode,
     /// How other connections see it (CLIENT LIST); none for a script's own client.
     pub info: Option<Arc<crate::clients::ClientInfo>>,
+    /// What a replica said of itself before PSYNC: the port it listens on and its address.
+    pub replica_port: u64,
+    pub replica_ip: Option<String>,
+    /// A parked WAIT: the offset it waits for, and when it gives up.
+    pub wait: Option<(u64, Option<std::time::Instant>)>,
 }
 
 /// Whether a connection's commands are answered (`CLIENT REPLY ON|OFF|SKIP`).
@@ -117,6 +122,9 @@ impl Connection {
             subs: Subscriptions::default(),
             reply: ReplyMode::On,
             info: None,
+            replica_port: 0,
+            replica_ip: None,
+            wait: None,
         };
         c.log_in(user, false);
         c

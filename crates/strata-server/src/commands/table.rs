@@ -859,6 +859,14 @@ macro_rules! command_rows {
                 NONE,
                 persistence::lastsave
             ),
+            // Replication.
+            ("replicaof", 3, REPL, ["admin", "slow", "dangerous"], NONE, replication::replicaof),
+            ("slaveof", 3, REPL, ["admin", "slow", "dangerous"], NONE, replication::replicaof),
+            ("role", 1, ROLE, ["admin", "fast", "dangerous"], NONE, replication::role),
+            ("wait", 3, &["noscript"], ["slow", "connection"], NONE, replication::wait),
+            ("psync", -3, PSYNC, ["admin", "slow", "dangerous"], NONE, replication::psync),
+            ("sync", 1, PSYNC, ["admin", "slow", "dangerous"], NONE, replication::psync),
+            ("replconf", -1, A, ["admin", "slow", "dangerous"], NONE, replication::replconf),
         }
     };
 }

@@ -40,6 +40,8 @@ pub(super) struct Client {
     pub(super) awaiting_script: bool,
     /// When its unsent replies last went past its class's soft output limit.
     pub(super) over_soft_since: Option<Instant>,
+    /// It sent PSYNC: its socket goes to the replication threads after this round.
+    pub(super) handoff: Option<Box<crate::replication::state::Handoff>>,
 }
 
 /// A parked connection's command, and where it waits.

@@ -25,6 +25,7 @@ mod accept;
 mod batch;
 mod client;
 mod deliver;
+mod handoff;
 mod parking;
 mod scripts;
 mod worker;

@@ -29,6 +29,10 @@ pub(super) fn after_command(
             super::scripts::submit(shared, at, c, argv);
             return true;
         }
+        After::Replicate(h) => {
+            c.handoff = Some(h);
+            return true;
+        }
         After::Continue => {}
     }
     false

@@ -319,6 +319,7 @@ impl Worker {
                 parked: None,
                 awaiting_script: false,
                 over_soft_since: None,
+                handoff: None,
             };
             client.state.at = crate::pubsub::Subscriber {
                 worker: self.index,
@@ -352,7 +353,10 @@ impl Worker {
                         again.push(idx);
                         break;
                     }
-                    Advance::Idle => break,
+                    Advance::Idle => {
+                        self.hand_off(idx);
+                        break;
+                    }
                     Advance::Paused => {
                         if !self.paused.contains(&idx) {
                             self.paused.push(idx);
@@ -699,6 +703,7 @@ impl Worker {
                     out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
                 }
                 Some(b"blmove" | b"brpoplpush") => out.null(),
+                Some(b"wait") => out.int(commands::wait_timed_out(&self.shared, &mut c.state)),
                 _ => out.null_array(),
             }
             if !c.queued {
@@ -726,6 +731,33 @@ impl Worker {
                 .connected
                 .fetch_sub(1, Ordering::SeqCst);
         }
+    }
+
+    /// Hands a connection that sent PSYNC to the replication threads, with the replies it is
+    /// owed and the bytes it sent after.
+    fn hand_off(&mut self, idx: usize) {
+        if self
+            .clients
+            .get(idx)
+            .and_then(Option::as_ref)
+            .is_none_or(|c| c.handoff.is_none())
+        {
+            return;
+        }
+        self.flush_batch();
+        let Some(mut c) = self.clients.get_mut(idx).and_then(Option::take) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(c.stream.socket());
+        if let Some(info) = &c.state.info {
+            self.shared.clients.remove(info);
+        }
+        self.free.push(idx);
+        self.shared
+            .counters
+            .connected
+            .fetch_sub(1, Ordering::SeqCst);
+        super::handoff::start(self.shared.clone(), c);
     }
 
     fn close_idle(&mut self) {

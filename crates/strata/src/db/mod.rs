@@ -32,7 +32,7 @@ pub use family::ColumnFamily;
 pub use iter::{DbIterator, Scan};
 pub use read_options::ReadOptions;
 pub use transaction::Transaction;
-pub use updates::{UpdatesSince, WalListener};
+pub use updates::UpdatesSince;
 
 use std::path::Path;
 use std::sync::Arc;

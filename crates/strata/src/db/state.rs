@@ -131,8 +131,15 @@ pub(crate) struct DbInner {
     pub(super) counters: Counters,
     pub(super) shutting_down: AtomicBool,
     /// WALs whose writes are in tables, kept for `Db::updates_since`, oldest first.
-    pub(super) retired_wals: Mutex<VecDeque<super::updates::Retired>>,
+    pub(super) retired_wals: Mutex<VecDeque<Retired>>,
     pub(super) _lock: Box<dyn FileLock>,
+}
+
+/// A WAL set aside: its writes are in tables, and it is kept for `Db::updates_since`.
+pub(super) struct Retired {
+    pub(super) number: FileNumber,
+    pub(super) since: Instant,
+    pub(super) bytes: u64,
 }
 
 pub(super) fn parse_file_name(name: &str) -> Option<(FileNumber, &str)> {

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Db;
-use super::state::{DbInner, parse_file_name};
+use super::state::{DbInner, Retired, parse_file_name};
 use crate::batch::{WriteBatch, decode_record};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
@@ -17,23 +17,6 @@ use crate::key::FileNumber;
 use crate::log::{LogKind, RecoveryMode, read_log, strip_header};
 use crate::mutex::lock;
 use crate::version::{io_err, wal_file_name};
-
-/// Told of every write group once it is in the WAL (see
-/// [`Options::wal_listener`](crate::Options::wal_listener)).
-pub trait WalListener: Send + Sync {
-    /// A group is in the WAL. `record` is its batch as [`WriteBatch::from_record`] reads it;
-    /// its first operation has sequence number `first_seq`. Called by the group's leader, in
-    /// commit order, before the group's writers return and while the next group waits:
-    /// copy what is needed and hand it off.
-    fn logged(&self, first_seq: u64, record: &[u8]);
-}
-
-/// A WAL set aside: its writes are in tables, and it is kept for [`Db::updates_since`].
-pub(super) struct Retired {
-    number: FileNumber,
-    since: Instant,
-    bytes: u64,
-}
 
 impl DbInner {
     /// Sets WAL `number` aside now that its writes are in tables: deletes it, or keeps it

@@ -1,0 +1,404 @@
+//! The replica's side: a thread that connects to the primary, logs in, asks for the writes
+//! from its offset on, loads a full copy when the primary sends one, and applies each batch
+//! in the primary's order, acknowledging its offset.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use strata::{WriteBatch, WriteOptions};
+
+use super::state::Link;
+use super::{OFFSET_KEY, decode_offset, encode_offset, frame};
+use crate::shared::Shared;
+
+/// How long a read waits before the thread looks at its stop flag.
+const POLL: Duration = Duration::from_millis(200);
+/// Acknowledge at least this often, as Redis replicas do, so that the primary sees the lag.
+const ACK_EVERY: Duration = Duration::from_secs(1);
+/// The most bytes of one frame (a batch the engine accepted is far smaller).
+const MAX_FRAME: usize = 1 << 30;
+
+/// Starts following `host:port` on a thread of its own.
+pub(crate) fn start(shared: &Shared, host: &str, port: u16) -> Result<Link, String> {
+    let link = Link::new(host, port);
+    if let Ok(v) = shared.db.get(OFFSET_KEY)
+        && let Some((_, offset)) = v.as_deref().and_then(decode_offset)
+    {
+        link.state.applied.store(offset, Ordering::Release);
+    }
+    let server = shared
+        .me
+        .get()
+        .and_then(std::sync::Weak::upgrade)
+        .ok_or("ERR the server is stopping")?;
+    let l = link.clone();
+    shared
+        .replication
+        .spawn("strata-replica", move || follow(&server, &l))?;
+    Ok(link)
+}
+
+fn stopped(link: &Link, shared: &Shared) -> bool {
+    link.stopping() || shared.shutdown.load(Ordering::Relaxed)
+}
+
+fn follow(shared: &Shared, link: &Link) {
+    while !stopped(link, shared) {
+        link.state.set_phase("connecting");
+        if let Err(e) = session(shared, link)
+            && !stopped(link, shared)
+        {
+            eprintln!("strata: replication from {}:{}: {e}", link.host, link.port);
+        }
+        link.state.set_up(false);
+        shared.replication.loading.store(false, Ordering::Release);
+        link.state.set_phase("connect");
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until && !stopped(link, shared) {
+            std::thread::sleep(POLL / 4);
+        }
+    }
+    link.state.done.store(true, Ordering::Release);
+}
+
+/// Bytes read from the primary and not yet taken.
+struct Incoming {
+    sock: TcpStream,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Incoming {
+    /// Reads what the socket has; false when a poll passed without bytes.
+    fn fill(&mut self) -> Result<bool, String> {
+        if self.pos > 0 && self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+        let mut chunk = [0u8; 64 << 10];
+        match self.sock.read(&mut chunk) {
+            Ok(0) => Err("the primary closed the link".into()),
+            Ok(n) => {
+                self.buf
+                    .extend_from_slice(chunk.get(..n).unwrap_or_default());
+                Ok(true)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(format!("reading from the primary: {e}")),
+        }
+    }
+
+    fn rest(&self) -> &[u8] {
+        self.buf.get(self.pos..).unwrap_or_default()
+    }
+
+    /// A line the primary sent, without its CRLF, once one is whole.
+    fn line(&mut self) -> Option<String> {
+        let rest = self.rest();
+        let end = rest.windows(2).position(|w| w == b"\r\n")?;
+        let line = String::from_utf8_lossy(rest.get(..end)?).into_owned();
+        self.pos += end + 2;
+        Some(line)
+    }
+
+    /// A frame, once one is whole: its tag and payload.
+    fn frame(&mut self) -> Result<Option<(u8, Vec<u8>)>, String> {
+        let rest = self.rest();
+        let (Some(&tag), Some(len)) = (rest.first(), rest.get(1..5)) else {
+            return Ok(None);
+        };
+        let len = u32::from_le_bytes(len.try_into().map_err(|_| "short frame")?) as usize;
+        if len > MAX_FRAME {
+            return Err(format!("a frame of {len} bytes from the primary"));
+        }
+        let Some(payload) = rest.get(5..5 + len) else {
+            return Ok(None);
+        };
+        let out = (tag, payload.to_vec());
+        self.pos += 5 + len;
+        Ok(Some(out))
+    }
+}
+
+/// Sends a command and waits for its one-line reply.
+fn ask(shared: &Shared, link: &Link, inc: &mut Incoming, args: &[&[u8]]) -> Result<String, String> {
+    let mut out = Vec::new();
+    crate::resp::Reply::new(&mut out, 2).array(args.len());
+    for a in args {
+        crate::resp::Reply::new(&mut out, 2).bulk(a);
+    }
+    inc.sock
+        .write_all(&out)
+        .map_err(|e| format!("writing to the primary: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(line) = inc.line() {
+            return Ok(line);
+        }
+        if stopped(link, shared) || Instant::now() > deadline {
+            return Err("no reply from the primary".into());
+        }
+        inc.fill()?;
+    }
+}
+
+fn connect(link: &Link) -> Result<TcpStream, String> {
+    let addr = (link.host.as_str(), link.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", link.host))?
+        .next()
+        .ok_or_else(|| format!("no address for {}", link.host))?;
+    let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    sock.set_read_timeout(Some(POLL))
+        .and_then(|()| sock.set_write_timeout(Some(Duration::from_secs(60))))
+        .and_then(|()| sock.set_nodelay(true))
+        .map_err(|e| e.to_string())?;
+    Ok(sock)
+}
+
+/// Logs in, announces this server, and asks for the writes it lacks; the primary's answer.
+fn handshake(shared: &Shared, link: &Link, inc: &mut Incoming) -> Result<String, String> {
+    let s = &shared.replication.settings;
+    let auth = s
+        .masterauth
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let user = s
+        .masteruser
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if let Some(pass) = auth {
+        let reply = match &user {
+            Some(u) => ask(shared, link, inc, &[b"AUTH", u.as_bytes(), pass.as_bytes()])?,
+            None => ask(shared, link, inc, &[b"AUTH", pass.as_bytes()])?,
+        };
+        if !reply.starts_with('+') {
+            return Err(format!("the primary refused the login: {reply}"));
+        }
+    }
+    let port = match s.announce_port.load(Ordering::Relaxed) {
+        0 => u64::from(shared.port),
+        p => p,
+    };
+    ask(
+        shared,
+        link,
+        inc,
+        &[b"REPLCONF", b"listening-port", port.to_string().as_bytes()],
+    )?;
+    let ip = s
+        .announce_ip
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if !ip.is_empty() {
+        ask(
+            shared,
+            link,
+            inc,
+            &[b"REPLCONF", b"ip-address", ip.as_bytes()],
+        )?;
+    }
+    ask(shared, link, inc, &[b"REPLCONF", b"capa", b"psync2"])?;
+    let stored = shared.db.get(OFFSET_KEY).map_err(|e| e.to_string())?;
+    let (id, next) = match stored.as_deref().and_then(decode_offset) {
+        Some((id, offset)) => (id, (offset + 1).to_string()),
+        None => ("?".to_string(), "-1".to_string()),
+    };
+    ask(
+        shared,
+        link,
+        inc,
+        &[b"PSYNC", id.as_bytes(), next.as_bytes()],
+    )
+}
+
+fn session(shared: &Shared, link: &Link) -> Result<(), String> {
+    let sock = connect(link)?;
+    let mut inc = Incoming {
+        sock,
+        buf: Vec::new(),
+        pos: 0,
+    };
+    let answer = handshake(shared, link, &mut inc)?;
+    let words: Vec<&str> = answer.split_whitespace().collect();
+    let replid = match words.as_slice() {
+        ["+FULLRESYNC", id, seq] => {
+            let seq: u64 = seq.parse().map_err(|_| format!("bad reply: {answer}"))?;
+            link.state.set_phase("sync");
+            load(shared, link, &mut inc, id, seq)?;
+            id.to_string()
+        }
+        ["+CONTINUE", id, ..] => id.to_string(),
+        _ => return Err(format!("the primary answered PSYNC with {answer}")),
+    };
+    link.state.set_phase("connected");
+    link.state.set_up(true);
+    link.state.heard();
+    stream(shared, link, &mut inc, &replid)
+}
+
+/// Replaces every key with the primary's snapshot at `seq`.
+fn load(
+    shared: &Shared,
+    link: &Link,
+    inc: &mut Incoming,
+    id: &str,
+    seq: u64,
+) -> Result<(), String> {
+    let r = &shared.replication;
+    r.loading.store(true, Ordering::Release);
+    let engine = |e: strata::Error| format!("loading the copy: {e}");
+    // Everything goes, this record too: a load cut short starts over.
+    let mut clear = WriteBatch::new();
+    clear.delete_range(b"", &[0xFF; 64]);
+    shared
+        .db
+        .write(clear, WriteOptions::default())
+        .map_err(engine)?;
+    loop {
+        let Some((tag, payload)) = inc.frame()? else {
+            if stopped(link, shared) {
+                return Err("stopped".into());
+            }
+            if inc.fill()? {
+                link.state.heard();
+            }
+            continue;
+        };
+        match tag {
+            frame::PAIRS => {
+                let mut batch = WriteBatch::new();
+                let mut rest = payload.as_slice();
+                while !rest.is_empty() {
+                    let (key, after) = take_part(rest)?;
+                    let (value, after) = take_part(after)?;
+                    batch.put(key, value);
+                    rest = after;
+                }
+                shared
+                    .db
+                    .write(batch, WriteOptions::default())
+                    .map_err(engine)?;
+            }
+            frame::SNAPSHOT_END => break,
+            frame::PING => {}
+            other => return Err(format!("frame {other} in a copy")),
+        }
+    }
+    let mut done = WriteBatch::new();
+    done.put(OFFSET_KEY, &encode_offset(id, seq));
+    shared
+        .db
+        .write(done, WriteOptions { sync: true })
+        .map_err(engine)?;
+    link.state.applied.store(seq, Ordering::Release);
+    reload(shared)?;
+    r.loading.store(false, Ordering::Release);
+    Ok(())
+}
+
+fn take_part(rest: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let bad = || "a damaged copy frame".to_string();
+    let len = rest.get(..4).ok_or_else(bad)?;
+    let len = u32::from_le_bytes(len.try_into().map_err(|_| bad())?) as usize;
+    let part = rest.get(4..4 + len).ok_or_else(bad)?;
+    Ok((part, rest.get(4 + len..).unwrap_or_default()))
+}
+
+/// The server's own records that a copy or a batch may have changed.
+fn reload(shared: &Shared) -> Result<(), String> {
+    shared.databases.reload(&shared.db)?;
+    shared.versions.reload(&shared.db)
+}
+
+/// Applies batches until the link ends, acknowledging as it goes.
+fn stream(shared: &Shared, link: &Link, inc: &mut Incoming, replid: &str) -> Result<(), String> {
+    let timeout = Duration::from_secs(
+        shared
+            .replication
+            .settings
+            .timeout_secs
+            .load(Ordering::Relaxed),
+    );
+    let mut heard = Instant::now();
+    let mut acked_at = Instant::now();
+    let mut acked = None;
+    loop {
+        let mut ack_now = false;
+        while let Some((tag, payload)) = inc.frame()? {
+            match tag {
+                frame::BATCH => apply(shared, link, replid, &payload)?,
+                frame::GETACK => ack_now = true,
+                frame::PING => {}
+                other => return Err(format!("unknown frame {other}")),
+            }
+        }
+        let applied = link.state.applied();
+        // Acknowledged when the primary has nothing more on the way, and once a second.
+        if ack_now || acked != Some(applied) || acked_at.elapsed() >= ACK_EVERY {
+            let msg = format!(
+                "*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n${}\r\n{applied}\r\n",
+                applied.to_string().len()
+            );
+            inc.sock
+                .write_all(msg.as_bytes())
+                .map_err(|e| format!("writing to the primary: {e}"))?;
+            acked = Some(applied);
+            acked_at = Instant::now();
+        }
+        if stopped(link, shared) {
+            return Ok(());
+        }
+        if inc.fill()? {
+            heard = Instant::now();
+            link.state.heard();
+        } else if heard.elapsed() > timeout {
+            return Err("the primary went silent".into());
+        }
+    }
+}
+
+/// Applies one batch of the primary's, with the offset it reaches, in one write.
+fn apply(shared: &Shared, link: &Link, replid: &str, record: &[u8]) -> Result<(), String> {
+    let (first, mut batch) = WriteBatch::from_record(record).map_err(|e| e.to_string())?;
+    let expected = link.state.applied() + 1;
+    if first != expected {
+        return Err(format!(
+            "the primary sent the batch at {first} where {expected} was due"
+        ));
+    }
+    let count = batch.len() as u64;
+    if count == 0 {
+        return Ok(());
+    }
+    let mut swapped = false;
+    for e in batch.entries() {
+        let e = e.map_err(|e| e.to_string())?;
+        swapped |= e.key == crate::store::DATABASES_KEY;
+    }
+    let offset = first + count - 1;
+    batch.put(OFFSET_KEY, &encode_offset(replid, offset));
+    let sync = shared.sync_mode() == crate::SyncMode::Always;
+    shared
+        .db
+        .write(batch, WriteOptions { sync })
+        .map_err(|e| format!("applying the primary's batch: {e}"))?;
+    link.state.applied.store(offset, Ordering::Release);
+    if swapped {
+        shared.databases.reload(&shared.db)?;
+    }
+    Ok(())
+}
