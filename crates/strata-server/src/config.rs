@@ -134,3 +134,13 @@ impl Default for Config {
 
 /// The longest idle time the kernel takes for its first keepalive probe.
 pub(crate) const MAX_KEEPALIVE_SECS: u64 = 32_767;
+
+/// How long and how many bytes of WAL files the server keeps for replicas that fell behind
+/// (`Options::wal_ttl`, `wal_size_limit`): the engine options', or an hour and 256 MiB when
+/// they keep none.
+pub(crate) fn wal_kept(engine: &strata::Options) -> (Option<Duration>, u64) {
+    match (engine.wal_ttl, engine.wal_size_limit) {
+        (None, 0) => (Some(Duration::from_secs(3600)), 256 << 20),
+        kept => kept,
+    }
+}

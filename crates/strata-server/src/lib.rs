@@ -270,16 +270,6 @@ impl Server {
     }
 }
 
-/// How long and how many bytes of WAL files the server keeps for replicas that fell behind
-/// (`Options::wal_ttl`, `wal_size_limit`): the engine options', or an hour and 256 MiB when
-/// they keep none.
-pub(crate) fn wal_kept(engine: &strata::Options) -> (Option<Duration>, u64) {
-    match (engine.wal_ttl, engine.wal_size_limit) {
-        (None, 0) => (Some(Duration::from_secs(3600)), 256 << 20),
-        kept => kept,
-    }
-}
-
 /// `--notify-keyspace-events`, checked.
 fn notify_flags(config: &Config) -> Result<u32, String> {
     notify::parse(config.notify_keyspace_events.as_bytes()).ok_or_else(|| {
@@ -296,7 +286,7 @@ fn open_database(config: &Config) -> Result<(Db, Arc<replication::Backlog>), Str
     let mut engine = config.engine.clone();
     let backlog = Arc::new(replication::Backlog::new());
     engine.wal_listener = Some(backlog.clone());
-    (engine.wal_ttl, engine.wal_size_limit) = wal_kept(&engine);
+    (engine.wal_ttl, engine.wal_size_limit) = config::wal_kept(&engine);
     let filter_enabled = Arc::new(AtomicBool::new(false));
     engine.compaction_filter = Some(Arc::new(store::ExpiryFilter {
         clock: config.clock.clone(),

@@ -167,7 +167,7 @@ fn engine_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
         (
             "repl-wal-keep-bytes",
-            crate::wal_kept(&c.engine).1.to_string(),
+            crate::config::wal_kept(&c.engine).1.to_string(),
             false,
         ),
     ]
