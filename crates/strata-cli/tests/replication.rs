@@ -184,6 +184,22 @@ fn replicas_copy_the_primary_and_follow_writes_of_every_kind() {
         info_field(&mut c1, "replication", "slave_repl_offset"),
         info_field(&mut mc, "replication", "master_repl_offset"),
     );
+    // Too few replicas for `min-replicas-to-write`: writes are refused, reads are not.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(3)
+        .query(&mut mc)
+        .unwrap();
+    let err = mc.set::<_, _, ()>("x", "y").unwrap_err();
+    assert!(err.to_string().contains("NOREPLICAS"), "{err}");
+    assert_eq!(mc.get::<_, String>("s7").unwrap(), "v7");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(2)
+        .query(&mut mc)
+        .unwrap();
     // FLUSHALL goes through too.
     let _: () = redis::cmd("FLUSHALL").query(&mut mc).unwrap();
     let _: i64 = redis::cmd("WAIT").arg(2).arg(5000).query(&mut mc).unwrap();
@@ -300,4 +316,48 @@ fn a_replica_further_behind_than_the_primary_keeps_is_copied_whole() {
     assert_eq!(info_field(&mut mc, "stats", "sync_partial_err"), "1");
     stop(m);
     stop(r);
+}
+
+#[test]
+fn a_replica_logs_in_to_a_primary_that_needs_a_password() {
+    let t = tempfile::tempdir().unwrap();
+    let (mp, rp, wp) = (free_port(), free_port(), free_port());
+    let (m, mut mc) = serve_with(&t.path().join("m"), mp, &[]);
+    let _: () = mc.set("k", "v").unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("secret")
+        .query(&mut mc)
+        .unwrap();
+    // From a configuration file, as Sentinel-managed replicas are run.
+    let conf = t.path().join("r.conf");
+    std::fs::write(
+        &conf,
+        format!("replicaof 127.0.0.1 {mp}\nmasterauth secret\nreplica-serve-stale-data no\n"),
+    )
+    .unwrap();
+    let (r, mut rc) = serve_with(&t.path().join("r"), rp, &[conf.to_str().unwrap()]);
+    eventually("the replica logs in and copies", || {
+        rc.get::<_, Option<String>>("k").ok().flatten().as_deref() == Some("v")
+    });
+    // Without the password the link stays down, and a replica that must not serve stale
+    // data says so.
+    let conf = t.path().join("w.conf");
+    std::fs::write(
+        &conf,
+        format!("replicaof 127.0.0.1 {mp}\nreplica-serve-stale-data no\n"),
+    )
+    .unwrap();
+    let (w, mut wc) = serve_with(&t.path().join("w"), wp, &[conf.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        info_field(&mut wc, "replication", "master_link_status"),
+        "down"
+    );
+    let err = wc.get::<_, Option<String>>("k").unwrap_err();
+    assert_eq!(err.kind(), redis::ErrorKind::MasterDown, "{err}");
+    for child in [m, r, w] {
+        stop(child);
+    }
 }
