@@ -262,6 +262,15 @@ impl WriteBatch {
             .map_err(|e| Error::InvalidArgument(format!("write batch record: {}", e.0)))
     }
 
+    /// Appends `other`'s operations after this batch's, in order (LevelDB's
+    /// `WriteBatch::Append`).
+    pub fn append(&mut self, other: &WriteBatch) {
+        if let (None, Some(why)) = (&self.invalid, &other.invalid) {
+            self.invalid = Some(why.clone());
+        }
+        other.append_to(self);
+    }
+
     /// The batch as a WAL record whose first operation has sequence number `first`, the
     /// form [`WriteBatch::from_record`] reads.
     pub fn to_record(&self, first: u64) -> Vec<u8> {

@@ -30,11 +30,15 @@ struct Inner {
     pushed_end: u64,
     /// Bumped by [`Backlog::wake`], so that waiting senders look at their flags.
     generation: u64,
+    /// Senders waiting on `more`: a write tells them only when there are some.
+    waiting: usize,
 }
 
 pub(crate) struct Backlog {
     inner: Mutex<Inner>,
     more: Condvar,
+    /// Senders gathering batches wait here, for [`Backlog::wake`] only.
+    urgent: Condvar,
     /// Off until a replica first attaches: until then a write costs nothing here.
     active: AtomicBool,
     limit: AtomicUsize,
@@ -48,6 +52,7 @@ impl Backlog {
         Backlog {
             inner: Mutex::new(Inner::default()),
             more: Condvar::new(),
+            urgent: Condvar::new(),
             active: AtomicBool::new(false),
             limit: AtomicUsize::new(DEFAULT_LIMIT),
         }
@@ -102,13 +107,26 @@ impl Backlog {
     /// Waits until a batch ends past `next`, [`Backlog::wake`] is called, or `timeout`
     /// passes.
     pub(crate) fn wait(&self, next: u64, timeout: Duration) {
-        let inner = self.lock();
+        let mut inner = self.lock();
         let generation = inner.generation;
-        let _ = self
+        inner.waiting += 1;
+        let (mut inner, _) = self
             .more
             .wait_timeout_while(inner, timeout, |i| {
                 i.pushed_end <= next && i.generation == generation
             })
+            .unwrap_or_else(|e| e.into_inner());
+        inner.waiting -= 1;
+    }
+
+    /// Waits `timeout` for more batches to gather, unless [`Backlog::wake`] is called (WAIT
+    /// asks for acknowledgements now).
+    pub(crate) fn gather(&self, timeout: Duration) {
+        let inner = self.lock();
+        let generation = inner.generation;
+        let _ = self
+            .urgent
+            .wait_timeout_while(inner, timeout, |i| i.generation == generation)
             .unwrap_or_else(|e| e.into_inner());
     }
 
@@ -116,6 +134,7 @@ impl Backlog {
     pub(crate) fn wake(&self) {
         self.lock().generation += 1;
         self.more.notify_all();
+        self.urgent.notify_all();
     }
 }
 
@@ -134,7 +153,7 @@ impl strata::WalListener for Backlog {
             bytes: record.into(),
         });
         let limit = self.limit();
-        {
+        let waiting = {
             let mut inner = self.lock();
             inner.bytes += r.bytes.len();
             inner.pushed_end = r.end;
@@ -144,7 +163,11 @@ impl strata::WalListener for Backlog {
                     inner.bytes -= old.bytes.len();
                 }
             }
+            inner.waiting
+        };
+        // A notification is a system call even with nobody waiting.
+        if waiting > 0 {
+            self.more.notify_all();
         }
-        self.more.notify_all();
     }
 }

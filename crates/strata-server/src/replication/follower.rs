@@ -17,6 +17,10 @@ use crate::shared::Shared;
 const POLL: Duration = Duration::from_millis(200);
 /// Acknowledge at least this often, as Redis replicas do, so that the primary sees the lag.
 const ACK_EVERY: Duration = Duration::from_secs(1);
+/// Acknowledge a change no sooner than this after the last acknowledgement, unless WAIT asks.
+const ACK_SOON: Duration = Duration::from_millis(100);
+/// Most bytes of the primary's batches gathered into one write.
+const GATHER_BYTES: usize = 1 << 20;
 /// The most bytes of one frame (a batch the engine accepted is far smaller).
 const MAX_FRAME: usize = 1 << 30;
 
@@ -338,17 +342,29 @@ fn stream(shared: &Shared, link: &Link, inc: &mut Incoming, replid: &str) -> Res
     let mut acked = None;
     loop {
         let mut ack_now = false;
+        // The batches that arrived together are written together.
+        let mut gathered = Gathered::new(link.state.applied());
         while let Some((tag, payload)) = inc.frame()? {
             match tag {
-                frame::BATCH => apply(shared, link, replid, &payload)?,
-                frame::GETACK => ack_now = true,
+                frame::BATCH => {
+                    gathered.add(&payload)?;
+                    if gathered.batch.approximate_size() >= GATHER_BYTES {
+                        gathered.write(shared, link, replid)?;
+                    }
+                }
+                frame::GETACK => {
+                    gathered.write(shared, link, replid)?;
+                    ack_now = true;
+                }
                 frame::PING => {}
                 other => return Err(format!("unknown frame {other}")),
             }
         }
+        gathered.write(shared, link, replid)?;
         let applied = link.state.applied();
-        // Acknowledged when the primary has nothing more on the way, and once a second.
-        if ack_now || acked != Some(applied) || acked_at.elapsed() >= ACK_EVERY {
+        let since = acked_at.elapsed();
+        // When WAIT asks, soon after a change, and once a second regardless.
+        if ack_now || (acked != Some(applied) && since >= ACK_SOON) || since >= ACK_EVERY {
             let msg = format!(
                 "*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n${}\r\n{applied}\r\n",
                 applied.to_string().len()
@@ -371,34 +387,57 @@ fn stream(shared: &Shared, link: &Link, inc: &mut Incoming, replid: &str) -> Res
     }
 }
 
-/// Applies one batch of the primary's, with the offset it reaches, in one write.
-fn apply(shared: &Shared, link: &Link, replid: &str, record: &[u8]) -> Result<(), String> {
-    let (first, mut batch) = WriteBatch::from_record(record).map_err(|e| e.to_string())?;
-    let expected = link.state.applied() + 1;
-    if first != expected {
-        return Err(format!(
-            "the primary sent the batch at {first} where {expected} was due"
-        ));
+/// The primary's batches gathered for one write, with the offset they reach.
+struct Gathered {
+    batch: WriteBatch,
+    /// The last offset applied or gathered.
+    offset: u64,
+    /// A batch changed the database map (SWAPDB).
+    swapped: bool,
+}
+
+impl Gathered {
+    fn new(applied: u64) -> Gathered {
+        Gathered {
+            batch: WriteBatch::new(),
+            offset: applied,
+            swapped: false,
+        }
     }
-    let count = batch.len() as u64;
-    if count == 0 {
-        return Ok(());
+
+    fn add(&mut self, record: &[u8]) -> Result<(), String> {
+        let (first, batch) = WriteBatch::from_record(record).map_err(|e| e.to_string())?;
+        let expected = self.offset + 1;
+        if first != expected {
+            return Err(format!(
+                "the primary sent the batch at {first} where {expected} was due"
+            ));
+        }
+        for e in batch.entries() {
+            let e = e.map_err(|e| e.to_string())?;
+            self.swapped |= e.key == crate::store::DATABASES_KEY;
+        }
+        self.offset += batch.len() as u64;
+        self.batch.append(&batch);
+        Ok(())
     }
-    let mut swapped = false;
-    for e in batch.entries() {
-        let e = e.map_err(|e| e.to_string())?;
-        swapped |= e.key == crate::store::DATABASES_KEY;
+
+    /// Applies what was gathered, with the offset it reaches, in one write.
+    fn write(&mut self, shared: &Shared, link: &Link, replid: &str) -> Result<(), String> {
+        if self.offset == link.state.applied() {
+            return Ok(());
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.put(OFFSET_KEY, &encode_offset(replid, self.offset));
+        let sync = shared.sync_mode() == crate::SyncMode::Always;
+        shared
+            .db
+            .write(batch, WriteOptions { sync })
+            .map_err(|e| format!("applying the primary's batch: {e}"))?;
+        link.state.applied.store(self.offset, Ordering::Release);
+        if std::mem::take(&mut self.swapped) {
+            shared.databases.reload(&shared.db)?;
+        }
+        Ok(())
     }
-    let offset = first + count - 1;
-    batch.put(OFFSET_KEY, &encode_offset(replid, offset));
-    let sync = shared.sync_mode() == crate::SyncMode::Always;
-    shared
-        .db
-        .write(batch, WriteOptions { sync })
-        .map_err(|e| format!("applying the primary's batch: {e}"))?;
-    link.state.applied.store(offset, Ordering::Release);
-    if swapped {
-        shared.databases.reload(&shared.db)?;
-    }
-    Ok(())
 }

@@ -21,6 +21,9 @@ pub(crate) const WAIT_KEY: &[u8] = b"\xFFwait";
 const PAIRS_FRAME_BYTES: usize = 256 << 10;
 /// A link with nothing to send says it is alive this often.
 const PING_EVERY: Duration = Duration::from_secs(1);
+/// Under a steady stream of writes a sender gathers for this long before it sends, so that
+/// one system call carries many batches rather than one each.
+const GATHER: Duration = Duration::from_micros(2000);
 /// A replica that takes nothing for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -171,6 +174,9 @@ fn send(
                     last_sent = Instant::now();
                 }
                 r.backlog.wait(next, PING_EVERY);
+                if last_sent.elapsed() < GATHER * 5 && !attached.getack.load(Ordering::Acquire) {
+                    r.backlog.gather(GATHER);
+                }
                 continue;
             }
             From::Here(records) => {
@@ -179,7 +185,15 @@ fn send(
                     next = rec.end;
                 }
             }
-            From::Before => next = send_from_wal(shared, &mut w, next)?,
+            From::Before => {
+                let before = next;
+                next = send_from_wal(shared, &mut w, next)?;
+                // Nothing logged since: wait for the next write rather than read again.
+                if next == before {
+                    r.backlog.wait(next, PING_EVERY);
+                    continue;
+                }
+            }
         }
         w.flush()?;
         last_sent = Instant::now();
