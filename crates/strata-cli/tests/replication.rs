@@ -184,6 +184,30 @@ fn replicas_copy_the_primary_and_follow_writes_of_every_kind() {
         info_field(&mut c1, "replication", "slave_repl_offset"),
         info_field(&mut mc, "replication", "master_repl_offset"),
     );
+    // A reader blocked on a replica is woken by its primary's write.
+    let on_replica = redis::Client::open(format!("redis://127.0.0.1:{r1p}/")).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut c = on_replica.get_connection().unwrap();
+        let got: redis::Value = redis::cmd("XREAD")
+            .arg("BLOCK")
+            .arg(5000)
+            .arg("STREAMS")
+            .arg("stream")
+            .arg("$")
+            .query(&mut c)
+            .unwrap();
+        format!("{got:?}")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let _: String = redis::cmd("XADD")
+        .arg("stream")
+        .arg("*")
+        .arg("late")
+        .arg("arrival")
+        .query(&mut mc)
+        .unwrap();
+    let got = reader.join().unwrap();
+    assert!(got.contains("arrival"), "XREAD BLOCK on the replica: {got}");
     // Too few replicas for `min-replicas-to-write`: writes are refused, reads are not.
     let _: () = redis::cmd("CONFIG")
         .arg("SET")

@@ -347,7 +347,7 @@ fn stream(shared: &Shared, link: &Link, inc: &mut Incoming, replid: &str) -> Res
         while let Some((tag, payload)) = inc.frame()? {
             match tag {
                 frame::BATCH => {
-                    gathered.add(&payload)?;
+                    gathered.add(shared, &payload)?;
                     if gathered.batch.approximate_size() >= GATHER_BYTES {
                         gathered.write(shared, link, replid)?;
                     }
@@ -394,6 +394,8 @@ struct Gathered {
     offset: u64,
     /// A batch changed the database map (SWAPDB).
     swapped: bool,
+    /// The keys written, when connections are parked on keys (BLPOP on a replica).
+    written: Vec<Vec<u8>>,
 }
 
 impl Gathered {
@@ -402,10 +404,13 @@ impl Gathered {
             batch: WriteBatch::new(),
             offset: applied,
             swapped: false,
+            written: Vec::new(),
         }
     }
 
-    fn add(&mut self, record: &[u8]) -> Result<(), String> {
+    fn add(&mut self, shared: &Shared, record: &[u8]) -> Result<(), String> {
+        // Acquire: pairs with the release of a worker that parks a connection.
+        let parked = shared.parked.load(Ordering::Acquire) > 0;
         let (first, batch) = WriteBatch::from_record(record).map_err(|e| e.to_string())?;
         let expected = self.offset + 1;
         if first != expected {
@@ -416,6 +421,9 @@ impl Gathered {
         for e in batch.entries() {
             let e = e.map_err(|e| e.to_string())?;
             self.swapped |= e.key == crate::store::DATABASES_KEY;
+            if parked {
+                self.written.push(e.key.to_vec());
+            }
         }
         self.offset += batch.len() as u64;
         self.batch.append(&batch);
@@ -438,6 +446,8 @@ impl Gathered {
         if std::mem::take(&mut self.swapped) {
             shared.databases.reload(&shared.db)?;
         }
+        // Connections parked on these keys look again, as after a write of their own.
+        shared.notify_written(&std::mem::take(&mut self.written));
         Ok(())
     }
 }
