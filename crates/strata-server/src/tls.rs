@@ -92,6 +92,28 @@ pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, Strin
     Ok(Arc::new(config))
 }
 
+/// How a replica connects to its primary's TLS port: trusting the CA of
+/// `tls-ca-cert-file`, and showing the server's own certificate when the primary asks.
+pub(crate) fn client_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String> {
+    let ca = files
+        .ca
+        .as_ref()
+        .ok_or("tls-replication needs --tls-ca-cert-file, the CA to trust the primary by")?;
+    let mut roots = RootCertStore::empty();
+    for c in certs(ca)? {
+        roots
+            .add(c)
+            .map_err(|e| format!("bad CA certificate in {}: {e}", ca.display()))?;
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| format!("cannot read the private key {}: {e}", files.key.display()))?;
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs(&files.cert)?, key)
+        .map_err(|e| format!("the certificate and key do not go together: {e}"))?;
+    Ok(Arc::new(config))
+}
+
 /// A connection's socket, plain or under TLS.
 pub(crate) enum Stream {
     Plain(TcpStream),

@@ -233,3 +233,74 @@ fn the_tls_port_serves_trusted_clients_and_refuses_others() {
         .expect("a clean end of the session (close_notify)");
     assert_eq!(rest, b"+OK\r\n");
 }
+
+/// The TLS files of a server whose certificate `ca` signed, for `localhost`.
+fn files_signed_by(dir: &Path, ca: &Ca, name: &str) -> TlsFiles {
+    let cert = ca.sign(&["localhost"]);
+    TlsFiles {
+        cert: write_pem(dir, &format!("{name}.crt"), &cert.cert.pem()),
+        key: write_pem(dir, &format!("{name}.key"), &cert.key_pair.serialize_pem()),
+        ca: Some(write_pem(dir, &format!("{name}-ca.crt"), &ca.cert.pem())),
+        auth: ClientAuth::Yes,
+    }
+}
+
+fn replica_get(server: &strata_server::Server, key: &str) -> Option<String> {
+    let mut c = common::connect(server.local_addr());
+    redis::cmd("GET").arg(key).query(&mut c).unwrap()
+}
+
+#[test]
+fn a_replica_follows_its_primary_over_tls() {
+    let t = tempfile::tempdir().unwrap();
+    let ca = Ca::new("strata test CA");
+    let primary = common::start(&t.path().join("p"), |c| {
+        c.tls_port = Some(0);
+        c.tls = Some(files_signed_by(t.path(), &ca, "p"));
+    });
+    let tls_port = primary.tls_addr().unwrap().port();
+    let mut pc = common::connect(primary.local_addr());
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg("1")
+        .query(&mut pc)
+        .unwrap();
+    let replica = common::start(&t.path().join("r"), |c| {
+        c.tls_port = Some(0);
+        c.tls = Some(files_signed_by(t.path(), &ca, "r"));
+        c.replicaof = Some(("localhost".into(), tls_port));
+        c.settings = vec![("tls-replication".into(), "yes".into())];
+    });
+    // A replica that does not trust the primary's CA never links up.
+    let other_ca = Ca::new("another CA");
+    let stranger = common::start(&t.path().join("s"), |c| {
+        c.tls_port = Some(0);
+        c.tls = Some(files_signed_by(t.path(), &other_ca, "s"));
+        c.replicaof = Some(("localhost".into(), tls_port));
+        c.settings = vec![("tls-replication".into(), "yes".into())];
+    });
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("2")
+        .query(&mut pc)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut pc).unwrap();
+    assert_eq!(acked, 1, "the replica over TLS acknowledged");
+    assert_eq!(replica_get(&replica, "before").as_deref(), Some("1"));
+    assert_eq!(replica_get(&replica, "after").as_deref(), Some("2"));
+    let mut sc = common::connect(stranger.local_addr());
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut sc)
+        .unwrap();
+    assert!(info.contains("master_link_status:down"), "{info}");
+    assert_eq!(replica_get(&stranger, "after"), None);
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut pc)
+        .unwrap();
+    assert!(info.contains("connected_slaves:1"), "{info}");
+    for s in [stranger, replica, primary] {
+        s.shutdown().unwrap();
+    }
+}

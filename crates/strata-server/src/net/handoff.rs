@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::client::Client;
+use crate::replication::primary::Wire;
 use crate::shared::Shared;
 use crate::tls::Stream;
 
@@ -13,17 +14,19 @@ pub(super) fn start(shared: Arc<Shared>, mut c: Client) {
     };
     let owed = c.output.get(c.sent..).unwrap_or_default().to_vec();
     let input = std::mem::take(&mut c.input);
-    match c.stream {
+    let wire = match c.stream {
         Stream::Plain(sock) => {
             let sock: std::net::TcpStream = sock.into();
-            if sock.set_nonblocking(false).is_ok() {
-                crate::replication::primary::start(shared, sock, owed, input, *h);
-            }
+            sock.set_nonblocking(false).map(|()| Wire::plain(sock))
         }
-        // A replica's link over TLS is not served: the connection is closed, and the
-        // replica reports the primary's silence.
-        Stream::Tls { .. } => {
-            eprintln!("strata: a replica asked to sync over TLS, which is not served yet");
+        Stream::Tls { sock, tls } => {
+            let sock: std::net::TcpStream = sock.into();
+            sock.set_nonblocking(false)
+                .and_then(|()| Wire::tls(sock, *tls))
         }
+    };
+    // A socket that cannot be taken over is closed: the replica connects again.
+    if let Ok(wire) = wire {
+        crate::replication::primary::start(shared, wire, owed, input, *h);
     }
 }

@@ -68,8 +68,39 @@ fn follow(shared: &Shared, link: &Link) {
 }
 
 /// Bytes read from the primary and not yet taken.
+/// The link to the primary: a socket, or a TLS session over one (`tls-replication`).
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(t) => t.flush(),
+        }
+    }
+}
+
 struct Incoming {
-    sock: TcpStream,
+    sock: Conn,
     buf: Vec<u8>,
     pos: usize,
 }
@@ -155,7 +186,7 @@ fn ask(shared: &Shared, link: &Link, inc: &mut Incoming, args: &[&[u8]]) -> Resu
     }
 }
 
-fn connect(link: &Link) -> Result<TcpStream, String> {
+fn connect(shared: &Shared, link: &Link) -> Result<Conn, String> {
     let addr = (link.host.as_str(), link.port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {}: {e}", link.host))?
@@ -167,7 +198,22 @@ fn connect(link: &Link) -> Result<TcpStream, String> {
         .and_then(|()| sock.set_write_timeout(Some(Duration::from_secs(60))))
         .and_then(|()| sock.set_nodelay(true))
         .map_err(|e| e.to_string())?;
-    Ok(sock)
+    // Relaxed: a setting.
+    if !shared.replication.settings.tls.load(Ordering::Relaxed) {
+        return Ok(Conn::Plain(sock));
+    }
+    let files = shared
+        .tls
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|(files, _)| files.clone())
+        .ok_or("tls-replication needs the server's own TLS files (--tls-cert-file, ...)")?;
+    let config = crate::tls::client_config(&files)?;
+    let name = rustls::pki_types::ServerName::try_from(link.host.clone())
+        .map_err(|e| format!("{}: {e}", link.host))?;
+    let session = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
+    Ok(Conn::Tls(Box::new(rustls::StreamOwned::new(session, sock))))
 }
 
 /// Logs in, announces this server, and asks for the writes it lacks; the primary's answer.
@@ -230,7 +276,7 @@ fn handshake(shared: &Shared, link: &Link, inc: &mut Incoming) -> Result<String,
 }
 
 fn session(shared: &Shared, link: &Link) -> Result<(), String> {
-    let sock = connect(link)?;
+    let sock = connect(shared, link)?;
     let mut inc = Incoming {
         sock,
         buf: Vec::new(),

@@ -2,10 +2,10 @@
 //! thread, which copies a snapshot when the replica needs one and then streams the write
 //! batches; a reader thread beside it takes the replica's acknowledgements.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata::{Error, ReadOptions};
@@ -27,15 +27,58 @@ const GATHER: Duration = Duration::from_micros(2000);
 /// A replica that takes nothing for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A replica's link as the primary holds it: the socket, and the TLS session over it when
+/// the replica came to the TLS port. The sender writes and the reader reads at once: over
+/// TLS they take turns on the session, the reader for a millisecond at a time.
+pub(crate) struct Wire {
+    sock: TcpStream,
+    tls: Option<Mutex<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>>,
+}
+
+impl Wire {
+    pub(crate) fn plain(sock: TcpStream) -> Wire {
+        Wire { sock, tls: None }
+    }
+
+    pub(crate) fn tls(sock: TcpStream, session: rustls::ServerConnection) -> io::Result<Wire> {
+        let control = sock.try_clone()?;
+        Ok(Wire {
+            sock: control,
+            tls: Some(Mutex::new(rustls::StreamOwned::new(session, sock))),
+        })
+    }
+
+    fn write_all(&self, buf: &[u8]) -> io::Result<()> {
+        match &self.tls {
+            None => (&self.sock).write_all(buf),
+            Some(t) => {
+                let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
+                t.write_all(buf)?;
+                t.flush()
+            }
+        }
+    }
+
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.tls {
+            None => (&self.sock).read(buf),
+            Some(t) => t.lock().unwrap_or_else(|e| e.into_inner()).read(buf),
+        }
+    }
+
+    /// How long a read waits: over TLS briefly, since the sender waits for the session.
+    fn read_wait(&self) -> Duration {
+        if self.tls.is_some() {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_secs(1)
+        }
+    }
+}
+
 /// Takes over a connection that sent PSYNC: `out` holds replies it is owed, `input` the
 /// bytes it sent after PSYNC.
-pub(crate) fn start(
-    shared: Arc<Shared>,
-    sock: TcpStream,
-    out: Vec<u8>,
-    input: Vec<u8>,
-    h: Handoff,
-) {
+pub(crate) fn start(shared: Arc<Shared>, wire: Wire, out: Vec<u8>, input: Vec<u8>, h: Handoff) {
     let r = &shared.replication;
     // Before the snapshot is taken: every batch after it reaches the backlog or the WAL.
     r.backlog.activate();
@@ -48,24 +91,22 @@ pub(crate) fn start(
         let attached = attached.clone();
         let shared = shared.clone();
         move || {
-            let _ = sock.set_nodelay(true);
-            let _ = sock.set_write_timeout(Some(WRITE_TIMEOUT));
-            if let Ok(reader) = sock.try_clone() {
-                let acks = {
-                    let shared = shared.clone();
-                    let attached = attached.clone();
-                    std::thread::Builder::new()
-                        .name("strata-repl-acks".into())
-                        .spawn(move || read_acks(&shared, &attached, reader, input))
-                };
-                let _ = send(&shared, &attached, &sock, out, h.asked);
-                detach(&shared, &attached);
-                let _ = sock.shutdown(std::net::Shutdown::Both);
-                if let Ok(acks) = acks {
-                    let _ = acks.join();
-                }
-            }
+            let _ = wire.sock.set_nodelay(true);
+            let _ = wire.sock.set_write_timeout(Some(WRITE_TIMEOUT));
+            let _ = wire.sock.set_read_timeout(Some(wire.read_wait()));
+            let wire = Arc::new(wire);
+            let acks = {
+                let (shared, attached, wire) = (shared.clone(), attached.clone(), wire.clone());
+                std::thread::Builder::new()
+                    .name("strata-repl-acks".into())
+                    .spawn(move || read_acks(&shared, &attached, &wire, input))
+            };
+            let _ = send(&shared, &attached, &wire, out, h.asked);
             detach(&shared, &attached);
+            let _ = wire.sock.shutdown(std::net::Shutdown::Both);
+            if let Ok(acks) = acks {
+                let _ = acks.join();
+            }
         }
     });
     if spawned.is_err() {
@@ -86,7 +127,7 @@ fn detach(shared: &Shared, attached: &Arc<Attached>) {
 
 /// Writes frames, buffering them until `flush`.
 struct Frames<'s> {
-    sock: &'s TcpStream,
+    wire: &'s Wire,
     buf: Vec<u8>,
 }
 
@@ -105,7 +146,7 @@ impl Frames<'_> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.buf.is_empty() {
-            (&mut self.sock).write_all(&self.buf)?;
+            self.wire.write_all(&self.buf)?;
             self.buf.clear();
         }
         Ok(())
@@ -131,12 +172,12 @@ fn resumable(shared: &Shared, asked: Option<(String, u64)>) -> Option<u64> {
 fn send(
     shared: &Shared,
     attached: &Attached,
-    sock: &TcpStream,
+    wire: &Wire,
     owed: Vec<u8>,
     asked: Option<(String, u64)>,
 ) -> std::io::Result<()> {
     let r = &shared.replication;
-    let mut w = Frames { sock, buf: owed };
+    let mut w = Frames { wire, buf: owed };
     let partial = asked.is_some();
     let mut next = match resumable(shared, asked) {
         Some(next) => {
@@ -260,8 +301,7 @@ fn send_snapshot(shared: &Shared, w: &mut Frames) -> std::io::Result<u64> {
 }
 
 /// Reads `REPLCONF ACK offset` from the replica until its link ends.
-fn read_acks(shared: &Shared, attached: &Attached, mut sock: TcpStream, mut input: Vec<u8>) {
-    let _ = sock.set_read_timeout(Some(Duration::from_secs(1)));
+fn read_acks(shared: &Shared, attached: &Attached, wire: &Wire, mut input: Vec<u8>) {
     let limits = crate::resp::Limits::default();
     let mut args = crate::resp::Args::default();
     let mut chunk = vec![0u8; 4096];
@@ -287,12 +327,20 @@ fn read_acks(shared: &Shared, attached: &Attached, mut sock: TcpStream, mut inpu
         if attached.closed.load(Ordering::Acquire) {
             return;
         }
-        match sock.read(&mut chunk) {
+        match wire.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => input.extend_from_slice(chunk.get(..n).unwrap_or_default()),
             Err(e)
-                if matches!(e.kind(), std::io::ErrorKind::WouldBlock)
-                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                // Over TLS the sender takes its turn on the session meanwhile.
+                if wire.tls.is_some() {
+                    std::thread::sleep(Duration::from_millis(4));
+                }
+            }
             Err(_) => break,
         }
         if input.len() > 1 << 20 {
@@ -300,6 +348,6 @@ fn read_acks(shared: &Shared, attached: &Attached, mut sock: TcpStream, mut inpu
         }
     }
     attached.closed.store(true, Ordering::Release);
-    let _ = sock.shutdown(std::net::Shutdown::Both);
+    let _ = wire.sock.shutdown(std::net::Shutdown::Both);
     shared.replication.backlog.wake();
 }

@@ -26,6 +26,7 @@ pub(crate) const NAMES: &[&str] = &[
     "replica-serve-stale-data",
     "slave-serve-stale-data",
     "repl-backlog-size",
+    "tls-replication",
 ];
 
 fn text<T: Clone>(m: &Mutex<T>) -> T {
@@ -75,6 +76,7 @@ pub(crate) fn values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
             shared.replication.backlog.limit().to_string(),
             true,
         ),
+        ("tls-replication", yes(s.tls.load(Ordering::Relaxed)), true),
     ]
 }
 
@@ -95,7 +97,8 @@ fn parse(name: &str, value: &str) -> Result<Parsed, String> {
         "replica-read-only"
         | "slave-read-only"
         | "replica-serve-stale-data"
-        | "slave-serve-stale-data" => match value.to_ascii_lowercase().as_str() {
+        | "slave-serve-stale-data"
+        | "tls-replication" => match value.to_ascii_lowercase().as_str() {
             "yes" => Parsed::Flag(true),
             "no" => Parsed::Flag(false),
             _ => return Err("argument must be 'yes' or 'no'".into()),
@@ -140,6 +143,7 @@ pub(crate) fn set(shared: &Shared, name: &str, value: &str) {
     match (name.replace("slave", "replica").as_str(), parsed) {
         ("replica-read-only", Parsed::Flag(v)) => s.read_only.store(v, Ordering::Relaxed),
         ("replica-serve-stale-data", Parsed::Flag(v)) => s.serve_stale.store(v, Ordering::Relaxed),
+        ("tls-replication", Parsed::Flag(v)) => s.tls.store(v, Ordering::Relaxed),
         ("replica-priority", Parsed::Number(v)) => s.priority.store(v, Ordering::Relaxed),
         ("min-replicas-to-write", Parsed::Number(v)) => s.min_replicas.store(v, Ordering::Relaxed),
         ("min-replicas-max-lag", Parsed::Number(v)) => {

@@ -139,6 +139,9 @@ pub(crate) struct Settings {
     pub timeout_secs: AtomicU64,
     /// `replica-serve-stale-data`: answer reads while the link is down.
     pub serve_stale: AtomicBool,
+    /// `tls-replication`: a replica connects to its primary's TLS port with the server's own
+    /// certificate, trusting `tls-ca-cert-file`.
+    pub tls: AtomicBool,
 }
 
 impl Default for Settings {
@@ -154,6 +157,7 @@ impl Default for Settings {
             masteruser: Mutex::new(None),
             timeout_secs: AtomicU64::new(60),
             serve_stale: AtomicBool::new(true),
+            tls: AtomicBool::new(false),
         }
     }
 }
