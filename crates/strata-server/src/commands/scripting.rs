@@ -171,12 +171,27 @@ pub(super) fn eval(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         crate::scripting::Scripts::body_flags(body)?
     };
     let read_only = name.ends_with("_RO") || flags.no_writes;
+    if flags.declared && !read_only {
+        may_write(cx.shared)?;
+    }
     let target = if by_sha {
         Target::Sha(body)
     } else {
         Target::Body(body)
     };
     run_script(cx, target, a, keys, args, read_only)
+}
+
+/// A script that declares it may write is refused before it runs where writes would be: on
+/// a read-only replica, or with too few replicas for `min-replicas-to-write`.
+fn may_write(shared: &crate::shared::Shared) -> Outcome {
+    match crate::replication::refusal(shared, &["write"]) {
+        Some(e) if e.starts_with("READONLY") => {
+            Err("READONLY Can not run script with write flag on readonly replica".into())
+        }
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// FCALL and FCALL_RO.
@@ -191,6 +206,9 @@ pub(super) fn fcall(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     let ro_command = upper(a.first().copied().unwrap_or_default()) == "FCALL_RO";
     if ro_command && !flags.no_writes {
         return Err("ERR Can not execute a script with write flag using *_ro command.".into());
+    }
+    if !flags.no_writes {
+        may_write(cx.shared)?;
     }
     run_script(
         cx,

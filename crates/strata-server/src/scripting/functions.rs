@@ -22,6 +22,9 @@ pub(crate) struct FunctionFlags {
     pub allow_stale: bool,
     pub no_cluster: bool,
     pub allow_cross_slot_keys: bool,
+    /// The flags were declared (a function, or a script with a `#!lua` line): a script
+    /// that may write is refused before it runs where writes would be.
+    pub declared: bool,
 }
 
 impl FunctionFlags {
@@ -97,6 +100,7 @@ pub(crate) fn shebang_flags(body: &[u8]) -> Result<FunctionFlags, String> {
     let Some(line) = shebang(body) else {
         return Ok(flags);
     };
+    flags.declared = true;
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_ascii_whitespace();
     let engine = parts.next().unwrap_or("");
@@ -187,7 +191,10 @@ fn registration(args: mlua::MultiValue) -> Result<(String, Func), String> {
                 .into(),
         );
     }
-    let mut f = FunctionFlags::default();
+    let mut f = FunctionFlags {
+        declared: true,
+        ..FunctionFlags::default()
+    };
     if let Some(flags) = flags {
         for v in flags.sequence_values::<Value>() {
             let Ok(Value::String(s)) = v else {
