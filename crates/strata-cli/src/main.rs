@@ -635,8 +635,6 @@ fn run(cli: Cli, settings: Vec<(String, String)>) -> Result<ExitCode, String> {
                 engine: Options {
                     write_buffer_size,
                     block_cache_bytes,
-                    wal_size_limit: repl_wal_keep_bytes,
-                    wal_ttl: Some(std::time::Duration::from_secs(3600)),
                     ..base.clone()
                 },
                 requirepass,
@@ -653,6 +651,7 @@ fn run(cli: Cli, settings: Vec<(String, String)>) -> Result<ExitCode, String> {
                 config_file,
                 settings,
                 replicaof,
+                repl_wal_keep_bytes,
                 ..strata_server::Config::default()
             };
             let server = strata_server::Server::start(config)?;

@@ -184,6 +184,23 @@ fn replicas_copy_the_primary_and_follow_writes_of_every_kind() {
         info_field(&mut c1, "replication", "slave_repl_offset"),
         info_field(&mut mc, "replication", "master_repl_offset"),
     );
+    // Function libraries follow: a replica runs its primary's read-only function.
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(
+            "#!lua name=lib\nredis.register_function{function_name='peek', \
+             callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}",
+        )
+        .query(&mut mc)
+        .unwrap();
+    let _: i64 = redis::cmd("WAIT").arg(2).arg(5000).query(&mut mc).unwrap();
+    let peeked: String = redis::cmd("FCALL_RO")
+        .arg("peek")
+        .arg(1)
+        .arg("s7")
+        .query(&mut c1)
+        .unwrap();
+    assert_eq!(peeked, "v7");
     // A reader blocked on a replica is woken by its primary's write.
     let on_replica = redis::Client::open(format!("redis://127.0.0.1:{r1p}/")).unwrap();
     let reader = std::thread::spawn(move || {
@@ -224,6 +241,13 @@ fn replicas_copy_the_primary_and_follow_writes_of_every_kind() {
         .arg(2)
         .query(&mut mc)
         .unwrap();
+    let _: () = mc.set("two-replicas", "enough").unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("min-replicas-to-write")
+        .arg(0)
+        .query(&mut mc)
+        .unwrap();
     // FLUSHALL goes through too.
     let _: () = redis::cmd("FLUSHALL").query(&mut mc).unwrap();
     let _: i64 = redis::cmd("WAIT").arg(2).arg(5000).query(&mut mc).unwrap();
@@ -236,6 +260,20 @@ fn replicas_copy_the_primary_and_follow_writes_of_every_kind() {
         .unwrap();
     let _: () = c2.hset("new-hash", "f", "v").unwrap();
     assert_eq!(c2.hget::<_, _, String>("new-hash", "f").unwrap(), "v");
+    // Pointed back at its primary, it is copied whole: its own writes do not stay.
+    let _: () = mc.set("after-promotion", "1").unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(mp)
+        .query(&mut c2)
+        .unwrap();
+    eventually("the old replica follows again", || {
+        c2.get::<_, Option<String>>("after-promotion")
+            .ok()
+            .flatten()
+            .is_some()
+    });
+    assert_eq!(dump(&mut c2), dump(&mut mc));
     for child in [m, r1, r2] {
         stop(child);
     }

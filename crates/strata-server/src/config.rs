@@ -92,6 +92,9 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// Follow this primary (`--replicaof "HOST PORT"`, `replicaof` in the file).
     pub replicaof: Option<(String, u16)>,
+    /// Bytes of WAL files kept, once their writes are in tables, for replicas that fall
+    /// behind (kept an hour at most; 0 keeps none).
+    pub repl_wal_keep_bytes: u64,
     /// Parameters set at start as CONFIG SET sets them (from the configuration file), each
     /// with its value.
     pub settings: Vec<(String, String)>,
@@ -127,6 +130,7 @@ impl Default for Config {
             tcp_keepalive: 300,
             config_file: None,
             replicaof: None,
+            repl_wal_keep_bytes: 256 << 20,
             settings: Vec::new(),
         }
     }
@@ -134,13 +138,3 @@ impl Default for Config {
 
 /// The longest idle time the kernel takes for its first keepalive probe.
 pub(crate) const MAX_KEEPALIVE_SECS: u64 = 32_767;
-
-/// How long and how many bytes of WAL files the server keeps for replicas that fell behind
-/// (`Options::wal_ttl`, `wal_size_limit`): the engine options', or an hour and 256 MiB when
-/// they keep none.
-pub(crate) fn wal_kept(engine: &strata::Options) -> (Option<Duration>, u64) {
-    match (engine.wal_ttl, engine.wal_size_limit) {
-        (None, 0) => (Some(Duration::from_secs(3600)), 256 << 20),
-        kept => kept,
-    }
-}

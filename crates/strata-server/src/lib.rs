@@ -90,7 +90,7 @@ fn worker_threads(config: &Config) -> usize {
 impl Server {
     /// Opens the database and starts listening.
     pub fn start(config: Config) -> Result<Server, String> {
-        let (db, backlog) = open_database(&config)?;
+        let (db, backlog, expiry_filter) = open_database(&config)?;
         let users = load_users(&config)?;
         let tls_config = tls_setup(&config)?;
         let (listeners, addr, tls_addr) = listen_all(&config)?;
@@ -98,8 +98,7 @@ impl Server {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let saves = save::Saves::new(now.as_secs(), db.snapshot().sequence());
-        let notify_flags = notify_flags(&config)?;
-        let threads = worker_threads(&config);
+        let (notify_flags, threads) = (notify_flags(&config)?, worker_threads(&config));
         let shared = Arc::new(Shared {
             versions: store::Versions::open(&db)?,
             databases: store::Databases::open(&db)?,
@@ -151,6 +150,7 @@ impl Server {
             stats: Default::default(),
             replication: replication::state::Replication::new(backlog, now.as_nanos()),
             me: std::sync::OnceLock::new(),
+            expiry_filter,
             config,
         });
         commands::load_libraries(&shared)?;
@@ -270,6 +270,10 @@ impl Server {
     }
 }
 
+/// The database, the replication backlog its writes reach, and the switch of its expiry
+/// filter.
+type Opened = (Db, Arc<replication::Backlog>, Arc<AtomicBool>);
+
 /// `--notify-keyspace-events`, checked.
 fn notify_flags(config: &Config) -> Result<u32, String> {
     notify::parse(config.notify_keyspace_events.as_bytes()).ok_or_else(|| {
@@ -282,11 +286,13 @@ fn notify_flags(config: &Config) -> Result<u32, String> {
 
 /// Opens the database with the expiry filter, and brings its layout up to date; the
 /// replication backlog is told of its writes.
-fn open_database(config: &Config) -> Result<(Db, Arc<replication::Backlog>), String> {
+fn open_database(config: &Config) -> Result<Opened, String> {
     let mut engine = config.engine.clone();
     let backlog = Arc::new(replication::Backlog::new());
     engine.wal_listener = Some(backlog.clone());
-    (engine.wal_ttl, engine.wal_size_limit) = config::wal_kept(&engine);
+    // Replicas that fell behind catch up from the WAL files kept.
+    engine.wal_size_limit = config.repl_wal_keep_bytes;
+    engine.wal_ttl = (config.repl_wal_keep_bytes > 0).then(|| Duration::from_secs(3600));
     let filter_enabled = Arc::new(AtomicBool::new(false));
     engine.compaction_filter = Some(Arc::new(store::ExpiryFilter {
         clock: config.clock.clone(),
@@ -296,7 +302,7 @@ fn open_database(config: &Config) -> Result<(Db, Arc<replication::Backlog>), Str
     store::prepare_layout(&db)?;
     // Release: compactions that see the flag see the converted layout.
     filter_enabled.store(true, Ordering::Release);
-    Ok((db, backlog))
+    Ok((db, backlog, filter_enabled))
 }
 
 /// The users: a fresh server's, or the ACL file's, with `requirepass` applied.

@@ -124,6 +124,9 @@ pub(crate) struct Shared {
     pub stats: crate::stats::Stats,
     /// This server's primary, when it is a replica, and its own replicas.
     pub replication: crate::replication::state::Replication,
+    /// Compaction drops expired values (off on a replica, whose keys expire by its
+    /// primary's deletions).
+    pub expiry_filter: Arc<AtomicBool>,
     /// The server itself, for the threads it starts while it runs (a replica's link).
     pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }

@@ -41,7 +41,7 @@ use strata::{CompactionFilter, Db, FilterDecision, ReadOptions, WriteBatch, Writ
 /// Databases a client may `SELECT`.
 pub(crate) const DATABASES: u8 = 16;
 const EXPIRY_INDEX: u8 = 0xFE;
-const LAYOUT_KEY: &[u8] = b"\xFFlayout";
+pub(crate) const LAYOUT_KEY: &[u8] = b"\xFFlayout";
 /// The layout this server writes; a directory written by an earlier server (no layout key,
 /// raw keys and values) is converted when it is opened.
 const LAYOUT_VERSION: &[u8] = b"1";

@@ -260,8 +260,11 @@ fn kept_wals_survive_a_reopen_and_are_not_replayed_twice() {
 struct Recorder(Mutex<Vec<(u64, Vec<u8>)>>);
 
 impl WalListener for Recorder {
-    fn logged(&self, first_seq: u64, record: &[u8]) {
-        self.0.lock().unwrap().push((first_seq, record.to_vec()));
+    fn logged(&self, first_seq: u64, batch: &WriteBatch) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((first_seq, batch.to_record(first_seq)));
     }
 }
 

@@ -167,7 +167,7 @@ fn engine_values(shared: &Shared) -> Vec<(&'static str, String, bool)> {
         ),
         (
             "repl-wal-keep-bytes",
-            crate::config::wal_kept(&c.engine).1.to_string(),
+            c.repl_wal_keep_bytes.to_string(),
             false,
         ),
     ]

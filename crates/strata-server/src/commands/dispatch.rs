@@ -27,19 +27,10 @@ pub(crate) fn execute(
         return After::Close;
     }
     let Some((i, cmd)) = lookup(name) else {
-        let shown: String = args
-            .iter()
-            .skip(1)
-            .take(3)
-            .map(|x| format!("'{}' ", String::from_utf8_lossy(x)))
-            .collect();
-        out.error(&format!(
-            "ERR unknown command '{}', with args beginning with: {shown}",
-            String::from_utf8_lossy(name)
-        ));
-        conn.multi_failed |= conn.multi.is_some();
+        unknown_command(conn, args, out);
         return After::Continue;
     };
+    reload_stale_functions(shared);
     let stats = shared.command_stats.get(i);
     if !arity_ok(cmd, args.len()) {
         if let Some(s) = stats {
@@ -130,6 +121,36 @@ pub(crate) fn execute(
     } else {
         let _keyspace = shared.keyspace.read().unwrap_or_else(|e| e.into_inner());
         run(shared, conn, i, cmd, HANDLERS, args, out)
+    }
+}
+
+/// Answers a command the table does not have.
+fn unknown_command(conn: &mut Connection, args: &[&[u8]], out: &mut Reply<'_>) {
+    let shown: String = args
+        .iter()
+        .skip(1)
+        .take(3)
+        .map(|x| format!("'{}' ", String::from_utf8_lossy(x)))
+        .collect();
+    out.error(&format!(
+        "ERR unknown command '{}', with args beginning with: {shown}",
+        String::from_utf8_lossy(args.first().copied().unwrap_or_default())
+    ));
+    conn.multi_failed |= conn.multi.is_some();
+}
+
+/// A replica's primary changed its function libraries: they are read again before the
+/// command runs.
+fn reload_stale_functions(shared: &Shared) {
+    if shared
+        .replication
+        .functions_stale
+        .swap(false, Ordering::AcqRel)
+    {
+        shared.scripts.with_functions(|f| f.flush());
+        if let Err(e) = super::load_libraries(shared) {
+            eprintln!("strata: {e}");
+        }
     }
 }
 

@@ -44,28 +44,52 @@ pub(super) fn replicaof(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
 /// Follows `host:port` from now on, ending the link to any primary before.
 pub(crate) fn become_replica(shared: &Shared, host: &str, port: u16) -> Result<(), String> {
     let r = &shared.replication;
-    let mut master = r.master.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(old) = master.take() {
-        old.stop();
-        old.wait_stopped();
-    }
+    stop_following(shared)?;
     r.is_replica.store(true, Ordering::SeqCst);
     shared.cache.set_off(true);
-    *master = Some(follower::start(shared, host, port)?);
+    shared.expiry_filter.store(false, Ordering::Release);
+    let link = follower::start(shared, host, port)?;
+    *r.master.lock().unwrap_or_else(|e| e.into_inner()) = Some(link);
     Ok(())
+}
+
+/// Ends the link to the primary, if any, and waits for its thread: a batch being written
+/// lands first.
+fn stop_following(shared: &Shared) -> Result<bool, String> {
+    let old = shared
+        .replication
+        .master
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    let Some(old) = old else {
+        return Ok(false);
+    };
+    old.stop();
+    if !old.wait_stopped() {
+        return Err("ERR the link to the primary did not stop in time; try again".into());
+    }
+    Ok(true)
 }
 
 /// Stops following and takes writes, handing out collection versions from where the
 /// primary's batches left them.
 fn become_primary(shared: &Shared) -> Result<(), String> {
     let r = &shared.replication;
-    let Some(old) = r.master.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+    if !stop_following(shared)? {
         return Ok(());
-    };
-    old.stop();
-    // A batch being applied lands before the server's records are read again.
-    old.wait_stopped();
+    }
+    // Writes of its own follow: pointed at its old primary again, it is copied whole
+    // rather than resuming over them.
+    let mut forget = strata::WriteBatch::new();
+    forget.delete(crate::replication::OFFSET_KEY);
+    forget.delete(crate::replication::COPYING_KEY);
+    shared
+        .db
+        .write(forget, strata::WriteOptions { sync: true })
+        .map_err(super::engine)?;
     r.loading.store(false, Ordering::Release);
+    shared.expiry_filter.store(true, Ordering::Release);
     shared.databases.reload(&shared.db)?;
     shared.versions.reload(&shared.db)?;
     shared.cache.set_off(false);
@@ -119,6 +143,7 @@ pub(super) fn wait(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     if ms < 0 {
         return Err("ERR timeout is negative".into());
     }
+    let first = cx.conn.wait.is_none();
     let (target, deadline) = cx.conn.wait.take().unwrap_or_else(|| {
         let deadline = (ms > 0).then(|| Instant::now() + Duration::from_millis(ms as u64));
         (cx.shared.db.latest_sequence(), deadline)
@@ -129,8 +154,11 @@ pub(super) fn wait(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
         cx.out.int(got as i64);
         return Ok(());
     }
+    // Asked once: each acknowledgement wakes the WAIT again, which must not ask again.
+    if first {
+        ask_for_acks(cx.shared);
+    }
     cx.conn.wait = Some((target, deadline));
-    ask_for_acks(cx.shared);
     cx.after = After::Block(Block {
         keys: vec![WAIT_KEY.to_vec()],
         deadline,

@@ -30,7 +30,7 @@ const C: &[&str] = &["fast", "loading", "stale", "no-auth"];
 /// Connection commands that need an authenticated client.
 const CA: &[&str] = &["fast", "loading", "stale"];
 const A: &[&str] = &["admin", "noscript", "loading", "stale"];
-const REPL: &[&str] = &["admin", "noscript", "stale", "no_async_loading"];
+const REPL: &[&str] = &["admin", "noscript", "loading", "stale", "no_async_loading"];
 const ROLE: &[&str] = &["noscript", "loading", "stale", "fast"];
 const PSYNC: &[&str] = &["admin", "noscript", "no_async_loading", "no_multi"];
 const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];

@@ -748,6 +748,10 @@ impl Worker {
         let Some(mut c) = self.clients.get_mut(idx).and_then(Option::take) else {
             return;
         };
+        if let Some(p) = c.parked.take() {
+            unpark(&self.shared, self.index, idx, &p);
+        }
+        commands::forget_subscriptions(&self.shared, &mut c.state);
         let _ = self.poll.registry().deregister(c.stream.socket());
         if let Some(info) = &c.state.info {
             self.shared.clients.remove(info);

@@ -139,18 +139,14 @@ impl Backlog {
 }
 
 impl strata::WalListener for Backlog {
-    fn logged(&self, first_seq: u64, record: &[u8]) {
+    fn logged(&self, first_seq: u64, batch: &strata::WriteBatch) {
         if !self.active() {
             return;
         }
-        let count = record
-            .get(8..12)
-            .and_then(|c| c.try_into().ok())
-            .map_or(0, u32::from_le_bytes);
         let r = Arc::new(Record {
             first: first_seq,
-            end: first_seq + u64::from(count),
-            bytes: record.into(),
+            end: first_seq + batch.len() as u64,
+            bytes: batch.to_record(first_seq).into(),
         });
         let limit = self.limit();
         let waiting = {

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use strata::{WriteBatch, WriteOptions};
 
 use super::state::Link;
-use super::{OFFSET_KEY, decode_offset, encode_offset, frame};
+use super::{COPYING_KEY, OFFSET_KEY, decode_offset, encode_offset, frame};
 use crate::shared::Shared;
+use crate::store::LAYOUT_KEY;
 
 /// How long a read waits before the thread looks at its stop flag.
 const POLL: Duration = Duration::from_millis(200);
@@ -19,6 +20,8 @@ const POLL: Duration = Duration::from_millis(200);
 const ACK_EVERY: Duration = Duration::from_secs(1);
 /// Acknowledge a change no sooner than this after the last acknowledgement, unless WAIT asks.
 const ACK_SOON: Duration = Duration::from_millis(100);
+/// Where the server keeps its function libraries (`commands/scripting.rs`).
+const FUNCTIONS: &[u8] = b"\xFFfunction";
 /// Most bytes of the primary's batches gathered into one write.
 const GATHER_BYTES: usize = 1 << 20;
 /// The most bytes of one frame (a batch the engine accepted is far smaller).
@@ -27,6 +30,10 @@ const MAX_FRAME: usize = 1 << 30;
 /// Starts following `host:port` on a thread of its own.
 pub(crate) fn start(shared: &Shared, host: &str, port: u16) -> Result<Link, String> {
     let link = Link::new(host, port);
+    // A copy that a crash cut short: its keys are a part of one until the next is whole.
+    if let Ok(Some(_)) = shared.db.get(COPYING_KEY) {
+        shared.replication.loading.store(true, Ordering::Release);
+    }
     if let Ok(v) = shared.db.get(OFFSET_KEY)
         && let Some((_, offset)) = v.as_deref().and_then(decode_offset)
     {
@@ -108,8 +115,9 @@ struct Incoming {
 impl Incoming {
     /// Reads what the socket has; false when a poll passed without bytes.
     fn fill(&mut self) -> Result<bool, String> {
-        if self.pos > 0 && self.pos == self.buf.len() {
-            self.buf.clear();
+        // What was taken goes, so that the buffer holds only what is not yet taken.
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
             self.pos = 0;
         }
         let mut chunk = [0u8; 64 << 10];
@@ -195,7 +203,7 @@ fn connect(shared: &Shared, link: &Link) -> Result<Conn, String> {
     let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|e| format!("cannot connect: {e}"))?;
     sock.set_read_timeout(Some(POLL))
-        .and_then(|()| sock.set_write_timeout(Some(Duration::from_secs(60))))
+        .and_then(|()| sock.set_write_timeout(Some(Duration::from_secs(5))))
         .and_then(|()| sock.set_nodelay(true))
         .map_err(|e| e.to_string())?;
     // Relaxed: a setting.
@@ -311,20 +319,30 @@ fn load(
     let r = &shared.replication;
     r.loading.store(true, Ordering::Release);
     let engine = |e: strata::Error| format!("loading the copy: {e}");
-    // Everything goes, this record too: a load cut short starts over.
+    // Everything goes but the layout's version (the copy has the same), this record too,
+    // and a mark says a copy is under way: a replica restarted before it ends knows its
+    // keys are a part of one, answers LOADING, and is copied again.
     let mut clear = WriteBatch::new();
-    clear.delete_range(b"", &[0xFF; 64]);
+    clear.delete_range(b"", LAYOUT_KEY);
+    clear.delete_range(&after(LAYOUT_KEY), &[0xFF; 64]);
+    clear.put(COPYING_KEY, b"1");
     shared
         .db
         .write(clear, WriteOptions::default())
         .map_err(engine)?;
+    link.state.applied.store(0, Ordering::Release);
+    let timeout = Duration::from_secs(r.settings.timeout_secs.load(Ordering::Relaxed));
+    let mut heard = Instant::now();
     loop {
+        if stopped(link, shared) {
+            return Err("stopped".into());
+        }
         let Some((tag, payload)) = inc.frame()? else {
-            if stopped(link, shared) {
-                return Err("stopped".into());
-            }
             if inc.fill()? {
+                heard = Instant::now();
                 link.state.heard();
+            } else if heard.elapsed() > timeout {
+                return Err("the primary went silent during the copy".into());
             }
             continue;
         };
@@ -350,6 +368,7 @@ fn load(
     }
     let mut done = WriteBatch::new();
     done.put(OFFSET_KEY, &encode_offset(id, seq));
+    done.delete(COPYING_KEY);
     shared
         .db
         .write(done, WriteOptions { sync: true })
@@ -360,6 +379,13 @@ fn load(
     Ok(())
 }
 
+/// The first key after `key`.
+fn after(key: &[u8]) -> Vec<u8> {
+    let mut k = key.to_vec();
+    k.push(0);
+    k
+}
+
 fn take_part(rest: &[u8]) -> Result<(&[u8], &[u8]), String> {
     let bad = || "a damaged copy frame".to_string();
     let len = rest.get(..4).ok_or_else(bad)?;
@@ -368,8 +394,12 @@ fn take_part(rest: &[u8]) -> Result<(&[u8], &[u8]), String> {
     Ok((part, rest.get(4 + len..).unwrap_or_default()))
 }
 
-/// The server's own records that a copy or a batch may have changed.
+/// The server's own records that a copy may have changed.
 fn reload(shared: &Shared) -> Result<(), String> {
+    shared
+        .replication
+        .functions_stale
+        .store(true, Ordering::Release);
     shared.databases.reload(&shared.db)?;
     shared.versions.reload(&shared.db)
 }
@@ -384,13 +414,19 @@ fn stream(shared: &Shared, link: &Link, inc: &mut Incoming, replid: &str) -> Res
             .load(Ordering::Relaxed),
     );
     let mut heard = Instant::now();
-    let mut acked_at = Instant::now();
+    // The first acknowledgement goes at once: WAIT counts a replica from it.
+    let mut acked_at = Instant::now()
+        .checked_sub(ACK_EVERY)
+        .unwrap_or_else(Instant::now);
     let mut acked = None;
     loop {
         let mut ack_now = false;
         // The batches that arrived together are written together.
         let mut gathered = Gathered::new(link.state.applied());
         while let Some((tag, payload)) = inc.frame()? {
+            if stopped(link, shared) {
+                return Ok(());
+            }
             match tag {
                 frame::BATCH => {
                     gathered.add(shared, &payload)?;
@@ -440,6 +476,8 @@ struct Gathered {
     offset: u64,
     /// A batch changed the database map (SWAPDB).
     swapped: bool,
+    /// A batch changed the function libraries.
+    functions: bool,
     /// The keys written, when connections are parked on keys (BLPOP on a replica).
     written: Vec<Vec<u8>>,
 }
@@ -450,6 +488,7 @@ impl Gathered {
             batch: WriteBatch::new(),
             offset: applied,
             swapped: false,
+            functions: false,
             written: Vec::new(),
         }
     }
@@ -467,6 +506,7 @@ impl Gathered {
         for e in batch.entries() {
             let e = e.map_err(|e| e.to_string())?;
             self.swapped |= e.key == crate::store::DATABASES_KEY;
+            self.functions |= e.key.starts_with(FUNCTIONS);
             if parked {
                 self.written.push(e.key.to_vec());
             }
@@ -491,6 +531,12 @@ impl Gathered {
         link.state.applied.store(self.offset, Ordering::Release);
         if std::mem::take(&mut self.swapped) {
             shared.databases.reload(&shared.db)?;
+        }
+        if std::mem::take(&mut self.functions) {
+            shared
+                .replication
+                .functions_stale
+                .store(true, Ordering::Release);
         }
         // Connections parked on these keys look again, as after a write of their own.
         shared.notify_written(&std::mem::take(&mut self.written));

@@ -35,6 +35,8 @@ use crate::shared::Shared;
 
 /// Where a replica records its primary's replication ID and the offset it applied.
 pub(crate) const OFFSET_KEY: &[u8] = b"\xFFreplication";
+/// Set while a replica loads a copy of its primary, deleted when the copy is whole.
+pub(crate) const COPYING_KEY: &[u8] = b"\xFFreplication-copying";
 /// What a replica refuses writes with.
 pub(crate) const READONLY: &str = "READONLY You can't write against a read only replica.";
 
@@ -68,14 +70,17 @@ pub(crate) fn refusal(shared: &Shared, flags: &[&str]) -> Option<&'static str> {
     if write && r.refuses_writes() {
         return Some(READONLY);
     }
+    // Relaxed: a setting. The link is looked at only when stale data is not served.
+    if r.settings.serve_stale.load(Ordering::Relaxed) || flags.contains(&"stale") {
+        return None;
+    }
     let down = !r
         .master
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
         .is_some_and(|l| l.state.up());
-    // Relaxed: a setting.
-    if down && !r.settings.serve_stale.load(Ordering::Relaxed) && !flags.contains(&"stale") {
+    if down {
         return Some(
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
         );

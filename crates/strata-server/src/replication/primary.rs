@@ -195,7 +195,7 @@ fn send(
         }
     };
     w.flush()?;
-    attached.acked.store(next - 1, Ordering::Release);
+    // Counted by WAIT from its first acknowledgement: a copy sent is not yet applied.
     attached.streams();
     let mut last_sent = Instant::now();
     loop {
@@ -225,6 +225,11 @@ fn send(
                     w.frame(frame::BATCH, &rec.bytes)?;
                     next = rec.end;
                 }
+            }
+            // Nothing newer than what it has: wait for a write rather than read the WALs.
+            From::Before if shared.db.latest_sequence() < next => {
+                r.backlog.wait(next, PING_EVERY);
+                continue;
             }
             From::Before => {
                 let before = next;

@@ -20,6 +20,9 @@ pub(crate) struct Replication {
     pub is_replica: AtomicBool,
     /// A full copy is being loaded: commands are answered LOADING.
     pub loading: AtomicBool,
+    /// A replica's primary changed its function libraries: they are read again before the
+    /// next command.
+    pub functions_stale: AtomicBool,
     /// The replicas attached to this server.
     pub replicas: Mutex<Vec<Arc<Attached>>>,
     pub settings: Settings,
@@ -39,6 +42,7 @@ impl Replication {
             master: Mutex::new(None),
             is_replica: AtomicBool::new(false),
             loading: AtomicBool::new(false),
+            functions_stale: AtomicBool::new(false),
             replicas: Mutex::new(Vec::new()),
             settings: Settings::default(),
             full_syncs: AtomicU64::new(0),
@@ -307,11 +311,15 @@ impl Link {
 
     /// Waits for the link's thread to end, for at most a few seconds (a batch being written
     /// lands first).
-    pub(crate) fn wait_stopped(&self) {
-        let until = Instant::now() + Duration::from_secs(5);
-        while !self.state.done.load(Ordering::Acquire) && Instant::now() < until {
+    pub(crate) fn wait_stopped(&self) -> bool {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !self.state.done.load(Ordering::Acquire) {
+            if Instant::now() >= until {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(2));
         }
+        true
     }
 
     /// REPLICAOF ended it.

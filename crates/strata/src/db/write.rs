@@ -278,7 +278,7 @@ impl DbInner {
                 w.flush()?;
             }
             if let Some(listener) = &self.opts.wal_listener {
-                listener.logged(first_seq.0, &batch.to_record(first_seq.0));
+                listener.logged(first_seq.0, batch);
             }
         }
         self.counters
