@@ -11,7 +11,7 @@
    the end.
 
     scripts/bench-replication.py target/release/strata [--rounds 3] [--rate 50000]
-        [--seconds 20] [--smoke]
+        [--seconds 20] [--replica-nice 19] [--smoke]
 """
 
 import argparse
@@ -47,10 +47,11 @@ def wait_for(what, check, seconds=60):
     sys.exit(f"bench-replication: timed out waiting for {what}")
 
 
-def serve(binary, root, name, port):
+def serve(binary, root, name, port, nice=0):
     log = open(os.path.join(root, f"{name}.log"), "w")
     proc = subprocess.Popen(
-        [binary, "serve", "--dir", os.path.join(root, name), "--port", str(port)],
+        ["nice", "-n", str(nice), binary, "serve", "--dir", os.path.join(root, name),
+         "--port", str(port)],
         stdout=log,
         stderr=log,
     )
@@ -194,12 +195,18 @@ def main():
     ap.add_argument("--rate", type=int, default=50000)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    ap.add_argument("--replica-nice", type=int, default=0,
+                    help="run the replicas at this niceness: 19 leaves them only the CPU "
+                    "the primary and the benchmark do not use, as replicas on machines of "
+                    "their own would")
     args = ap.parse_args()
     if args.smoke:
         args.rounds, args.n, args.rate, args.seconds = 1, 5000, 5000, 2
     root = tempfile.mkdtemp(prefix="strata-repl-bench-")
     port, r1, r2 = free_port(), free_port(), free_port()
-    procs = [serve(args.strata, root, n, p) for n, p in (("p", port), ("r1", r1), ("r2", r2))]
+    procs = [serve(args.strata, root, "p", port)] + [
+        serve(args.strata, root, n, p, args.replica_nice) for n, p in (("r1", r1), ("r2", r2))
+    ]
     try:
         primary = redis.Redis(port=port)
         replicas = [redis.Redis(port=r1), redis.Redis(port=r2)]
