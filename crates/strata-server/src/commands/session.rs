@@ -212,13 +212,14 @@ pub(crate) struct Watched {
     /// How many SWAPDBs that database had taken part in when the key was watched.
     pub swaps: u64,
     pub key: Vec<u8>,
-    /// The sequence number of its newest write.
-    pub seq: Option<u64>,
+    /// The engine's sequence number when it was watched: a write of the key since has a
+    /// larger one.
+    pub since: u64,
+    /// Held until the watch ends, so that no compaction rewrites the sequence number of a
+    /// write made since (the bottom of the tree writes those every reader sees as zero).
+    pub _pin: strata::Snapshot,
     /// When it expires, if it was live and expiring.
     pub expires_at: Option<u64>,
     /// It was stored but had expired already: its removal by expiry changes nothing.
     pub expired: bool,
-    /// No value was stored, live or expired: a compaction forgetting its tombstone, which
-    /// leaves it with no sequence number at all, changes nothing.
-    pub absent: bool,
 }

@@ -48,9 +48,9 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     if cx.conn.multi.is_some() {
         return Err("ERR WATCH inside MULTI is not allowed".into());
     }
+    let pin = cx.shared.db.snapshot();
     for k in a.iter().skip(1) {
         let key = cx.key(k);
-        let seq = cx.shared.db.newest_sequence(&key).map_err(engine)?;
         let stored = keyspace::read_raw(cx.shared, &key)?
             .map(|raw| store::decode_value(&raw))
             .transpose()?;
@@ -60,9 +60,9 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             swaps: cx.shared.databases.swaps(cx.conn.db),
             expires_at: live.and_then(|v| v.expires_at),
             expired: stored.is_some() && live.is_none(),
-            absent: stored.is_none(),
             key,
-            seq,
+            since: pin.sequence(),
+            _pin: pin.clone(),
         });
     }
     cx.out.ok();
@@ -79,8 +79,8 @@ pub(super) fn unwatch(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
 /// already when watched and is no longer stored is unchanged, as in Redis: the expiry cycle
 /// removing it is no write a client made. (Redis would abort where another client wrote the
 /// key and deleted it again in between; this check, made at `EXEC`, cannot tell that from
-/// the expiry.) A key absent when watched whose tombstone a compaction has dropped since is
-/// unchanged too.
+/// the expiry.) A compaction changes nothing: it may drop a tombstone or write an old
+/// version's sequence number as zero, never give a key a number above the watch's.
 fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
     for w in watched {
         // A SWAPDB took the key's database since: touched if the key lives on either side,
@@ -98,13 +98,8 @@ fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
             }
         }
         let seq = cx.shared.db.newest_sequence(&w.key).map_err(engine)?;
-        let written = seq != w.seq;
+        let written = seq.is_some_and(|s| s > w.since);
         if written && w.expired && keyspace::read_raw(cx.shared, &w.key)?.is_none() {
-            continue;
-        }
-        if written && w.absent && seq.is_none() {
-            // Its tombstone was compacted away: absent then and now, with no write between
-            // that left a trace (a write and a delete both compacted away go unseen).
             continue;
         }
         if written || w.expires_at.is_some_and(|t| t <= cx.now) {

@@ -35,6 +35,40 @@ fn is_bottom_for_key(v: &Version, output_level: usize, user_key: &[u8]) -> bool 
     true
 }
 
+/// Answers `is_bottom_for_key` for keys met in increasing order, as a compaction meets them:
+/// one cursor per level below the output, moved forward, instead of a search per key.
+struct Beneath<'a> {
+    levels: Vec<(&'a [Arc<FileMeta>], usize)>,
+}
+
+impl<'a> Beneath<'a> {
+    fn new(v: &'a Version, output_level: usize) -> Beneath<'a> {
+        let levels = v.levels.iter().skip(output_level + 1);
+        Beneath {
+            levels: levels.map(|files| (files.as_slice(), 0)).collect(),
+        }
+    }
+
+    /// True when no level below the output may hold `user_key`; keys asked must not go back.
+    fn holds_nothing_of(&mut self, user_key: &[u8]) -> bool {
+        for (files, at) in &mut self.levels {
+            while files
+                .get(*at)
+                .is_some_and(|f| f.largest_user_key() < user_key)
+            {
+                *at += 1;
+            }
+            if files
+                .get(*at)
+                .is_some_and(|f| f.smallest_user_key() <= user_key)
+            {
+                return false;
+            }
+        }
+        true
+    }
+}
+
 /// What a compaction job needs from the database.
 pub(crate) struct JobContext<'a> {
     pub store: &'a Arc<TableStore>,
@@ -118,6 +152,7 @@ fn merge_into(
     let mut since_check = 0u32;
     let covered = Fragmented::new(&tombstones);
     let mut next_tombstone = 0;
+    let mut beneath = Beneath::new(&c.version, c.output_level());
 
     while it.valid() {
         since_check += 1;
@@ -198,11 +233,14 @@ fn merge_into(
             last_seq_for_key = p.seq;
         }
         if !drop {
+            let zeroed = !removed && forgets_sequence(c, ctx, &p, &covered, &mut beneath);
             let b = open_builder(builder, ctx, fs)?;
             if removed {
                 // Older versions of the key may lie below the output level: a tombstone
                 // in the removed entry's place keeps them hidden until it reaches them.
                 b.add(&internal_key(p.user_key, p.seq, ValueKind::Delete), &[])?;
+            } else if zeroed {
+                b.add(&internal_key(p.user_key, SeqNo(0), p.kind), it.value())?;
             } else {
                 b.add(key, it.value())?;
             }
@@ -278,6 +316,27 @@ fn obsolete(
             && p.seq <= ctx.smallest_snapshot
             && is_bottom_for_key(&c.version, c.output_level(), p.user_key)
     }
+}
+
+/// Whether the kept value `p` goes out with sequence number zero, as RocksDB writes the
+/// bottom of its tree: every reader sees it (its sequence is at most the oldest snapshot's),
+/// it is the key's oldest version left, nothing older lies beneath the output level, and no
+/// range tombstone of the inputs covers its key (a kept tombstone older than the value would
+/// otherwise hide it). Its sequence then tells a read nothing, and zeros compress to almost
+/// nothing. Level 0 keeps every sequence: its files overlap one another.
+fn forgets_sequence(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    p: &ParsedKey<'_>,
+    covered: &Fragmented,
+    beneath: &mut Beneath<'_>,
+) -> bool {
+    p.kind == ValueKind::Value
+        && p.seq != SeqNo(0)
+        && p.seq <= ctx.smallest_snapshot
+        && c.output_level() > 0
+        && covered.covering(p.user_key, SeqNo::MAX) == SeqNo(0)
+        && beneath.holds_nothing_of(p.user_key)
 }
 
 /// Adds to the output file the `tombstones` that some reader may still need.

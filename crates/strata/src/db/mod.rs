@@ -80,9 +80,12 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// The sequence number of the newest write (put, delete or merge) of `key`, or of a
     /// range delete that removed its value; `None` when it was never written. A range delete
-    /// over a key that had no value does not count: it changed nothing. A later write of the
-    /// key, by anyone, makes it larger: a caller can tell whether a key changed between two
-    /// moments (as the server's `WATCH` does).
+    /// over a key that had no value does not count: it changed nothing. Compaction writes the
+    /// versions at the bottom of the tree that every reader sees with sequence number zero
+    /// (as RocksDB does: they compress better), so the number of an old write may drop to
+    /// `Some(0)`. To tell whether a key changed after a moment, take a [`Snapshot`] then and
+    /// hold it: while it lives, every write made after it reads larger than
+    /// [`Snapshot::sequence`], through any compaction (as the server's `WATCH` does).
     pub fn newest_sequence(&self, key: &[u8]) -> Result<Option<u64>> {
         self.inner.check_open()?;
         Ok(self.inner.newest_seq(key)?.map(|s| s.0))
