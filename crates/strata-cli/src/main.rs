@@ -272,6 +272,9 @@ enum Command {
     },
     /// Verify every checksum of every file; exit 1 when anything is damaged.
     Check { dir: PathBuf },
+    /// Rebuild a damaged database from the tables and WAL records that still read (LevelDB's
+    /// RepairDB); damaged files go to DIR/lost/. The database must be closed.
+    Repair { dir: PathBuf },
     /// The engine's statistics: levels, amplification, cache.
     Stats {
         dir: PathBuf,
@@ -990,6 +993,13 @@ fn run(cli: Cli, settings: Vec<(String, String)>) -> Result<ExitCode, String> {
                 out.flush().map_err(io)?;
                 return Ok(ExitCode::from(1));
             }
+        }
+        Command::Repair { dir } => {
+            if !dir.is_dir() {
+                return Err(format!("{} is not a directory", dir.display()));
+            }
+            let report = strata::repair(&dir, base.clone()).map_err(|e| e.to_string())?;
+            writeln!(out, "{report}").map_err(io)?;
         }
         Command::Stats { dir, properties } if !properties.is_empty() => {
             let db = open_existing(&dir, base)?;

@@ -77,7 +77,10 @@ mod wal;
 pub use backup::{BackupEngine, BackupInfo, NewBackup};
 pub use batch::{BatchEntry, EntryKind, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
-pub use db::{ColumnFamily, Db, DbIterator, ReadOptions, Scan, Transaction, UpdatesSince};
+pub use db::{
+    ColumnFamily, Db, DbIterator, ReadOptions, RepairReport, Scan, Transaction, UpdatesSince,
+    repair,
+};
 pub use error::{Error, Result};
 pub use filter_policy::{FilterFormat, FilterPolicy};
 #[cfg(feature = "test-util")]

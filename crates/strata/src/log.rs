@@ -193,6 +193,41 @@ pub(crate) fn read_log(path: &Path, data: &[u8], mode: RecoveryMode) -> Result<L
     Ok(out)
 }
 
+/// Every intact record of a damaged log, for repair: damage is stepped over a byte at a time
+/// to the next offset where a record's checksums hold. `salvaged_bytes` counts the bytes
+/// stepped over; a torn last record counts in `torn_tail_bytes`, as in [`read_log`].
+pub(crate) fn read_log_stepping_over_damage(data: &[u8]) -> LogContents {
+    let mut out = LogContents {
+        records: Vec::new(),
+        torn_tail_bytes: 0,
+        salvaged_bytes: 0,
+    };
+    let zeros_from = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let mut off = 0usize;
+    let mut stepping = false;
+    while off < zeros_from {
+        let rest = data.get(off..).unwrap_or_default();
+        match next_record(rest, zeros_from - off) {
+            Next::Record(payload) => {
+                out.records.push((off as u64, payload.to_vec()));
+                off += HEADER_BYTES + payload.len();
+                stepping = false;
+            }
+            Next::Torn if !stepping => {
+                out.torn_tail_bytes = (zeros_from - off) as u64;
+                break;
+            }
+            // Damage, or what looks torn from inside the damage: one byte on.
+            Next::Torn | Next::Damaged(..) => {
+                out.salvaged_bytes += 1;
+                off += 1;
+                stepping = true;
+            }
+        }
+    }
+    out
+}
+
 /// What starts at some offset of a log.
 enum Next<'a> {
     /// An intact record's payload.

@@ -241,6 +241,7 @@ fn merge_into(
                 b.add(&internal_key(p.user_key, p.seq, ValueKind::Delete), &[])?;
             } else if zeroed {
                 b.add(&internal_key(p.user_key, SeqNo(0), p.kind), it.value())?;
+                b.note_forgotten_sequence(p.seq);
             } else {
                 b.add(key, it.value())?;
             }

@@ -21,6 +21,7 @@ mod queue;
 mod read;
 mod read_options;
 mod recovery;
+mod repair;
 mod sizes;
 mod state;
 mod stats;
@@ -31,6 +32,7 @@ mod write;
 pub use family::ColumnFamily;
 pub use iter::{DbIterator, Scan};
 pub use read_options::ReadOptions;
+pub use repair::{RepairReport, repair};
 pub use transaction::Transaction;
 pub use updates::UpdatesSince;
 

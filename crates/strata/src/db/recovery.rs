@@ -251,7 +251,7 @@ pub(super) fn check_manifest_against_directory(
 
 /// The tables of the database in `dir`, with the caches, budgets and open-file bound
 /// `options` size.
-fn table_store(dir: &Path, options: &Options) -> Arc<TableStore> {
+pub(super) fn table_store(dir: &Path, options: &Options) -> Arc<TableStore> {
     let mut store = TableStore::new(
         options.fs.clone(),
         dir.to_path_buf(),

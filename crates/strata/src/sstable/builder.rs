@@ -107,6 +107,13 @@ impl TableBuilder {
         rest
     }
 
+    /// Counts `seq` in the table's newest sequence number (its `strata.largest-seq`
+    /// property) for an entry added with its sequence written as zero: the property still
+    /// tells repair which WAL records the table holds.
+    pub(crate) fn note_forgotten_sequence(&mut self, seq: SeqNo) {
+        self.largest_seq = self.largest_seq.max(seq);
+    }
+
     /// Adds a range tombstone, in any order relative to the entries.
     pub(crate) fn add_range_tombstone(&mut self, t: &RangeTombstone) {
         self.largest_seq = self.largest_seq.max(t.seq);
