@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyKeyError, PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 use strata::{Compression, Db, Options, ReadOptions, WriteOptions};
@@ -141,12 +141,64 @@ fn filter_policy(name: &str, bits: usize) -> PyResult<strata::FilterPolicy> {
 fn compression(name: Option<&str>) -> PyResult<Compression> {
     match name {
         None | Some("none") => Ok(Compression::None),
-        Some("lz4") => Ok(Compression::Lz4),
+        // plyvel's default codec; lz4 is its kind (fast, light), which Strata offers.
+        Some("lz4") | Some("snappy") => Ok(Compression::Lz4),
         Some("zstd") => Ok(Compression::Zstd),
         Some(other) => Err(PyValueError::new_err(format!(
-            "compression must be None, \"lz4\" or \"zstd\", not {other:?}"
+            "compression must be None, \"snappy\", \"lz4\" or \"zstd\", not {other:?}"
         ))),
     }
+}
+
+/// The engine's options from the constructor's arguments, under Strata's names or plyvel's.
+fn open_options(a: &OpenArgs<'_>) -> PyResult<Options> {
+    if a.comparator.is_some() || a.comparator_name.is_some() {
+        return Err(PyNotImplementedError::new_err(
+            "custom comparators are not available yet: keys sort bytewise",
+        ));
+    }
+    let defaults = Options::default();
+    let bits = a.bloom_bits.or(a.bloom_filter_bits);
+    Ok(Options {
+        create_if_missing: a.create_if_missing,
+        error_if_exists: a.error_if_exists,
+        write_buffer_size: a.write_buffer_size.unwrap_or(defaults.write_buffer_size),
+        block_cache_bytes: a
+            .cache_size
+            .or(a.lru_cache_size)
+            .unwrap_or(defaults.block_cache_bytes),
+        filter_policy: self::filter_policy(
+            a.filter_policy,
+            bits.unwrap_or(defaults.filter_policy.bits_per_key()),
+        )?,
+        compression: self::compression(a.compression)?,
+        block_size: a.block_size.unwrap_or(defaults.block_size),
+        block_restart_interval: a
+            .block_restart_interval
+            .unwrap_or(defaults.block_restart_interval),
+        max_open_files: a.max_open_files.unwrap_or(defaults.max_open_files),
+        target_file_size: a.max_file_size.unwrap_or(defaults.target_file_size),
+        ..defaults
+    })
+}
+
+/// The constructor's arguments that choose engine options.
+struct OpenArgs<'a> {
+    create_if_missing: bool,
+    error_if_exists: bool,
+    write_buffer_size: Option<usize>,
+    cache_size: Option<usize>,
+    lru_cache_size: Option<usize>,
+    bloom_bits: Option<usize>,
+    bloom_filter_bits: Option<usize>,
+    compression: Option<&'a str>,
+    block_size: Option<usize>,
+    block_restart_interval: Option<usize>,
+    max_open_files: Option<usize>,
+    max_file_size: Option<u64>,
+    filter_policy: &'a str,
+    comparator: Option<&'a Bound<'a, PyAny>>,
+    comparator_name: Option<&'a Bound<'a, PyAny>>,
 }
 
 /// An open Strata database.
@@ -234,6 +286,15 @@ impl PyDb {
         block_size = None,
         sync = false,
         filter_policy = "uniform",
+        *,
+        lru_cache_size = None,
+        bloom_filter_bits = None,
+        block_restart_interval = None,
+        max_open_files = None,
+        max_file_size = None,
+        paranoid_checks = None,
+        comparator = None,
+        comparator_name = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -248,21 +309,34 @@ impl PyDb {
         block_size: Option<usize>,
         sync: bool,
         filter_policy: &str,
+        lru_cache_size: Option<usize>,
+        bloom_filter_bits: Option<usize>,
+        block_restart_interval: Option<usize>,
+        max_open_files: Option<usize>,
+        max_file_size: Option<u64>,
+        paranoid_checks: Option<bool>,
+        comparator: Option<&Bound<'_, PyAny>>,
+        comparator_name: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let defaults = Options::default();
-        let options = Options {
+        // Strata checks every checksum it reads, always: plyvel's paranoid mode is its only.
+        let _ = paranoid_checks;
+        let options = open_options(&OpenArgs {
             create_if_missing,
             error_if_exists,
-            write_buffer_size: write_buffer_size.unwrap_or(defaults.write_buffer_size),
-            block_cache_bytes: cache_size.unwrap_or(defaults.block_cache_bytes),
-            filter_policy: self::filter_policy(
-                filter_policy,
-                bloom_bits.unwrap_or(defaults.filter_policy.bits_per_key()),
-            )?,
-            compression: self::compression(compression)?,
-            block_size: block_size.unwrap_or(defaults.block_size),
-            ..defaults
-        };
+            write_buffer_size,
+            cache_size,
+            lru_cache_size,
+            bloom_bits,
+            bloom_filter_bits,
+            compression,
+            block_size,
+            block_restart_interval,
+            max_open_files,
+            max_file_size,
+            filter_policy,
+            comparator,
+            comparator_name,
+        })?;
         let db = py.detach(|| Db::open(&path, options)).map_err(raise)?;
         Ok(PyDb {
             db: RwLock::new(Some(db)),
@@ -315,14 +389,17 @@ impl PyDb {
     }
 
     /// The value of ``key``, or ``default`` when it is absent.
-    #[pyo3(signature = (key, default = None, fill_cache = true))]
+    #[pyo3(signature = (key, default = None, verify_checksums = false, fill_cache = true))]
     fn get(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
+        verify_checksums: bool,
         fill_cache: bool,
     ) -> PyResult<Py<PyAny>> {
+        // Every block read is checked, asked or not.
+        let _ = verify_checksums;
         let options = ReadOptions {
             skip_cache: !fill_cache,
             ..ReadOptions::default()
@@ -402,14 +479,28 @@ impl PyDb {
 
     /// A batch of writes applied atomically: ``with db.write_batch() as wb: wb.put(k, v)``
     /// writes on a clean exit and discards everything on an exception.
-    #[pyo3(signature = (sync = None))]
-    fn write_batch(slf: Py<Self>, sync: Option<bool>) -> PyWriteBatch {
+    #[pyo3(signature = (transaction = false, sync = None))]
+    fn write_batch(slf: Py<Self>, transaction: bool, sync: Option<bool>) -> PyWriteBatch {
         let sync = slf.get().write_options(sync).sync;
         PyWriteBatch {
             db: slf,
             state: Mutex::new(Some(strata::WriteBatch::new())),
             sync,
+            transaction,
         }
+    }
+
+    /// plyvel's raw iterator (``strata.RawIterator``): a cursor on one entry at a time,
+    /// ``seek_to_first()``, ``seek(k)``, ``next()``, ``prev()``, ``valid()``, ``key()``.
+    #[pyo3(signature = (fill_cache = true))]
+    fn raw_iterator<'py>(
+        slf: Py<Self>,
+        py: Python<'py>,
+        fill_cache: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let bounds = Bounds::new(None, None, None, true, false).map_err(PyTypeError::new_err)?;
+        let it = PyIterator::open(slf, py, bounds, None, false, (true, true), fill_cache)?;
+        py.import("strata")?.getattr("RawIterator")?.call1((it,))
     }
 
     /// A consistent view of the database as it is now: ``with db.snapshot() as snap:``.
@@ -634,14 +725,18 @@ impl PyDb {
     }
 }
 
-/// Writes gathered in memory and applied atomically by ``write()`` or on a clean exit from
-/// ``with db.write_batch() as wb:``. An exception inside the block discards them.
+/// Writes gathered in memory and applied atomically by ``write()`` or on exit from
+/// ``with db.write_batch() as wb:``. An exception inside the block discards them with
+/// ``write_batch(transaction=True)``; without, they are written all the same (plyvel's rule).
 #[pyclass(module = "strata", name = "WriteBatch", frozen)]
 struct PyWriteBatch {
     db: Py<PyDb>,
     /// `None` once written or discarded by a context manager's exit.
     state: Mutex<Option<strata::WriteBatch>>,
     sync: bool,
+    /// A ``with`` block that raises discards the batch (plyvel's ``transaction=True``);
+    /// otherwise what was gathered is written all the same.
+    transaction: bool,
 }
 
 impl PyWriteBatch {
@@ -681,6 +776,23 @@ impl PyWriteBatch {
         self.edit(|b| b.clear())
     }
 
+    /// Adds the writes gathered in ``other`` after this batch's own.
+    fn append(&self, other: &Bound<'_, PyWriteBatch>) -> PyResult<()> {
+        let theirs = match lock(&other.get().state).as_ref() {
+            Some(b) => b.clone(),
+            None => return Err(closed("write batch")),
+        };
+        self.edit(|b| b.append(&theirs))
+    }
+
+    /// The bytes the batch takes in the WAL when written.
+    fn approximate_size(&self) -> PyResult<usize> {
+        match lock(&self.state).as_ref() {
+            Some(b) => Ok(b.approximate_size()),
+            None => Err(closed("write batch")),
+        }
+    }
+
     /// Applies the gathered writes atomically and empties the batch, which can be filled
     /// and written again.
     fn write(&self, py: Python<'_>) -> PyResult<()> {
@@ -708,7 +820,7 @@ impl PyWriteBatch {
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let written = if exc_type.is_none() {
+        let written = if exc_type.is_none() || !self.transaction {
             self.write(py)
         } else {
             Ok(())
@@ -799,6 +911,25 @@ impl PySnapshot {
     #[getter]
     fn sequence(&self) -> PyResult<u64> {
         Ok(self.held()?.sequence())
+    }
+
+    /// ``(key, value)`` pairs in key order, as of the snapshot: ``for k, v in snap``.
+    fn __iter__(slf: PyRef<'_, Self>, py: Python<'_>) -> PyResult<PyIterator> {
+        let db = slf.db.clone_ref(py);
+        PyDb::iterator(
+            db,
+            py,
+            None,
+            None,
+            None,
+            false,
+            true,
+            false,
+            true,
+            true,
+            Some(slf),
+            true,
+        )
     }
 
     /// Releases the snapshot; later calls raise ``ClosedError``.
@@ -967,6 +1098,28 @@ fn check<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, 
     Ok(list)
 }
 
+/// Rebuilds the damaged database in ``name`` from what still reads (LevelDB's ``RepairDB``);
+/// damaged files go to ``name/lost/``. Returns the report as text.
+#[pyfunction]
+#[pyo3(signature = (name, **_options))]
+fn repair_db(
+    py: Python<'_>,
+    name: std::path::PathBuf,
+    _options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let report = py
+        .detach(|| strata::repair(&name, Options::default()))
+        .map_err(raise)?;
+    Ok(report.to_string())
+}
+
+/// Deletes the database in ``name`` (LevelDB's ``DestroyDB``); no error when it is gone.
+#[pyfunction]
+fn destroy_db(py: Python<'_>, name: std::path::PathBuf) -> PyResult<()> {
+    py.detach(|| strata::destroy(&name, &Options::default()))
+        .map_err(raise)
+}
+
 #[pymodule]
 fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -975,6 +1128,8 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySnapshot>()?;
     m.add_class::<PyIterator>()?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(repair_db, m)?)?;
+    m.add_function(wrap_pyfunction!(destroy_db, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("CorruptionError", py.get_type::<CorruptionError>())?;
     m.add("IOError", py.get_type::<IOError>())?;

@@ -152,7 +152,7 @@ def test_approximate_sizes_and_properties_as_plyvel(db, path):
 
 
 def test_options_are_applied(tmp_path):
-    for compression in [None, "none", "lz4", "zstd"]:
+    for compression in [None, "none", "lz4", "zstd", "snappy"]:
         p = str(tmp_path / f"db-{compression}")
         with strata.DB(p, write_buffer_size=1 << 16, cache_size=1 << 20, bloom_bits=4,
                        block_size=1024, compression=compression) as db:
@@ -166,13 +166,13 @@ def test_options_are_applied(tmp_path):
             assert bits == {4.0}
             assert db.get(b"002999") == b"abcd" * 25
         sizes = sum(os.path.getsize(os.path.join(p, f)) for f in os.listdir(p) if f.endswith(".sst"))
-        if compression in ("lz4", "zstd"):
+        if compression in ("lz4", "zstd", "snappy"):
             # The repetitive values compress: the tables are much smaller than the data.
             assert sizes < 3000 * 100 // 4, (compression, sizes)
         else:
             assert sizes > 3000 * 100, (compression, sizes)
     with pytest.raises(ValueError):
-        strata.DB(str(tmp_path / "bad"), compression="snappy")
+        strata.DB(str(tmp_path / "bad"), compression="brotli")
     with pytest.raises(ValueError):
         strata.DB(str(tmp_path / "bad"), filter_policy="bloom")
     # Monkey's bits: a tree of one run gets the whole budget.
@@ -225,14 +225,144 @@ def test_write_batch_applies_on_exit_and_discards_on_exception(db):
         assert len(wb) == 3
         assert db.get(b"a") is None  # nothing is visible before the batch is written
     assert list(db.iterator()) == [(b"a", b"1"), (b"b", b"2")]
+    # transaction=True: an exception discards the batch.
     with pytest.raises(RuntimeError):
-        with db.write_batch(sync=True) as wb:
+        with db.write_batch(transaction=True, sync=True) as wb:
             wb.put(b"c", b"3")
             wb.delete(b"a")
             raise RuntimeError("abandon the batch")
     assert list(db.iterator()) == [(b"a", b"1"), (b"b", b"2")]
     with pytest.raises(strata.ClosedError):
         wb.put(b"d", b"4")
+    # Without it (plyvel's default), what was gathered is written all the same.
+    with pytest.raises(RuntimeError):
+        with db.write_batch() as wb:
+            wb.put(b"c", b"3")
+            raise RuntimeError("written anyway")
+    assert list(db.iterator()) == [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]
+
+
+def test_write_batch_append_and_approximate_size(db):
+    first, second = db.write_batch(), db.write_batch()
+    empty = first.approximate_size()
+    first.put(b"a", b"1")
+    one = first.approximate_size()
+    # A put costs at least its key and value.
+    assert one >= empty + 2
+    second.put(b"b", b"x" * 1000)
+    second.delete(b"a")
+    assert second.approximate_size() >= empty + 1001
+    first.append(second)
+    assert len(first) == 3 and len(second) == 2
+    assert first.approximate_size() >= one + 1001
+    first.write()
+    assert list(db.iterator()) == [(b"b", b"x" * 1000)]
+    with pytest.raises(TypeError):
+        first.append(b"not a batch")
+
+
+# --- plyvel's names -----------------------------------------------------------------------
+
+
+def test_plyvel_constructor_names_and_get_arguments(tmp_path):
+    path = str(tmp_path / "p")
+    with strata.DB(path, create_if_missing=True, lru_cache_size=1 << 20, bloom_filter_bits=10,
+                   compression="snappy", block_size=4096, block_restart_interval=16,
+                   max_open_files=100, max_file_size=1 << 20, paranoid_checks=True,
+                   write_buffer_size=1 << 20) as db:
+        db.put(b"k", b"v" * 100)
+        db.compact_range()
+        assert db.get(b"k", verify_checksums=True, fill_cache=False) == b"v" * 100
+        assert db.get(b"missing", b"d", verify_checksums=True) == b"d"
+    with pytest.raises(NotImplementedError):
+        strata.DB(path, comparator=lambda a, b: 0, comparator_name=b"none")
+    with pytest.raises(ValueError):
+        strata.DB(path, compression="brotli")
+
+
+def test_raw_iterator_walks_like_plyvels(db):
+    keys = [b"%03d" % i for i in range(0, 100, 3)]
+    for k in keys:
+        db.put(k, k + b"!")
+    it = db.raw_iterator()
+    assert not it.valid()
+    with pytest.raises(strata.IteratorInvalidError):
+        it.key()
+    it.seek_to_first()
+    seen = []
+    while it.valid():
+        seen.append(it.item())
+        it.next()
+    assert seen == [(k, k + b"!") for k in keys]
+    it.seek_to_last()
+    back = []
+    while it.valid():
+        back.append(it.key())
+        it.prev()
+    assert back == keys[::-1]
+    with pytest.raises(strata.IteratorInvalidError):
+        it.next()
+    # seek: the first key at or after the target, then both ways from there.
+    it.seek(b"050")
+    assert it.key() == b"051" and it.value() == b"051!"
+    it.prev()
+    assert it.key() == b"048"
+    it.next()
+    it.next()
+    assert it.key() == b"054"
+    it.seek(b"999")
+    assert not it.valid()
+    it.seek(b"")
+    assert it.key() == b"000"
+    it.prev()
+    assert not it.valid()
+    # Writes after it was made are not seen.
+    db.put(b"001", b"late")
+    it.seek_to_first()
+    it.next()
+    assert it.key() == b"003"
+    with db.raw_iterator() as it2:
+        it2.seek(b"001")
+        assert it2.item() == (b"001", b"late")
+
+
+def test_a_snapshot_iterates_as_it_was(db):
+    db.put(b"a", b"1")
+    db.put(b"b", b"2")
+    with db.snapshot() as snap:
+        db.put(b"a", b"changed")
+        db.delete(b"b")
+        db.put(b"c", b"new")
+        assert list(snap) == [(b"a", b"1"), (b"b", b"2")]
+    assert list(db.iterator()) == [(b"a", b"changed"), (b"c", b"new")]
+
+
+def test_repair_db_and_destroy_db(tmp_path):
+    path = str(tmp_path / "r")
+    model = {}
+    with strata.DB(path) as db:
+        for i in range(2000):
+            k, v = b"k%05d" % i, b"v%d" % i
+            db.put(k, v)
+            model[k] = v
+        db.compact_range()
+        for i in range(0, 2000, 7):
+            db.delete(b"k%05d" % i)
+            del model[b"k%05d" % i]
+    for name in os.listdir(path):
+        if name.startswith("MANIFEST-"):
+            os.remove(os.path.join(path, name))
+    with pytest.raises(strata.Error):
+        strata.DB(path)
+    report = strata.repair_db(path)
+    assert "unreadable or missing" in report
+    with strata.DB(path) as db:
+        assert dict(db.iterator()) == model
+        with pytest.raises(strata.Error):
+            strata.destroy_db(path)  # open: refused
+    strata.destroy_db(path)
+    assert not os.path.exists(path)
+    strata.destroy_db(path)  # gone: no error
 
 
 def test_write_batch_write_clear_and_reuse(db):

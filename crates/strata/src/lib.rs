@@ -79,7 +79,7 @@ pub use batch::{BatchEntry, EntryKind, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
 pub use db::{
     ColumnFamily, Db, DbIterator, ReadOptions, RepairReport, Scan, Transaction, UpdatesSince,
-    repair,
+    destroy, repair,
 };
 pub use error::{Error, Result};
 pub use filter_policy::{FilterFormat, FilterPolicy};

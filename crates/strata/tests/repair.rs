@@ -277,3 +277,26 @@ fn repair_refuses_an_open_database() {
     drop(db);
     assert!(strata::repair("/missing", options(&fs)).is_err());
 }
+
+#[test]
+fn destroy_deletes_the_database_and_its_directory() {
+    let fs = MemFs::new();
+    build(&fs);
+    let db = Db::open("/db", options(&fs)).unwrap();
+    assert!(matches!(
+        strata::destroy("/db", &options(&fs)),
+        Err(strata::Error::Locked(_))
+    ));
+    drop(db);
+    strata::destroy("/db", &options(&fs)).unwrap();
+    assert!(!fs.exists(Path::new("/db")));
+    // Gone already: no error. A directory with other files keeps them, and itself.
+    strata::destroy("/db", &options(&fs)).unwrap();
+    build(&fs);
+    fs.create(Path::new("/db/notes.txt")).unwrap();
+    strata::destroy("/db", &options(&fs)).unwrap();
+    assert_eq!(
+        fs.list(Path::new("/db")).unwrap(),
+        vec!["notes.txt".to_string()]
+    );
+}

@@ -28,6 +28,8 @@ from ._strata import (
     Snapshot,
     WriteBatch,
     check,
+    destroy_db,
+    repair_db,
 )
 
 __all__ = [
@@ -37,10 +39,14 @@ __all__ = [
     "Error",
     "IOError",
     "Iterator",
+    "IteratorInvalidError",
+    "RawIterator",
     "PrefixedDB",
     "Snapshot",
     "WriteBatch",
     "check",
+    "destroy_db",
+    "repair_db",
 ]
 
 
@@ -63,6 +69,90 @@ def _as_bytes(key, what="key"):
         return memoryview(key).tobytes()
     except TypeError:
         raise TypeError(f"{what} must be bytes (or a buffer such as bytearray or memoryview), not {type(key).__name__}") from None
+
+
+class IteratorInvalidError(Error):
+    """A raw iterator was asked for its entry, or moved, while on no entry."""
+
+
+class RawIterator:
+    """plyvel's raw iterator: a cursor that sits *on* an entry (``valid()``), moved by
+    ``seek_to_first()``, ``seek_to_last()``, ``seek(target)`` (the first key at or after
+    ``target``), ``next()`` and ``prev()``, read by ``key()``, ``value()`` and ``item()``.
+    Made by ``DB.raw_iterator()``; it reads a snapshot taken when it was made."""
+
+    def __init__(self, it):
+        # `it` is a native Iterator over every entry, whose cursor sits between entries;
+        # this one keeps it just after the entry it is on.
+        self._it = it
+        self._entry = None
+
+    def _step(self):
+        try:
+            return next(self._it)
+        except StopIteration:
+            return None
+
+    def _back(self):
+        try:
+            return self._it.prev()
+        except StopIteration:
+            return None
+
+    def valid(self):
+        return self._entry is not None
+
+    def seek_to_first(self):
+        self._it.seek_to_start()
+        self._entry = self._step()
+
+    def seek_to_last(self):
+        self._it.seek_to_stop()
+        self._entry = self._back()
+        if self._entry is not None:
+            self._step()
+
+    def seek(self, target):
+        self._it.seek(_as_bytes(target, "target"))
+        self._entry = self._step()
+
+    def next(self):
+        if self._entry is None:
+            raise IteratorInvalidError("next() on an iterator that is on no entry")
+        self._entry = self._step()
+
+    def prev(self):
+        if self._entry is None:
+            raise IteratorInvalidError("prev() on an iterator that is on no entry")
+        self._back()  # back over the current entry
+        self._entry = self._back()
+        if self._entry is not None:
+            self._step()
+        else:
+            # Before the first entry: the cursor stays at the start.
+            self._it.seek_to_start()
+
+    def item(self):
+        if self._entry is None:
+            raise IteratorInvalidError("the iterator is on no entry")
+        return self._entry
+
+    def key(self):
+        return self.item()[0]
+
+    def value(self):
+        return self.item()[1]
+
+    def close(self):
+        self._entry = None
+        self._it.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 class _PrefixedIterator:
@@ -212,8 +302,8 @@ class PrefixedDB:
     def get_many(self, keys):
         return self.db.get_many([self.prefix + _as_bytes(k) for k in keys])
 
-    def write_batch(self, sync=None):
-        return _PrefixedWriteBatch(self.db.write_batch(sync), self.prefix)
+    def write_batch(self, transaction=False, sync=None):
+        return _PrefixedWriteBatch(self.db.write_batch(transaction=transaction, sync=sync), self.prefix)
 
     def snapshot(self):
         return _PrefixedSnapshot(self, self.db.snapshot())

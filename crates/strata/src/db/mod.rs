@@ -32,7 +32,7 @@ mod write;
 pub use family::ColumnFamily;
 pub use iter::{DbIterator, Scan};
 pub use read_options::ReadOptions;
-pub use repair::{RepairReport, repair};
+pub use repair::{RepairReport, destroy, repair};
 pub use transaction::Transaction;
 pub use updates::UpdatesSince;
 

@@ -493,3 +493,37 @@ fn merge_family(
     }
     Ok(added)
 }
+
+/// Deletes the database in `path` (LevelDB's `DestroyDB`): its tables, WALs, MANIFESTs,
+/// CURRENT and lock, then the directory itself when nothing else is left in it (a `lost/`
+/// folder of a repair, or files that are not the database's, keep it). A missing directory
+/// is no error; an open database is (`Error::Locked`).
+pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
+    let dir = path.as_ref();
+    let fs = &options.fs;
+    if !fs.exists(dir) {
+        return Ok(());
+    }
+    let lock_path = dir.join("LOCK");
+    let lock = fs.lock(&lock_path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => Error::Locked(dir.to_path_buf()),
+        _ => Error::io("lock", &lock_path, e),
+    })?;
+    let names = fs.list(dir).map_err(io_err("list", dir))?;
+    for name in &names {
+        let ours = parse_file_name(name)
+            .is_some_and(|(_, ext)| matches!(ext, "sst" | "wal" | "dbtmp"))
+            || name.starts_with("MANIFEST-")
+            || name == "CURRENT";
+        if ours {
+            let path = dir.join(name);
+            fs.remove(&path).map_err(io_err("remove", &path))?;
+        }
+    }
+    drop(lock);
+    let _ = fs.remove(&lock_path);
+    if fs.list(dir).map_err(io_err("list", dir))?.is_empty() {
+        fs.remove_dir(dir).map_err(io_err("remove", dir))?;
+    }
+    Ok(())
+}
