@@ -121,3 +121,46 @@ fn a_value_under_a_kept_older_range_tombstone_keeps_its_sequence() {
     assert_eq!(levels(&db).iter().map(|f| f.1).sum::<u64>(), 0);
     assert_eq!(db.newest_sequence(b"k-new").unwrap(), Some(0));
 }
+
+/// A merge into a level above older versions of some of its keys: those keys keep their
+/// sequence numbers (a zero would sort them below the older versions beneath), while keys
+/// with nothing beneath lose theirs. Every read and scan, and a full merge after, agree with
+/// the model.
+#[test]
+fn values_with_older_versions_beneath_keep_their_sequences() {
+    let mut o = common::tiny_options(Some(MemFs::new()), 4);
+    o.merge_policy = strata::MergePolicy::Leveling;
+    let db = Db::open("/db", o).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..1000 {
+        db.put(&key(i), &value(i, 1)).unwrap();
+        model.insert(key(i), value(i, 1));
+    }
+    db.compact_range(None, None).unwrap();
+    let deep = db.stats().files.iter().map(|f| f.level).max().unwrap();
+    assert!(deep >= 2, "the keys went to level {deep}");
+    // Newer versions of keys that the deep level holds, and keys past its range.
+    for i in (100..200).chain(5000..5100) {
+        db.put(&key(i), &value(i, 2)).unwrap();
+        model.insert(key(i), value(i, 2));
+    }
+    // Merge the range of the new keys down to the deepest level holding it, above the deep
+    // one: the files merged hold the rewritten keys too.
+    db.compact_range(Some(&key(5000)), Some(&key(5099)))
+        .unwrap();
+    let levels: Vec<usize> = db.stats().files.iter().map(|f| f.level).collect();
+    assert!(
+        levels.iter().any(|&l| l > 0 && l < deep) && levels.contains(&deep),
+        "no merge above the deep level: {levels:?}"
+    );
+    // The rewritten keys lie above their older versions; the new keys have nothing beneath.
+    for i in 100..200 {
+        assert_ne!(db.newest_sequence(&key(i)).unwrap(), Some(0), "key {i}");
+    }
+    let snapshotless = ReadOptions::default();
+    check(&db, &model, &snapshotless, 5100);
+    assert_eq!(common::dump(&db), model);
+    db.compact_range(None, None).unwrap();
+    check(&db, &model, &snapshotless, 5100);
+    assert_eq!(common::dump(&db), model);
+}

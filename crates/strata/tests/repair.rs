@@ -275,7 +275,17 @@ fn repair_refuses_an_open_database() {
         Err(strata::Error::Locked(_))
     ));
     drop(db);
-    assert!(strata::repair("/missing", options(&fs)).is_err());
+    let e = strata::repair("/missing", options(&fs)).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    // A directory of other files is not made a database.
+    fs.create_dir_all(Path::new("/photos")).unwrap();
+    fs.create(Path::new("/photos/a.jpg")).unwrap();
+    let e = strata::repair("/photos", options(&fs)).unwrap_err();
+    assert!(e.to_string().contains("holds no database files"), "{e}");
+    assert_eq!(
+        fs.list(Path::new("/photos")).unwrap(),
+        vec!["a.jpg".to_string()]
+    );
 }
 
 #[test]
@@ -299,4 +309,73 @@ fn destroy_deletes_the_database_and_its_directory() {
         fs.list(Path::new("/db")).unwrap(),
         vec!["notes.txt".to_string()]
     );
+}
+
+/// A repair cut short by a failed call (at every call site of every kind, in turn) changes
+/// nothing that a second repair needs: the second gives the whole model, less only what the
+/// damage took. A read that fails (an I/O error, not damage) ends the repair rather than
+/// setting a healthy table aside.
+#[test]
+fn a_repair_cut_short_anywhere_loses_nothing_to_the_next() {
+    use strata::{FaultFs, FaultOp};
+    let base = MemFs::new();
+    let (mut model, level0) = build(&base);
+    let db = Db::open("/db", options(&base)).unwrap();
+    let cf = db.create_family("other", options(&base)).unwrap();
+    db.put_cf(&cf, b"in-other", b"1").unwrap();
+    db.flush().unwrap();
+    db.put_cf(&cf, b"logged-in-other", b"2").unwrap();
+    drop(db);
+    base.mutate_file(&Path::new("/db").join(&level0[1]), |d| d[100] ^= 0x01)
+        .unwrap();
+    for i in 300..350 {
+        model.remove(&key(i));
+    }
+    let mut other = Model::new();
+    other.insert(b"in-other".to_vec(), b"1".to_vec());
+    other.insert(b"logged-in-other".to_vec(), b"2".to_vec());
+    // Without the MANIFEST the families are unknown: the other family's writes join the
+    // default one.
+    let mut merged = model.clone();
+    merged.extend(other.clone());
+    for drop_manifest in [false, true] {
+        let mut failed = 0;
+        for op in FaultOp::ALL {
+            for n in 1..=40 {
+                let fs = base.process_crash_copy();
+                if drop_manifest {
+                    remove_matching(&fs, "MANIFEST-");
+                }
+                let faulty = FaultFs::new(Arc::new(fs.clone()));
+                faulty.fail_nth(op, n, false);
+                let o = Options {
+                    fs: Arc::new(faulty),
+                    // Tables read with read_at, where the faults are, not through mappings.
+                    table_map_bytes: 0,
+                    ..options(&fs)
+                };
+                if strata::repair("/db", o).is_err() {
+                    failed += 1;
+                }
+                let context = format!("{op:?} call {n}, MANIFEST dropped: {drop_manifest}");
+                strata::repair("/db", options(&fs)).unwrap_or_else(|e| panic!("{context}: {e}"));
+                let given = vec![("other".to_string(), options(&fs))];
+                let db = Db::open_with_families("/db", options(&fs), given)
+                    .unwrap_or_else(|e| panic!("{context}: {e}"));
+                let got = common::dump(&db);
+                let want = if drop_manifest { &merged } else { &model };
+                if got != *want {
+                    eprintln!("{context}");
+                    same(&got, want);
+                }
+                if !drop_manifest {
+                    let cf = db.family("other").unwrap_or_else(|| panic!("{context}"));
+                    for (k, v) in &other {
+                        assert_eq!(db.get_cf(&cf, k).unwrap().as_ref(), Some(v), "{context}");
+                    }
+                }
+            }
+        }
+        assert!(failed > 20, "only {failed} repairs met a fault");
+    }
 }

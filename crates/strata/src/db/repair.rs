@@ -54,7 +54,8 @@ pub struct RepairReport {
     /// Bytes of WAL files stepped over as damage (no intact record in them).
     pub wal_bytes_lost: u64,
     /// Entries of WAL records that name a column family the repair does not know (the old
-    /// MANIFEST, which names them, could not be read).
+    /// MANIFEST, which names them, could not be read): put in the default family, as the
+    /// tables of every family are then.
     pub wal_entries_of_unknown_families: u64,
     /// Tables the repaired database holds.
     pub tables_written: usize,
@@ -85,7 +86,7 @@ impl std::fmt::Display for RepairReport {
         if self.wal_entries_of_unknown_families > 0 {
             writeln!(
                 f,
-                "WAL entries of unknown column families dropped: {}",
+                "WAL entries of unknown column families put in the default one: {}",
                 self.wal_entries_of_unknown_families
             )?;
         }
@@ -121,6 +122,22 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
             dir.display()
         )));
     }
+    let database_file = |n: &String| {
+        n == "CURRENT"
+            || n.starts_with("MANIFEST-")
+            || parse_file_name(n).is_some_and(|(_, ext)| ext == "sst" || ext == "wal")
+    };
+    if !fs
+        .list(&dir)
+        .map_err(io_err("list", &dir))?
+        .iter()
+        .any(database_file)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds no database files (no CURRENT, MANIFEST, table or WAL)",
+            dir.display()
+        )));
+    }
     let lock_path = dir.join("LOCK");
     let _lock = fs.lock(&lock_path).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock => Error::Locked(dir.clone()),
@@ -132,8 +149,14 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     let mut report = RepairReport::default();
     // A MANIFEST that reads but names a missing table or WAL lost edits at its end: it
     // would set aside the newest tables as strangers. It counts as unreadable.
-    let recovered = VersionSet::recover(store.clone())
-        .ok()
+    // Missing or damaged, it is unreadable; any other error (a failed read) ends the repair.
+    let recovered = match VersionSet::recover(store.clone()) {
+        Ok(v) => Some(v),
+        Err(Error::Corruption { .. } | Error::UnsupportedFormat { .. }) => None,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let recovered = recovered
         .filter(|v| super::recovery::check_manifest_against_directory(v, &dir, &names).is_ok());
     let old = recovered.map(|v| OldManifest {
         families: v
@@ -230,28 +253,34 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     Ok(report)
 }
 
-/// Once the new MANIFEST is in place: the WALs replayed are in tables, and the old
-/// MANIFESTs name tables merged away. Those that read whole go; the others (`damaged` WALs,
-/// a MANIFEST that could not be read) are set aside.
+/// Once the new MANIFEST is in place: the tables noted as set aside go to `lost/`; the WALs
+/// replayed are in tables, and the old MANIFESTs name tables merged away. Those that read
+/// whole go; the others (`damaged` WALs, a MANIFEST that could not be read) are set aside.
+/// Until then a repair cut short changes nothing another repair needs.
 fn clear_old_logs(
     store: &TableStore,
     names: &[String],
     damaged: &[String],
     report: &mut RepairReport,
 ) -> Result<()> {
+    for (name, _) in &report.set_aside {
+        move_to_lost(store, name)?;
+    }
     for name in names {
         let wal = parse_file_name(name).is_some_and(|(_, ext)| ext == "wal");
         if !wal && !name.starts_with("MANIFEST-") {
             continue;
         }
-        if damaged.iter().any(|d| d == name) {
-            let why = "damaged WAL: its intact records were replayed";
-            set_aside(store, name, why, report)?;
+        let why = if damaged.iter().any(|d| d == name) {
+            "damaged WAL: its intact records were replayed"
         } else if wal || report.manifest_read {
             let _ = store.fs.remove(&store.dir.join(name));
+            continue;
         } else {
-            set_aside(store, name, "the MANIFEST could not be read", report)?;
-        }
+            "the MANIFEST could not be read"
+        };
+        move_to_lost(store, name)?;
+        report.set_aside.push((name.clone(), why.to_string()));
     }
     Ok(())
 }
@@ -278,8 +307,11 @@ fn placeholder() -> super::family::SuperVersion {
 }
 
 /// Reads every table through; returns those that read whole, each with its column family
-/// and the newest sequence number it holds. The others, and tables a readable MANIFEST does
-/// not name (left behind by a compaction cut short), go to `lost/`.
+/// and the newest sequence number it holds. The damaged ones, and tables a readable MANIFEST
+/// does not name (left behind by a compaction cut short), are noted in `report.set_aside`,
+/// to be moved to `lost/` once the new MANIFEST is in place. An error that is not damage (a
+/// table that cannot be opened for want of descriptors, say) ends the repair, changing
+/// nothing.
 fn keep_tables(
     store: &Arc<TableStore>,
     names: &[String],
@@ -295,7 +327,8 @@ fn keep_tables(
             Some(o) => match o.family_of.get(&number) {
                 Some(f) => *f,
                 None => {
-                    set_aside(store, name, "not named by the MANIFEST", report)?;
+                    let why = "not named by the MANIFEST".to_string();
+                    report.set_aside.push((name.clone(), why));
                     continue;
                 }
             },
@@ -307,7 +340,10 @@ fn keep_tables(
                 report.table_entries += entries;
                 kept.push((family, meta, newest));
             }
-            Err(e) => set_aside(store, name, &e.to_string(), report)?,
+            Err(e @ (Error::Corruption { .. } | Error::UnsupportedFormat { .. })) => {
+                report.set_aside.push((name.clone(), e.to_string()));
+            }
+            Err(e) => return Err(e),
         }
     }
     Ok(kept)
@@ -351,8 +387,8 @@ fn read_table(store: &Arc<TableStore>, number: FileNumber) -> Result<(Arc<FileMe
     ))
 }
 
-/// Moves `name` into `lost/`, noting why.
-fn set_aside(store: &TableStore, name: &str, why: &str, report: &mut RepairReport) -> Result<()> {
+/// Moves `name` into `lost/`.
+fn move_to_lost(store: &TableStore, name: &str) -> Result<()> {
     let lost = store.dir.join("lost");
     store
         .fs
@@ -362,9 +398,7 @@ fn set_aside(store: &TableStore, name: &str, why: &str, report: &mut RepairRepor
     store
         .fs
         .rename(&from, &lost.join(name))
-        .map_err(io_err("move", &from))?;
-    report.set_aside.push((name.to_string(), why.to_string()));
-    Ok(())
+        .map_err(io_err("move", &from))
 }
 
 /// A column family's replayed writes.
@@ -425,18 +459,28 @@ fn replay_wals(
                 report.wal_records_in_tables += 1;
                 continue;
             }
+            // A record whose operations do not all decode is lost whole: a batch is atomic.
+            let Ok(ops) = batch.iter().collect::<std::result::Result<Vec<_>, _>>() else {
+                report.wal_bytes_lost += record.len() as u64;
+                lost += record.len() as u64;
+                continue;
+            };
             report.wal_records += 1;
-            for (s, op) in (seq.0..).zip(batch.iter()) {
-                let Ok(op) = op else {
-                    break;
+            for (s, op) in (seq.0..).zip(ops) {
+                // Without the MANIFEST the families are unknown: their writes join the
+                // default family, as their tables do.
+                let family = if mems.contains_key(&op.family) {
+                    op.family
+                } else {
+                    0
                 };
-                match mems.get_mut(&op.family) {
-                    Some(r) => {
-                        r.mem.add(SeqNo(s), op.kind, op.key, op.value);
-                        r.largest_seq = r.largest_seq.max(SeqNo(s));
-                        report.wal_entries += 1;
-                    }
-                    None => report.wal_entries_of_unknown_families += 1,
+                if family != op.family {
+                    report.wal_entries_of_unknown_families += 1;
+                }
+                if let Some(r) = mems.get_mut(&family) {
+                    r.mem.add(SeqNo(s), op.kind, op.key, op.value);
+                    r.largest_seq = r.largest_seq.max(SeqNo(s));
+                    report.wal_entries += 1;
                 }
             }
         }
