@@ -122,22 +122,7 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
             dir.display()
         )));
     }
-    let database_file = |n: &String| {
-        n == "CURRENT"
-            || n.starts_with("MANIFEST-")
-            || parse_file_name(n).is_some_and(|(_, ext)| ext == "sst" || ext == "wal")
-    };
-    if !fs
-        .list(&dir)
-        .map_err(io_err("list", &dir))?
-        .iter()
-        .any(database_file)
-    {
-        return Err(Error::InvalidArgument(format!(
-            "{} holds no database files (no CURRENT, MANIFEST, table or WAL)",
-            dir.display()
-        )));
-    }
+    refuse_other_directories(fs.as_ref(), &dir)?;
     let lock_path = dir.join("LOCK");
     let _lock = fs.lock(&lock_path).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock => Error::Locked(dir.clone()),
@@ -147,27 +132,7 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     let mut names = fs.list(&dir).map_err(io_err("list", &dir))?;
     names.sort();
     let mut report = RepairReport::default();
-    // A MANIFEST that reads but names a missing table or WAL lost edits at its end: it
-    // would set aside the newest tables as strangers. It counts as unreadable.
-    // Missing or damaged, it is unreadable; any other error (a failed read) ends the repair.
-    let recovered = match VersionSet::recover(store.clone()) {
-        Ok(v) => Some(v),
-        Err(Error::Corruption { .. } | Error::UnsupportedFormat { .. }) => None,
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-    };
-    let recovered = recovered
-        .filter(|v| super::recovery::check_manifest_against_directory(v, &dir, &names).is_ok());
-    let old = recovered.map(|v| OldManifest {
-        families: v
-            .families()
-            .iter()
-            .map(|(id, f)| (*id, f.name.clone()))
-            .collect(),
-        family_of: v.files().map(|(family, _, f)| (f.number, family)).collect(),
-        log_number: v.log_number,
-        last_sequence: v.last_sequence,
-    });
+    let old = read_old_manifest(&store, &dir, &names)?;
     report.manifest_read = old.is_some();
     let families = match &old {
         Some(o) => o.families.clone(),
@@ -283,6 +248,55 @@ fn clear_old_logs(
         report.set_aside.push((name.clone(), why.to_string()));
     }
     Ok(())
+}
+
+/// Refuses a directory that holds none of a database's files: repair would make it one.
+fn refuse_other_directories(fs: &dyn crate::fs::FileSystem, dir: &Path) -> Result<()> {
+    let database_file = |n: &String| {
+        n == "CURRENT"
+            || n.starts_with("MANIFEST-")
+            || parse_file_name(n).is_some_and(|(_, ext)| ext == "sst" || ext == "wal")
+    };
+    if fs
+        .list(dir)
+        .map_err(io_err("list", dir))?
+        .iter()
+        .any(database_file)
+    {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{} holds no database files (no CURRENT, MANIFEST, table or WAL)",
+        dir.display()
+    )))
+}
+
+/// What the old MANIFEST tells; `None` when it is missing or damaged, or when it reads but
+/// names a missing table or WAL (it lost edits at its end, and would set aside the newest
+/// tables as strangers). Any other error (a read that fails) ends the repair.
+fn read_old_manifest(
+    store: &Arc<TableStore>,
+    dir: &Path,
+    names: &[String],
+) -> Result<Option<OldManifest>> {
+    let recovered = match VersionSet::recover(store.clone()) {
+        Ok(v) => Some(v),
+        Err(Error::Corruption { .. } | Error::UnsupportedFormat { .. }) => None,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let recovered = recovered
+        .filter(|v| super::recovery::check_manifest_against_directory(v, dir, names).is_ok());
+    Ok(recovered.map(|v| OldManifest {
+        families: v
+            .families()
+            .iter()
+            .map(|(id, f)| (*id, f.name.clone()))
+            .collect(),
+        family_of: v.files().map(|(family, _, f)| (f.number, family)).collect(),
+        log_number: v.log_number,
+        last_sequence: v.last_sequence,
+    }))
 }
 
 /// The table options of the tables repair writes: the database's, with Bloom filters at the
