@@ -94,6 +94,6 @@ pub use log::RecoveryMode;
 pub use memory::process_memory_limit;
 pub use merge::MergeOperator;
 pub use options::{MergePolicy, Options, WriteOptions};
-pub use snapshot::Snapshot;
+pub use snapshot::{SequencePin, Snapshot};
 pub use sstable::{Compression, FilterKind, IndexKind};
 pub use stats::{FamilyStats, FileInfo, LevelStats, Stats};

@@ -90,3 +90,18 @@ impl std::fmt::Debug for Snapshot {
             .finish()
     }
 }
+
+/// Keeps compaction from writing a write made after it with sequence number zero (the bottom
+/// of the tree forgets the numbers every reader sees), while it lives: the newest sequence
+/// number of a key written after the pin reads above [`SequencePin::sequence`] until the pin
+/// is dropped. Unlike a [`Snapshot`] it keeps no old version alive: compaction drops
+/// overwritten versions and tombstones as it would without it. The server's `WATCH` holds one.
+#[derive(Debug)]
+pub struct SequencePin(pub(crate) Snapshot);
+
+impl SequencePin {
+    /// The sequence number of the last write made before the pin.
+    pub fn sequence(&self) -> u64 {
+        self.0.sequence()
+    }
+}

@@ -216,10 +216,13 @@ pub(crate) struct Watched {
     /// larger one.
     pub since: u64,
     /// Held until the watch ends, so that no compaction rewrites the sequence number of a
-    /// write made since (the bottom of the tree writes those every reader sees as zero).
-    pub _pin: strata::Snapshot,
+    /// write made since (the bottom of the tree writes those every reader sees as zero). It
+    /// keeps no old version alive: an abandoned WATCH costs the tree nothing.
+    pub _pin: std::sync::Arc<strata::SequencePin>,
     /// When it expires, if it was live and expiring.
     pub expires_at: Option<u64>,
     /// It was stored but had expired already: its removal by expiry changes nothing.
     pub expired: bool,
+    /// No value was stored, live or expired.
+    pub absent: bool,
 }

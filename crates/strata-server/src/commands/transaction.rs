@@ -12,9 +12,10 @@
 //! Its writes wait in `ExecWrites` (`exec_state.rs`), kept by the thread running it, where its
 //! own reads see them and no other thread's do, and reach the engine as one atomic batch when
 //! the last command has run: after a crash a transaction is there whole or not at all. `WATCH`
-//! records the engine's sequence number of each key's newest write; `EXEC` answers a null
-//! array, running nothing, when any has changed, or when a watched key that was live has
-//! expired since. Commands that walk the keyspace inside `EXEC` walk it with the
+//! pins the engine's sequence numbers (`Db::pin_sequences`) and records the latest; `EXEC`
+//! answers a null array, running nothing, when a watched key has a write above it (or, stored
+//! when watched, holds no version now), or when a watched key that was live has expired
+//! since. Commands that walk the keyspace inside `EXEC` walk it with the
 //! transaction's writes over it (`exec_state::merged_range`).
 
 use super::session::Watched;
@@ -48,7 +49,7 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
     if cx.conn.multi.is_some() {
         return Err("ERR WATCH inside MULTI is not allowed".into());
     }
-    let pin = cx.shared.db.snapshot();
+    let pin = std::sync::Arc::new(cx.shared.db.pin_sequences());
     for k in a.iter().skip(1) {
         let key = cx.key(k);
         let stored = keyspace::read_raw(cx.shared, &key)?
@@ -60,6 +61,7 @@ pub(super) fn watch(cx: &mut Ctx<'_, '_>, a: &[&[u8]]) -> Outcome {
             swaps: cx.shared.databases.swaps(cx.conn.db),
             expires_at: live.and_then(|v| v.expires_at),
             expired: stored.is_some() && live.is_none(),
+            absent: stored.is_none(),
             key,
             since: pin.sequence(),
             _pin: pin.clone(),
@@ -79,8 +81,12 @@ pub(super) fn unwatch(cx: &mut Ctx<'_, '_>, _a: &[&[u8]]) -> Outcome {
 /// already when watched and is no longer stored is unchanged, as in Redis: the expiry cycle
 /// removing it is no write a client made. (Redis would abort where another client wrote the
 /// key and deleted it again in between; this check, made at `EXEC`, cannot tell that from
-/// the expiry.) A compaction changes nothing: it may drop a tombstone or write an old
-/// version's sequence number as zero, never give a key a number above the watch's.
+/// the expiry.) A compaction changes nothing: it may write an old version's sequence number
+/// as zero, never give a key a number above the watch's (the watch's pin keeps the numbers
+/// of later writes). A key stored when watched and holding no version now was deleted since,
+/// its tombstone compacted away with it. A key absent when watched whose tombstone a
+/// compaction dropped since is unchanged (a write and a delete both compacted away go
+/// unseen).
 fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
     for w in watched {
         // A SWAPDB took the key's database since: touched if the key lives on either side,
@@ -98,7 +104,10 @@ fn touched(cx: &Ctx<'_, '_>, watched: &[Watched]) -> Result<bool, String> {
             }
         }
         let seq = cx.shared.db.newest_sequence(&w.key).map_err(engine)?;
-        let written = seq.is_some_and(|s| s > w.since);
+        let written = match seq {
+            Some(s) => s > w.since,
+            None => !w.absent,
+        };
         if written && w.expired && keyspace::read_raw(cx.shared, &w.key)?.is_none() {
             continue;
         }

@@ -76,6 +76,9 @@ pub(crate) struct JobContext<'a> {
     pub target_file_bytes: u64,
     /// The oldest sequence number any reader may still ask for.
     pub smallest_snapshot: SeqNo,
+    /// Values at or below it that every reader sees may be written with sequence number
+    /// zero: `smallest_snapshot`, or the oldest [`crate::SequencePin`] if older.
+    pub zero_floor: SeqNo,
     /// The newest sequence number a snapshot holds (`None`: no snapshot lives).
     pub newest_snapshot: Option<SeqNo>,
     pub new_file_number: &'a dyn Fn() -> FileNumber,
@@ -320,7 +323,8 @@ fn obsolete(
 }
 
 /// Whether the kept value `p` goes out with sequence number zero, as RocksDB writes the
-/// bottom of its tree: every reader sees it (its sequence is at most the oldest snapshot's),
+/// bottom of its tree: every reader sees it (its sequence is at most the oldest snapshot's,
+/// and no sequence pin asks to keep it),
 /// it is the key's oldest version left, nothing older lies beneath the output level, and no
 /// range tombstone of the inputs covers its key (a kept tombstone older than the value would
 /// otherwise hide it). Its sequence then tells a read nothing, and zeros compress to almost
@@ -334,7 +338,7 @@ fn forgets_sequence(
 ) -> bool {
     p.kind == ValueKind::Value
         && p.seq != SeqNo(0)
-        && p.seq <= ctx.smallest_snapshot
+        && p.seq <= ctx.zero_floor
         && c.output_level() > 0
         && covered.covering(p.user_key, SeqNo::MAX) == SeqNo(0)
         && beneath.holds_nothing_of(p.user_key)

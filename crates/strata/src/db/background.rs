@@ -532,6 +532,10 @@ impl DbInner {
             table_options: &table_options,
             target_file_bytes: family.opts.target_file_size,
             smallest_snapshot,
+            zero_floor: self
+                .sequence_pins
+                .oldest(|| smallest_snapshot)
+                .min(smallest_snapshot),
             newest_snapshot: self.snapshots.newest(),
             new_file_number: &alloc,
             shutting_down: &self.shutting_down,

@@ -85,9 +85,11 @@ impl Db {
     /// over a key that had no value does not count: it changed nothing. Compaction writes the
     /// versions at the bottom of the tree that every reader sees with sequence number zero
     /// (as RocksDB does: they compress better), so the number of an old write may drop to
-    /// `Some(0)`. To tell whether a key changed after a moment, take a [`Snapshot`] then and
-    /// hold it: while it lives, every write made after it reads larger than
-    /// [`Snapshot::sequence`], through any compaction (as the server's `WATCH` does).
+    /// `Some(0)`. To tell whether a key changed after a moment, hold a
+    /// [`Db::pin_sequences`] (or a [`Snapshot`]) taken then: while it lives, every write made
+    /// after it reads larger than its sequence, through any compaction (as the server's
+    /// `WATCH` does). A deletion after it may still be compacted away with the versions it
+    /// hid: the key then reads `None`.
     pub fn newest_sequence(&self, key: &[u8]) -> Result<Option<u64>> {
         self.inner.check_open()?;
         Ok(self.inner.newest_seq(key)?.map(|s| s.0))
@@ -280,6 +282,19 @@ impl Db {
         each: impl FnMut(Result<Option<Vec<u8>>>),
     ) {
         self.inner.get_many(keys, options, each)
+    }
+
+    /// Pins the sequence numbers of the writes made from now on: while the pin lives, no
+    /// compaction writes them as zero, so [`Db::newest_sequence`] of a key written after it
+    /// reads above [`SequencePin::sequence`](crate::SequencePin::sequence). It keeps no old
+    /// version alive, unlike a snapshot.
+    pub fn pin_sequences(&self) -> crate::SequencePin {
+        let inner = &self.inner;
+        crate::SequencePin(
+            inner
+                .sequence_pins
+                .acquire(|| SeqNo(inner.visible.load(Ordering::Acquire))),
+        )
     }
 
     /// Takes a snapshot of the current state.

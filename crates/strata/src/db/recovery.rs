@@ -190,6 +190,7 @@ impl Db {
             visible: AtomicU64::new(last_seq.0),
             wal: Mutex::new(Some(wal)),
             snapshots: Arc::new(SnapshotList::default()),
+            sequence_pins: Arc::new(SnapshotList::default()),
             counters,
             shutting_down: AtomicBool::new(false),
             retired_wals: std::sync::Mutex::new(std::collections::VecDeque::new()),

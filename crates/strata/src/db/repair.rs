@@ -536,6 +536,7 @@ fn merge_family(
         table_options: &opts,
         target_file_bytes: options.target_file_size,
         smallest_snapshot: last,
+        zero_floor: last,
         newest_snapshot: None,
         new_file_number: new_number,
         shutting_down: &never,

@@ -128,6 +128,9 @@ pub(crate) struct DbInner {
     /// the leader.
     pub(super) wal: Mutex<Option<LogWriter>>,
     pub(super) snapshots: Arc<SnapshotList>,
+    /// The live [`crate::SequencePin`]s: no write after the oldest is written with sequence
+    /// number zero.
+    pub(super) sequence_pins: Arc<SnapshotList>,
     pub(super) counters: Counters,
     pub(super) shutting_down: AtomicBool,
     /// WALs whose writes are in tables, kept for `Db::updates_since`, oldest first.
