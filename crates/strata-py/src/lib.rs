@@ -389,7 +389,7 @@ impl PyDb {
     }
 
     /// The value of ``key``, or ``default`` when it is absent.
-    #[pyo3(signature = (key, default = None, verify_checksums = false, fill_cache = true))]
+    #[pyo3(signature = (key, default = None, *, verify_checksums = false, fill_cache = true))]
     fn get(
         &self,
         py: Python<'_>,
@@ -479,7 +479,7 @@ impl PyDb {
 
     /// A batch of writes applied atomically: ``with db.write_batch() as wb: wb.put(k, v)``
     /// writes on a clean exit and discards everything on an exception.
-    #[pyo3(signature = (transaction = false, sync = None))]
+    #[pyo3(signature = (*, transaction = false, sync = None))]
     fn write_batch(slf: Py<Self>, transaction: bool, sync: Option<bool>) -> PyWriteBatch {
         let sync = slf.get().write_options(sync).sync;
         PyWriteBatch {
@@ -492,15 +492,15 @@ impl PyDb {
 
     /// plyvel's raw iterator (``strata.RawIterator``): a cursor on one entry at a time,
     /// ``seek_to_first()``, ``seek(k)``, ``next()``, ``prev()``, ``valid()``, ``key()``.
-    #[pyo3(signature = (fill_cache = true))]
+    #[pyo3(signature = (*, verify_checksums = false, fill_cache = true))]
     fn raw_iterator<'py>(
         slf: Py<Self>,
         py: Python<'py>,
+        verify_checksums: bool,
         fill_cache: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let bounds = Bounds::new(None, None, None, true, false).map_err(PyTypeError::new_err)?;
-        let it = PyIterator::open(slf, py, bounds, None, false, (true, true), fill_cache)?;
-        py.import("strata")?.getattr("RawIterator")?.call1((it,))
+        let _ = verify_checksums;
+        raw_iterator(slf, py, None, fill_cache)
     }
 
     /// A consistent view of the database as it is now: ``with db.snapshot() as snap:``.
@@ -530,6 +530,7 @@ impl PyDb {
         include_value = true,
         snapshot = None,
         fill_cache = true,
+        verify_checksums = false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn iterator(
@@ -545,7 +546,10 @@ impl PyDb {
         include_value: bool,
         snapshot: Option<PyRef<'_, PySnapshot>>,
         fill_cache: bool,
+        verify_checksums: bool,
     ) -> PyResult<PyIterator> {
+        // Every block read is checked, asked or not.
+        let _ = verify_checksums;
         let bounds = Bounds::new(
             optional_bytes(start, "start")?,
             optional_bytes(stop, "stop")?,
@@ -849,15 +853,19 @@ impl PySnapshot {
 #[pymethods]
 impl PySnapshot {
     /// The value of ``key`` as of the snapshot, or ``default``.
-    #[pyo3(signature = (key, default = None))]
+    #[pyo3(signature = (key, default = None, *, verify_checksums = false, fill_cache = true))]
     fn get(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
+        verify_checksums: bool,
+        fill_cache: bool,
     ) -> PyResult<Py<PyAny>> {
+        let _ = verify_checksums;
         let options = ReadOptions {
             snapshot: Some(self.held()?),
+            skip_cache: !fill_cache,
             ..ReadOptions::default()
         };
         Ok(match self.db.get().get_with(py, key, &options)? {
@@ -904,6 +912,7 @@ impl PySnapshot {
             include_value,
             Some(slf),
             true,
+            false,
         )
     }
 
@@ -929,12 +938,30 @@ impl PySnapshot {
             true,
             Some(slf),
             true,
+            false,
         )
     }
 
     /// Releases the snapshot; later calls raise ``ClosedError``.
     fn close(&self) {
         lock(&self.snapshot).take();
+    }
+
+    /// ``close()``, under plyvel's other name.
+    fn release(&self) {
+        self.close();
+    }
+
+    /// ``DB.raw_iterator`` as of the snapshot.
+    #[pyo3(signature = (*, verify_checksums = false, fill_cache = true))]
+    fn raw_iterator<'py>(
+        &self,
+        py: Python<'py>,
+        verify_checksums: bool,
+        fill_cache: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = verify_checksums;
+        raw_iterator(self.db.clone_ref(py), py, Some(self.held()?), fill_cache)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -1098,17 +1125,73 @@ fn check<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, 
     Ok(list)
 }
 
+/// A raw iterator over the whole database, as of `snapshot` if given.
+fn raw_iterator<'py>(
+    db: Py<PyDb>,
+    py: Python<'py>,
+    snapshot: Option<strata::Snapshot>,
+    fill_cache: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let bounds = Bounds::new(None, None, None, true, false).map_err(PyTypeError::new_err)?;
+    let it = PyIterator::open(db, py, bounds, snapshot, false, (true, true), fill_cache)?;
+    py.import("strata")?.getattr("RawIterator")?.call1((it,))
+}
+
 /// Rebuilds the damaged database in ``name`` from what still reads (LevelDB's ``RepairDB``);
-/// damaged files go to ``name/lost/``. Returns the report as text.
+/// damaged files go to ``name/lost/``. The options (plyvel's names) shape the tables it
+/// writes. Returns the report as text.
 #[pyfunction]
-#[pyo3(signature = (name, **_options))]
+#[pyo3(signature = (
+    name,
+    *,
+    paranoid_checks = None,
+    write_buffer_size = None,
+    max_open_files = None,
+    lru_cache_size = None,
+    block_size = None,
+    block_restart_interval = None,
+    max_file_size = None,
+    compression = None,
+    bloom_filter_bits = None,
+    comparator = None,
+    comparator_name = None,
+))]
+#[allow(clippy::too_many_arguments)]
 fn repair_db(
     py: Python<'_>,
     name: std::path::PathBuf,
-    _options: Option<&Bound<'_, PyDict>>,
+    paranoid_checks: Option<bool>,
+    write_buffer_size: Option<usize>,
+    max_open_files: Option<usize>,
+    lru_cache_size: Option<usize>,
+    block_size: Option<usize>,
+    block_restart_interval: Option<usize>,
+    max_file_size: Option<u64>,
+    compression: Option<&str>,
+    bloom_filter_bits: Option<usize>,
+    comparator: Option<&Bound<'_, PyAny>>,
+    comparator_name: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<String> {
+    let _ = paranoid_checks;
+    let options = open_options(&OpenArgs {
+        create_if_missing: false,
+        error_if_exists: false,
+        write_buffer_size,
+        cache_size: None,
+        lru_cache_size,
+        bloom_bits: None,
+        bloom_filter_bits,
+        compression,
+        block_size,
+        block_restart_interval,
+        max_open_files,
+        max_file_size,
+        filter_policy: "uniform",
+        comparator,
+        comparator_name,
+    })?;
     let report = py
-        .detach(|| strata::repair(&name, Options::default()))
+        .detach(|| strata::repair(&name, options))
         .map_err(raise)?;
     Ok(report.to_string())
 }

@@ -266,14 +266,29 @@ def test_write_batch_append_and_approximate_size(db):
 
 def test_plyvel_constructor_names_and_get_arguments(tmp_path):
     path = str(tmp_path / "p")
-    with strata.DB(path, create_if_missing=True, lru_cache_size=1 << 20, bloom_filter_bits=10,
+    with strata.DB(path, create_if_missing=True, lru_cache_size=3 << 20, bloom_filter_bits=7,
                    compression="snappy", block_size=4096, block_restart_interval=16,
-                   max_open_files=100, max_file_size=1 << 20, paranoid_checks=True,
+                   max_open_files=100, max_file_size=32 << 10, paranoid_checks=True,
                    write_buffer_size=1 << 20) as db:
-        db.put(b"k", b"v" * 100)
+        for i in range(20000):
+            db.put(b"%08d" % i, b"v" * 100)
         db.compact_range()
-        assert db.get(b"k", verify_checksums=True, fill_cache=False) == b"v" * 100
+        stats = db.stats()
+        # Each option reached the engine: the cache's size, the filters' bits, the tables
+        # cut at max_file_size and compressed (the values are one byte repeated).
+        assert stats["block_cache_capacity"] == 3 << 20
+        assert {lv["filter_bits_per_key"] for lv in stats["levels"] if lv["files"]} == {7.0}
+        tables = [f for f in os.listdir(path) if f.endswith(".sst")]
+        sizes = [os.path.getsize(os.path.join(path, f)) for f in tables]
+        assert len(tables) >= 2 and max(sizes) < 64 << 10, sizes
+        assert sum(sizes) < 20000 * 100 // 4, sizes
+        assert db.get(b"00000007", verify_checksums=True, fill_cache=False) == b"v" * 100
         assert db.get(b"missing", b"d", verify_checksums=True) == b"d"
+        # plyvel's options are keywords: a positional one is refused, not taken for another.
+        with pytest.raises(TypeError):
+            db.write_batch(True)
+        with pytest.raises(TypeError):
+            db.get(b"k", None, False)
     with pytest.raises(NotImplementedError):
         strata.DB(path, comparator=lambda a, b: 0, comparator_name=b"none")
     with pytest.raises(ValueError):
@@ -324,6 +339,19 @@ def test_raw_iterator_walks_like_plyvels(db):
     with db.raw_iterator() as it2:
         it2.seek(b"001")
         assert it2.item() == (b"001", b"late")
+    # A snapshot's raw iterator reads as of the snapshot.
+    with db.snapshot() as snap:
+        db.delete(b"001")
+        it3 = snap.raw_iterator()
+        it3.seek_to_first()
+        assert it3.item() == (b"000", b"000!")
+        it3.next()
+        assert it3.item() == (b"001", b"late")
+        assert snap.get(b"001", verify_checksums=True, fill_cache=False) == b"late"
+    snap2 = db.snapshot()
+    snap2.release()
+    with pytest.raises(strata.ClosedError):
+        snap2.get(b"000")
 
 
 def test_a_snapshot_iterates_as_it_was(db):
@@ -354,8 +382,12 @@ def test_repair_db_and_destroy_db(tmp_path):
             os.remove(os.path.join(path, name))
     with pytest.raises(strata.Error):
         strata.DB(path)
-    report = strata.repair_db(path)
+    report = strata.repair_db(path, compression="zstd", bloom_filter_bits=12)
     assert "unreadable or missing" in report
+    # The options shaped the tables repair wrote.
+    with strata.DB(path) as db:
+        bits = {lv["filter_bits_per_key"] for lv in db.stats()["levels"] if lv["files"]}
+        assert bits == {12.0}, bits
     with strata.DB(path) as db:
         assert dict(db.iterator()) == model
         with pytest.raises(strata.Error):

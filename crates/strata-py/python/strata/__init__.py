@@ -7,7 +7,7 @@ The API follows plyvel's (LevelDB's binding)::
     with strata.DB("/tmp/my-db") as db:
         db.put(b"apple", b"red")
         assert db.get(b"apple") == b"red"
-        with db.write_batch() as wb:      # atomic; discarded on an exception
+        with db.write_batch(transaction=True) as wb:   # atomic; discarded on an exception
             wb.put(b"banana", b"yellow")
             wb.delete(b"apple")
         for key, value in db.iterator(prefix=b"ban"):
@@ -258,8 +258,9 @@ class _PrefixedSnapshot:
         self._view = view
         self._snapshot = snapshot
 
-    def get(self, key, default=None):
-        return self._snapshot.get(self._view.prefix + _as_bytes(key), default)
+    def get(self, key, default=None, *, verify_checksums=False, fill_cache=True):
+        return self._snapshot.get(self._view.prefix + _as_bytes(key), default,
+                                  verify_checksums=verify_checksums, fill_cache=fill_cache)
 
     def iterator(self, **kwargs):
         return self._view.iterator(snapshot=self._snapshot, **kwargs)
@@ -287,8 +288,9 @@ class PrefixedDB:
     def __repr__(self):
         return f"<strata.PrefixedDB {self.prefix!r} of {self.db!r}>"
 
-    def get(self, key, default=None, fill_cache=True):
-        return self.db.get(self.prefix + _as_bytes(key), default, fill_cache)
+    def get(self, key, default=None, *, verify_checksums=False, fill_cache=True):
+        return self.db.get(self.prefix + _as_bytes(key), default,
+                           verify_checksums=verify_checksums, fill_cache=fill_cache)
 
     def put(self, key, value, sync=None):
         self.db.put(self.prefix + _as_bytes(key), value, sync)
@@ -302,7 +304,7 @@ class PrefixedDB:
     def get_many(self, keys):
         return self.db.get_many([self.prefix + _as_bytes(k) for k in keys])
 
-    def write_batch(self, transaction=False, sync=None):
+    def write_batch(self, *, transaction=False, sync=None):
         return _PrefixedWriteBatch(self.db.write_batch(transaction=transaction, sync=sync), self.prefix)
 
     def snapshot(self):
@@ -310,7 +312,7 @@ class PrefixedDB:
 
     def iterator(self, start=None, stop=None, prefix=None, reverse=False, include_start=True,
                  include_stop=False, include_key=True, include_value=True, snapshot=None,
-                 fill_cache=True):
+                 fill_cache=True, verify_checksums=False):
         if isinstance(snapshot, _PrefixedSnapshot):
             snapshot = snapshot._snapshot
         bounds = _prefixed_bounds(self.prefix, start, stop, prefix, include_start, include_stop)
