@@ -541,18 +541,7 @@ fn finish_output(
     store: &TableStore,
 ) -> Result<u64> {
     // Record the file first so that a failure below still removes it.
-    outputs.push(NewFile {
-        level: Level(level),
-        number,
-        size: 0,
-        smallest: Vec::new(),
-        largest: Vec::new(),
-        entries: 0,
-        deletions: 0,
-        range_deletions: 0,
-        filter_millibits: None,
-        family: 0,
-    });
+    outputs.push(NewFile::blank(Level(level), number));
     let s = b.finish()?;
     if let Some(last) = outputs.last_mut() {
         last.size = s.file_size;

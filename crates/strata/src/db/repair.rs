@@ -369,16 +369,8 @@ fn read_table(store: &Arc<TableStore>, number: FileNumber) -> Result<(Arc<FileMe
     let path = store.table_path(number);
     let size = store.fs.file_size(&path).map_err(io_err("size", &path))?;
     let mut f = NewFile {
-        level: Level(0),
-        number,
         size,
-        smallest: Vec::new(),
-        largest: Vec::new(),
-        entries: 0,
-        deletions: 0,
-        range_deletions: 0,
-        filter_millibits: None,
-        family: 0,
+        ..NewFile::blank(Level(0), number)
     };
     let probe = FileMeta::new(store.clone(), &f);
     let table = probe.table()?.clone();

@@ -50,6 +50,25 @@ pub(crate) struct NewFile {
     pub family: u32,
 }
 
+impl NewFile {
+    /// File `number` of `level` in the default family, its size, bounds and counts to be
+    /// filled in.
+    pub(crate) fn blank(level: Level, number: FileNumber) -> NewFile {
+        NewFile {
+            level,
+            number,
+            size: 0,
+            smallest: Vec::new(),
+            largest: Vec::new(),
+            entries: 0,
+            deletions: 0,
+            range_deletions: 0,
+            filter_millibits: None,
+            family: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct VersionEdit {
     /// WAL files numbered below this are no longer needed.
