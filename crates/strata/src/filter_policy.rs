@@ -53,7 +53,8 @@ impl FilterPolicy {
 pub enum FilterFormat {
     /// Ribbon filters for the tables compactions write while the database's tables take
     /// more than half the memory the process may use, cache-local Bloom filters otherwise
-    /// (and for flushes). A false positive costs a read of a block: from the page cache, a
+    /// (and for flushes, which then take the bits that match the Ribbon filters' false
+    /// positives). A false positive costs a read of a block: from the page cache, a
     /// microsecond, less than Ribbon's slower probes save; from the disk, a hundred.
     #[default]
     Auto,

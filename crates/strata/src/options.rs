@@ -47,7 +47,9 @@ pub struct Options {
     /// filter's false positives for the same bits, or cache-local Bloom filters, quicker to
     /// build and probe; by default (`Auto`) Ribbon filters once the database's tables take
     /// more than half the memory the process may use, where a false positive is likely a
-    /// read from the disk. Tables keep the format they were written with; all are read.
+    /// read from the disk. Flushes then write Bloom filters (quicker to build) with the bits
+    /// that give the same false positives: every lookup consults each level-0 table. Tables
+    /// keep the format they were written with; all are read.
     pub filter_format: FilterFormat,
     /// Block compression (none).
     pub compression: Compression,

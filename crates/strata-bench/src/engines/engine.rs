@@ -160,6 +160,10 @@ pub trait Engine: Send + Sync {
     fn files(&self) -> Result<Option<String>> {
         Ok(None)
     }
+    /// The engine's own counters, for `--statistics`, where it keeps them.
+    fn statistics(&self) -> Option<String> {
+        None
+    }
     /// The engine's tree by its own account, where it keeps one.
     fn tree(&self) -> Result<Option<Tree>> {
         Ok(None)

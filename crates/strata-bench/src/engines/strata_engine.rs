@@ -171,6 +171,34 @@ impl Engine for StrataEngine {
         let s = self.db.stats();
         Some(s.wal_bytes_written + s.flush_bytes_written + s.compaction_bytes_written)
     }
+    fn statistics(&self) -> Option<String> {
+        let s = self.db.stats();
+        let levels: Vec<String> = s
+            .levels
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.files > 0)
+            .map(|(i, l)| format!("L{i} {} files {:.1} MB", l.files, l.bytes as f64 / 1e6))
+            .collect();
+        Some(format!(
+            "levels: {}\nblock cache: {} hits, {} misses, {:.1} of {:.1} MB; tables hold \
+             {:.1} MB pinned, {} files open\nflushes {}, compactions {} ({} trivial moves, {} \
+             read-triggered, {} idle merges), work pending: {}",
+            levels.join(", "),
+            s.block_cache_hits,
+            s.block_cache_misses,
+            s.block_cache_bytes as f64 / 1e6,
+            s.block_cache_capacity as f64 / 1e6,
+            s.table_pinned_bytes as f64 / 1e6,
+            s.open_table_files,
+            s.flushes,
+            s.compactions,
+            s.trivial_moves,
+            s.read_compactions,
+            s.idle_merges,
+            s.compaction_pending,
+        ))
+    }
     fn tree(&self) -> Result<Option<Tree>> {
         let s = self.db.stats();
         Ok(Some(Tree {

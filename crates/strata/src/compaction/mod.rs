@@ -25,8 +25,8 @@ mod picker;
 mod tests;
 
 pub(crate) use filter_bits::{
-    TreeModel, compaction_options, expected_false_positives, filter_format, flush_options,
-    level_bits, metadata_layout,
+    TreeModel, compaction_options, expected_false_positives, filter_format, flush_filter,
+    flush_options, level_bits, metadata_layout,
 };
 pub(crate) use job::{JobContext, fold_operands, run, trivial_move_edit};
 pub(crate) use picker::{idle_merge, idle_merge_output_level, pick, with_next_level};

@@ -218,3 +218,55 @@ fn equal_files_take_turns_from_the_pointer() {
     assert_eq!(picked(&v, "f").0, FileNumber(3));
     assert_eq!(picked(&v, "i").0, FileNumber(1));
 }
+
+/// Options as a database opened with the defaults would give a flush, `bits` a key.
+fn flush_base(bits: f64) -> crate::sstable::TableOptions {
+    let o = crate::Options::default();
+    crate::sstable::TableOptions {
+        block_size: o.block_size,
+        restart_interval: o.block_restart_interval,
+        bloom_bits_per_key: bits,
+        filter_format: o.filter_format,
+        compression: o.compression,
+        index_kind: o.index_kind,
+        filter_kind: o.filter_kind,
+    }
+}
+
+#[test]
+fn a_flush_over_tables_past_half_the_memory_matches_ribbon_false_positives_with_bloom() {
+    use crate::filter_policy::FilterFormat;
+    use crate::sstable::filter::false_positive_rate;
+    let memory = 384 << 20;
+    let big = version(&[(2, "a", "z", 1 << 30)]);
+    let opts = flush_filter(flush_base(10.0), &[big], memory);
+    assert_eq!(opts.filter_format, FilterFormat::Bloom);
+    // A Ribbon filter of 10 bits a key holds 9-bit fingerprints: 1 false positive in 512.
+    let ribbon = 1.0 / 512.0;
+    let bits = opts.bloom_bits_per_key;
+    assert!(false_positive_rate(bits) <= ribbon, "{bits} bits");
+    assert!(
+        false_positive_rate(bits - 0.25) > ribbon,
+        "{bits} bits: not the fewest"
+    );
+    assert!(bits > 12.0 && bits < 20.0, "{bits} bits");
+}
+
+#[test]
+fn a_flush_of_a_database_in_memory_keeps_the_bits_asked_for() {
+    use crate::filter_policy::FilterFormat;
+    let small = version(&[(2, "a", "z", 10 << 20)]);
+    let opts = flush_filter(flush_base(10.0), &[small], 384 << 20);
+    assert_eq!(opts.filter_format, FilterFormat::Bloom);
+    assert_eq!(opts.bloom_bits_per_key, 10.0);
+    // Asked for Bloom outright, a flush keeps its bits whatever the database's size.
+    let big = version(&[(2, "a", "z", 1 << 30)]);
+    let bloom = crate::sstable::TableOptions {
+        filter_format: FilterFormat::Bloom,
+        ..flush_base(10.0)
+    };
+    assert_eq!(
+        flush_filter(bloom, &[big], 384 << 20).bloom_bits_per_key,
+        10.0
+    );
+}

@@ -35,6 +35,8 @@ pub(super) fn write_level0(
         &versions.current(family.id),
         &family.tree_model(),
     );
+    let opts =
+        compaction::flush_filter(opts, &versions.all_current(), crate::process_memory_limit());
     // No snapshot lives while the database opens.
     let fold = family.opts.merge_operator.as_deref();
     let mut file =
@@ -216,6 +218,9 @@ impl DbInner {
                 Some((f.family.clone(), m.clone()))
             })
             .collect();
+        // Every family's tables count, as for compactions.
+        let versions = st.versions.all_current();
+        let memory = crate::process_memory_limit();
         for (family, mem) in waiting {
             let number = st.versions.new_file_number();
             let table_options = compaction::flush_options(
@@ -224,6 +229,7 @@ impl DbInner {
                 &st.versions.current(family.id),
                 &family.tree_model(),
             );
+            let table_options = compaction::flush_filter(table_options, &versions, memory);
             jobs.push(FlushJob {
                 family,
                 mem,

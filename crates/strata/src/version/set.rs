@@ -156,6 +156,11 @@ impl VersionSet {
             .map_or_else(|| Arc::new(Version::default()), |f| f.current.clone())
     }
 
+    /// The trees of every family.
+    pub(crate) fn all_current(&self) -> Vec<Arc<Version>> {
+        self.families.values().map(|f| f.current.clone()).collect()
+    }
+
     pub(crate) fn families(&self) -> &Families {
         &self.families
     }
