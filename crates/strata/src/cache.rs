@@ -227,6 +227,12 @@ impl BlockCache {
         self.lookup(key, |b| f(b))
     }
 
+    /// Whether the cache holds `key`, without counting a hit or a miss or marking it used.
+    pub(crate) fn contains(&self, key: &CacheKey) -> bool {
+        let shard = self.shard(key).read().unwrap_or_else(|e| e.into_inner());
+        shard.map.contains_key(key)
+    }
+
     pub(crate) fn get(&self, key: &CacheKey) -> Option<CacheValue> {
         self.lookup(key, Arc::clone)
     }

@@ -68,3 +68,79 @@ fn batched_lookups_read_their_blocks_together_and_answer_as_single_ones() {
         );
     }
 }
+
+#[test]
+fn a_seek_reads_its_levels_blocks_together_and_lands_where_the_model_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        block_cache_bytes: 64 * 1024,
+        table_map_bytes: 0,
+        write_buffer_size: 128 * 1024,
+        target_file_size: 128 * 1024,
+        // Level-0 tables stay beside the levels: each seek has several tables to read.
+        level0_compaction_trigger: 6,
+        read_triggered_compaction: false,
+        idle_merge_after: None,
+        ..common::options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut rng = common::Rng(7);
+    let mut model = BTreeMap::new();
+    for i in 0..80_000u64 {
+        let k = format!("key{:08}", rng.below(50_000)).into_bytes();
+        if i % 13 == 0 {
+            db.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            let v = format!("value-{i}").into_bytes();
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+    }
+    db.flush().unwrap();
+    let start = std::time::Instant::now();
+    while db.stats().compaction_pending {
+        assert!(start.elapsed().as_secs() < 60, "compactions did not settle");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let stats = db.stats();
+    let runs = stats.levels.first().map_or(0, |l| l.files)
+        + stats.levels.iter().skip(1).filter(|l| l.files > 0).count();
+    assert!(runs >= 3, "the seeks need tables in several runs: {runs}");
+    let before = stats.parallel_block_reads;
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    for round in 0..2_000 {
+        let target = format!("key{:08}", rng.below(50_100)).into_bytes();
+        it.seek(&target).unwrap();
+        let want = model.range(target.clone()..).next();
+        let got = it.valid().then(|| (it.key().to_vec(), it.value().to_vec()));
+        assert_eq!(
+            got.as_ref().map(|(k, v)| (k, v)),
+            want,
+            "round {round}: seek to {target:?}"
+        );
+        // The cursor goes on from there as any other.
+        if it.valid() {
+            it.next().unwrap();
+            let next = model.range(target.clone()..).nth(1);
+            let got = it.valid().then(|| (it.key().to_vec(), it.value().to_vec()));
+            assert_eq!(
+                got.as_ref().map(|(k, v)| (k, v)),
+                next,
+                "round {round}: next"
+            );
+        }
+    }
+    let parallel = db.stats().parallel_block_reads - before;
+    if parallel == 0 {
+        assert!(
+            std::env::var_os("STRATA_REQUIRE_IO_URING").is_none(),
+            "no seek read its blocks together, and STRATA_REQUIRE_IO_URING is set"
+        );
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED: a_seek_reads_its_levels_blocks_together: this kernel refuses io_uring; \
+              seeks read one block at a time\n",
+        );
+    }
+}

@@ -219,8 +219,7 @@ impl DbInner {
             })
             .collect();
         // Every family's tables count, as for compactions.
-        let versions = st.versions.all_current();
-        let memory = crate::process_memory_limit();
+        let (versions, memory) = (st.versions.all_current(), crate::process_memory_limit());
         for (family, mem) in waiting {
             let number = st.versions.new_file_number();
             let table_options = compaction::flush_options(

@@ -27,7 +27,12 @@ pub(super) fn internal_iter(sv: &SuperVersion, fill: bool) -> MergingIterator {
                 children.push(Box::new(LevelIterator::new(files.clone(), fill)));
             }
         }
-        MergingIterator::new(children)
+        let merged = MergingIterator::new(children);
+        match fill {
+            // Blocks read together go through the cache.
+            true => merged.reading_together(sv.version.clone()),
+            false => merged,
+        }
     }
 }
 

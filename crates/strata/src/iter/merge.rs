@@ -12,10 +12,12 @@
 //! comparisons and the merge's own `key` read it without a call down that child's cursors.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use super::{BoxedIter, InternalIterator, LentSlice};
 use crate::error::Result;
 use crate::key::compare_internal;
+use crate::version::Version;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -39,6 +41,9 @@ pub(crate) struct MergingIterator {
     /// Which of heap slots 1 and 2 is above the other, when known; forgotten whenever either
     /// slot changes.
     runner_up: Option<usize>,
+    /// The tables of the children, when a seek should read the blocks they land in together
+    /// before it positions them ([`MergingIterator::reading_together`]).
+    tables: Option<Arc<Version>>,
 }
 
 impl MergingIterator {
@@ -49,6 +54,18 @@ impl MergingIterator {
             heap,
             direction: Direction::Forward,
             runner_up: None,
+            tables: None,
+        }
+    }
+
+    /// Seeks read the data blocks they land in from `version`'s tables (its level-0 tables
+    /// and levels being among the children) all together, and then position the children:
+    /// beyond memory each child's seek would otherwise wait for its own read from the
+    /// device in turn, where the device serves many at once.
+    pub(crate) fn reading_together(self, version: Arc<Version>) -> Self {
+        MergingIterator {
+            tables: Some(version),
+            ..self
         }
     }
 
@@ -184,6 +201,10 @@ impl InternalIterator for MergingIterator {
         self.position_all(Direction::Reverse, |c| c.seek_to_last())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
+        // The seeks below find the blocks read here in the cache.
+        if let Some(v) = &self.tables {
+            crate::version::read_together(&v.blocks_for_seek(target));
+        }
         self.position_all(Direction::Forward, |c| c.seek(target))
     }
     fn next(&mut self) -> Result<()> {

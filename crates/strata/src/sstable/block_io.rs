@@ -204,6 +204,19 @@ impl Table {
         }
     }
 
+    /// Whether the cache holds the block of `handle` (counted neither as a hit nor a miss).
+    pub(crate) fn is_cached(&self, handle: BlockHandle) -> bool {
+        self.cache.contains(&(self.number.0, handle.offset))
+    }
+
+    /// Whether every block is read in place from the table's mapping, the mapping budget
+    /// holding every open table: no read of this table waits for the device through `pread`.
+    pub(crate) fn reads_in_place(&self) -> bool {
+        self.mapped
+            .as_ref()
+            .is_some_and(|(pages, _)| pages.holds_all())
+    }
+
     /// The block of `handle` if the cache holds it.
     pub(crate) fn cached_block(&self, handle: BlockHandle) -> Option<Arc<Block>> {
         self.cache.get(&(self.number.0, handle.offset))

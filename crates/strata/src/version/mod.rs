@@ -198,6 +198,22 @@ impl FileMeta {
         self.filter_millibits.map(|m| m as f64 / 1000.0)
     }
 
+    /// Adds to `out` the data block of this file that a seek to the internal key `target`
+    /// lands in, when the table reads it with `pread` (not in place from a mapping that
+    /// holds every table). Finds it in the index the table holds; a failure here is left
+    /// for the seek itself to meet and report.
+    pub(crate) fn block_for_seek(self: &Arc<Self>, target: &[u8], out: &mut Vec<SeekBlock>) {
+        let Ok(t) = self.table() else { return };
+        if t.reads_in_place() {
+            return;
+        }
+        if let Ok(root) = t.index()
+            && let Ok(Some(h)) = t.find_data_block(&root, target, true)
+        {
+            out.push((self.clone(), h));
+        }
+    }
+
     /// Counts a read that consulted this file and had to go on to another. True for the read
     /// that uses up the allowance: the file now costs readers more than merging it down would.
     pub(crate) fn charge_read(&self) -> bool {
@@ -266,6 +282,46 @@ impl Drop for FileMeta {
                 .purge
                 .hand_over(store.fs.as_ref(), &store.cache, obsolete);
         }
+    }
+}
+
+/// A table's data block that a seek will read: the file, and where in it.
+pub(crate) type SeekBlock = (Arc<FileMeta>, BlockHandle);
+
+/// Reads the `blocks` that the cache lacks into it, all in flight together where the
+/// kernel allows it ([`parallel_read::read_each`]), when there are two or more: a seek
+/// beyond memory then waits for its slowest read instead of one read per level and level-0
+/// table. A block that fails to read or parse is left out; the seek reads it again and
+/// reports the error.
+pub(crate) fn read_together(blocks: &[SeekBlock]) {
+    if blocks.len() < 2 {
+        return;
+    }
+    let mut reads: Vec<(&Arc<Table>, BlockHandle)> = Vec::with_capacity(blocks.len());
+    let mut requests = Vec::with_capacity(blocks.len());
+    let mut keep_open = Vec::new();
+    for (f, h) in blocks {
+        let Some(t) = f.table.get() else { continue };
+        if t.is_cached(*h) || reads.iter().any(|&(o, oh)| Arc::ptr_eq(o, t) && oh == *h) {
+            continue;
+        }
+        if let Some((read, keep)) = t.pread_of(*h, true) {
+            keep_open.extend(keep);
+            reads.push((t, *h));
+            requests.push(read);
+        }
+    }
+    if requests.len() < 2 {
+        return;
+    }
+    let used = parallel_read::read_each(&requests, |q, answer| {
+        if let Some(&(t, h)) = reads.get(q) {
+            let _ = t.block_from_read(h, answer, true);
+        }
+    });
+    if used && let Some((f, _)) = blocks.first() {
+        let n = requests.len() as u64;
+        f.store.parallel_reads.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -645,6 +701,22 @@ impl Version {
         self.levels
             .get(level)
             .is_some_and(|fs| fs.iter().any(|f| Arc::ptr_eq(f, file)))
+    }
+
+    /// The data blocks a seek of every level-0 table and every level to the internal key
+    /// `target` will read with `pread` ([`FileMeta::block_for_seek`]).
+    pub(crate) fn blocks_for_seek(&self, target: &[u8]) -> Vec<SeekBlock> {
+        let mut out = Vec::new();
+        for f in &self.levels[0] {
+            f.block_for_seek(target, &mut out);
+        }
+        for files in self.levels.iter().skip(1) {
+            let i = files.partition_point(|f| compare_internal(&f.largest, target).is_lt());
+            if let Some(f) = files.get(i) {
+                f.block_for_seek(target, &mut out);
+            }
+        }
+        out
     }
 
     /// Looks `user_key` up at the sequence number encoded in `lookup`, newest data first.
