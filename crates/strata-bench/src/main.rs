@@ -81,7 +81,7 @@ struct Cli {
     filter_format: String,
     /// Level-0 files that start their merge into level 1, for every engine that has the
     /// setting (db_bench's `level0_file_num_compaction_trigger`); each engine's own default
-    /// when absent (Strata's 8, RocksDB's 4).
+    /// when absent (4 for Strata and RocksDB).
     #[arg(long)]
     level0_file_num_compaction_trigger: Option<usize>,
     /// Sync every write of every workload (fillsync always does).
