@@ -227,10 +227,18 @@ impl BlockCache {
         self.lookup(key, |b| f(b))
     }
 
-    /// Whether the cache holds `key`, without counting a hit or a miss or marking it used.
+    /// Whether the cache holds `key`, counting neither a hit nor a miss, nor marking the
+    /// block used: for a caller that reads the block in when it lacks it, and counts that
+    /// read with [`BlockCache::count_misses`].
     pub(crate) fn contains(&self, key: &CacheKey) -> bool {
         let shard = self.shard(key).read().unwrap_or_else(|e| e.into_inner());
         shard.map.contains_key(key)
+    }
+
+    /// Counts `n` blocks looked for and read from their files, not through [`BlockCache::get`].
+    pub(crate) fn count_misses(&self, n: u64) {
+        // Relaxed: a statistics counter with no ordering duty.
+        self.misses.fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn get(&self, key: &CacheKey) -> Option<CacheValue> {

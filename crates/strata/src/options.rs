@@ -129,12 +129,13 @@ pub struct Options {
     pub target_file_size: u64,
     /// Level-0 files that start a compaction (4, as RocksDB's). Level 0 goes down all at
     /// once, merged with all of level 1 beneath it (random writes overlap all of it), so each
-    /// level-0 compaction rewrites level 1, and eight files would halve how often: 20 million
-    /// random puts wrote 4.81 bytes a byte put with 8, 5.35 with 4, and filled at 510,000
-    /// against 435,000 a second. But when the writes stop, up to `trigger - 1` files stay in
-    /// level 0, and every lookup consults each of them and every seek reads a block of each:
-    /// under 384 MiB, seven left by a trigger of 8 cut readrandom to 0.84x RocksDB's,
-    /// readmissing to 0.88x and seekrandom to 0.71x, where a settled level 0 reads at 1.05x,
+    /// level-0 compaction rewrites level 1, and eight files would halve how often: Strata
+    /// alone, 20 million random puts under 384 MiB filled at about 515,000 a second with 8
+    /// and wrote 4.81 bytes a byte put by the time the tree settled, at 432,310 a second and
+    /// 5.35 with 4. But once writes stop, up to `trigger - 1` files stay in level 0 (until
+    /// the idle merge, where it is on), and every lookup consults each, every seek reads a
+    /// block of each: in the run where 8 left seven, readrandom read at 0.84x RocksDB's,
+    /// readmissing at 0.88x and seekrandom at 0.71x, in one where it left none at 1.05x,
     /// 2.21x and 1.17x (docs/BENCHMARKS.md, "Larger than memory").
     pub level0_compaction_trigger: usize,
     /// Level-0 files from which each write is delayed by a millisecond (16).

@@ -177,7 +177,8 @@ pub(crate) fn filter_format(
 /// `opts` of a flush with [`FilterFormat::Auto`] decided as [`filter_format`] decides it for
 /// compactions, but for the filter's build: where compactions write Ribbon filters, a flush
 /// writes a cache-local Bloom filter (quicker to build while writers wait on the flush) with
-/// the fewest bits that give it the Ribbon filter's false positives. Level 0's tables are
+/// the fewest bits that give it the Ribbon filter's false positives. A format asked for by
+/// name is written as asked. Level 0's tables are
 /// consulted by every lookup, several at a time: at 20 million keys under 384 MiB, seven of
 /// them with Bloom filters of the levels' 10 bits a key cost each lookup of a missing key 7%
 /// of a block read from the disk, five times what the two levels below cost together.
@@ -186,7 +187,11 @@ pub(crate) fn flush_filter(
     versions: &[Arc<Version>],
     memory: u64,
 ) -> TableOptions {
+    let asked = opts.filter_format;
     let decided = filter_format(opts, versions, memory);
+    if asked != FilterFormat::Auto {
+        return decided;
+    }
     if decided.filter_format != FilterFormat::Ribbon || decided.bloom_bits_per_key <= 0.0 {
         return TableOptions {
             filter_format: FilterFormat::Bloom,
@@ -238,14 +243,26 @@ pub(crate) fn level_bits(files: &[Arc<FileMeta>], fallback_bits: f64) -> Option<
 /// over sorted runs of their false-positive rates, each level's being the average of its
 /// files' weighted by entries (a key falls in one file's range). Files whose bits the
 /// MANIFEST does not record (written before it did) count with `fallback_bits`. Every file
-/// counts as written in `format`, decided (the MANIFEST does not record a table's).
+/// counts as written in the format `asked` decides to for a database of `table_bytes` in
+/// `memory` (the MANIFEST does not record a table's), but level 0's as a flush writes them
+/// ([`flush_filter`]: Bloom filters under [`FilterFormat::Auto`]).
 pub(crate) fn expected_false_positives(
     version: &Version,
     fallback_bits: f64,
-    format: FilterFormat,
+    asked: FilterFormat,
+    (table_bytes, memory): (u64, u64),
 ) -> f64 {
-    let rate = |f: &Arc<FileMeta>| format_rate(format, f.filter_bits().unwrap_or(fallback_bits));
-    let mut sum: f64 = version.levels[0].iter().map(rate).sum();
+    let format = asked.decide(table_bytes, memory);
+    let flushed = match asked {
+        FilterFormat::Auto => FilterFormat::Bloom,
+        other => other,
+    };
+    let bits = |f: &Arc<FileMeta>| f.filter_bits().unwrap_or(fallback_bits);
+    let rate = |f: &Arc<FileMeta>| format_rate(format, bits(f));
+    let mut sum: f64 = version.levels[0]
+        .iter()
+        .map(|f| format_rate(flushed, bits(f)))
+        .sum();
     for files in version.levels.iter().skip(1) {
         let entries: u64 = files.iter().map(|f| f.entries).sum();
         if entries > 0 {

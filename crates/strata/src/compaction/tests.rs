@@ -266,7 +266,15 @@ fn a_flush_of_a_database_in_memory_keeps_the_bits_asked_for() {
         ..flush_base(10.0)
     };
     assert_eq!(
-        flush_filter(bloom, &[big], 384 << 20).bloom_bits_per_key,
+        flush_filter(bloom, std::slice::from_ref(&big), 384 << 20).bloom_bits_per_key,
         10.0
     );
+    // Asked for Ribbon outright, a flush writes Ribbon filters of the bits asked for.
+    let ribbon = crate::sstable::TableOptions {
+        filter_format: FilterFormat::Ribbon,
+        ..flush_base(10.0)
+    };
+    let opts = flush_filter(ribbon, &[big], 384 << 20);
+    assert_eq!(opts.filter_format, FilterFormat::Ribbon);
+    assert_eq!(opts.bloom_bits_per_key, 10.0);
 }

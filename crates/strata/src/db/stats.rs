@@ -139,7 +139,8 @@ impl DbInner {
             expected_false_positives: compaction::expected_false_positives(
                 &v,
                 fallback_bits,
-                format.decide(sst_bytes, crate::process_memory_limit()),
+                format,
+                (sst_bytes, crate::process_memory_limit()),
             ),
             filter_false_positives: self.store.filter_false_positives.load(Ordering::Relaxed),
             parallel_block_reads: self.store.parallel_reads.load(Ordering::Relaxed),

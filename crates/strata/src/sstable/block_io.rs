@@ -204,9 +204,16 @@ impl Table {
         }
     }
 
-    /// Whether the cache holds the block of `handle` (counted neither as a hit nor a miss).
+    /// Whether the cache holds the block of `handle` (counted neither as a hit nor a miss:
+    /// a caller that reads it in counts the read with [`Table::count_cache_misses`]).
     pub(crate) fn is_cached(&self, handle: BlockHandle) -> bool {
         self.cache.contains(&(self.number.0, handle.offset))
+    }
+
+    /// Counts `n` of the table's blocks read into the cache outside [`Table::read_block`]
+    /// as misses of the cache (a later use of each counts its hit).
+    pub(crate) fn count_cache_misses(&self, n: u64) {
+        self.cache.count_misses(n);
     }
 
     /// Whether every block is read in place from the table's mapping, the mapping budget

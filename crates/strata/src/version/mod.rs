@@ -319,9 +319,10 @@ pub(crate) fn read_together(blocks: &[SeekBlock]) {
             let _ = t.block_from_read(h, answer, true);
         }
     });
-    if used && let Some((f, _)) = blocks.first() {
+    if used && let (Some((f, _)), Some(&(t, _))) = (blocks.first(), reads.first()) {
         let n = requests.len() as u64;
         f.store.parallel_reads.fetch_add(n, Ordering::Relaxed);
+        t.count_cache_misses(n);
     }
 }
 
