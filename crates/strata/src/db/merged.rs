@@ -28,8 +28,9 @@ pub(super) fn internal_iter(sv: &SuperVersion, fill: bool) -> MergingIterator {
             }
         }
         let merged = MergingIterator::new(children);
-        match fill {
-            // Blocks read together go through the cache.
+        // Blocks read together go through the cache; a database read in place from its
+        // mapping has nothing to read together, and its seeks skip looking.
+        match fill && !sv.version.reads_all_in_place() {
             true => merged.reading_together(sv.version.clone()),
             false => merged,
         }

@@ -167,6 +167,12 @@ impl MappedPages {
         self.counts.all.load(Ordering::Relaxed) <= self.budget_windows
     }
 
+    /// True while mapped reads are on and [`MappedPages::holds_all`]: every table's random
+    /// reads are made in place, none with `pread`.
+    pub(crate) fn reads_all_in_place(&self) -> bool {
+        self.budget_windows > 0 && self.holds_all()
+    }
+
     /// Records a read of `len` bytes at `start` of `table`'s mapping, made just before.
     pub(crate) fn touch(&self, table: &MappedTable, start: usize, len: usize) {
         let first = start >> WINDOW_BITS;

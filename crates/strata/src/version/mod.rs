@@ -704,6 +704,12 @@ impl Version {
             .is_some_and(|fs| fs.iter().any(|f| Arc::ptr_eq(f, file)))
     }
 
+    /// True when the tables' random reads are all made in place from their mappings
+    /// ([`MappedPages::reads_all_in_place`]): no seek would wait for the device.
+    pub(crate) fn reads_all_in_place(&self) -> bool {
+        (self.files().next()).is_some_and(|(_, f)| f.store.mapped.reads_all_in_place())
+    }
+
     /// The data blocks a seek of every level-0 table and every level to the internal key
     /// `target` will read with `pread` ([`FileMeta::block_for_seek`]).
     pub(crate) fn blocks_for_seek(&self, target: &[u8]) -> Vec<SeekBlock> {
