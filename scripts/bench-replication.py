@@ -114,10 +114,12 @@ def throughput(args, primary, replicas, port, pid, replica_pids):
         med = lambda rows, i: statistics.median(r[i] for r in rows)
         a, w = med(alone, 0), med(with_two, 0)
         ca, cw = med(alone, 1), med(with_two, 1)
+        # CPU time counts in clock ticks (10 ms): a smoke-size run may see none at all.
+        cpu_ratio = f"{cw / ca:.2f}" if ca > 0 else "- (under the clock's tick)"
         print(f"SET -P {pipeline}: no replicas {a:,.0f}/s, two replicas {w:,.0f}/s, "
               f"ratio {w / a:.2f} (rounds: {[round(x[0]) for x in alone]} / "
               f"{[round(x[0]) for x in with_two]}); the primary's CPU per SET "
-              f"{ca:.2f} / {cw:.2f} us, ratio {cw / ca:.2f}; the two replicas' "
+              f"{ca:.2f} / {cw:.2f} us, ratio {cpu_ratio}; the two replicas' "
               f"{med(with_two, 2):.2f} us", flush=True)
 
 
