@@ -51,7 +51,13 @@ impl Default for WriteBatch {
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {
-        let mut rep = Vec::with_capacity(64);
+        Self::with_capacity(64)
+    }
+
+    /// An empty batch whose buffer holds `bytes` of encoded ops before it grows (a put takes
+    /// its key and value and a few bytes more).
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut rep = Vec::with_capacity(HEADER_BYTES + bytes);
         rep.resize(HEADER_BYTES, 0);
         WriteBatch {
             rep,

@@ -97,7 +97,8 @@ impl Db {
 
     /// Sets `key` to `value`, with default write options.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut b = WriteBatch::new();
+        // Room for the op's kind and family and two length varints: the buffer never grows.
+        let mut b = WriteBatch::with_capacity(key.len() + value.len() + 16);
         b.put(key, value);
         self.write(b, WriteOptions::default())
     }
@@ -155,7 +156,7 @@ impl Db {
 
     /// Sets `key` to `value` in column family `cf`.
     pub fn put_cf(&self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut b = WriteBatch::new();
+        let mut b = WriteBatch::with_capacity(key.len() + value.len() + 16);
         b.put_cf(cf, key, value);
         self.write(b, WriteOptions::default())
     }

@@ -177,6 +177,7 @@ impl Db {
             last_allocated: last_seq,
             wal_number,
             last_sync_group: 0,
+            spare_group: Vec::new(),
             idle_mark: (SeqNo(0), Instant::now()),
             idle_merges_given_up_in_a_row: 0,
         };

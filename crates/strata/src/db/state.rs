@@ -45,6 +45,8 @@ pub(super) struct State {
     /// Writers in the last synced group; its successor's leader waits for that many to queue
     /// up (see `DbInner::gather_sync_writers`).
     pub(super) last_sync_group: usize,
+    /// The last group's vector, emptied, for the next leader to fill: a write allocates none.
+    pub(super) spare_group: Vec<Arc<Writer>>,
     /// The last sequence number the flush thread saw handed out, and since when: writes
     /// have stopped when it stays the same (see `DbInner::check_idle`).
     pub(super) idle_mark: (SeqNo, Instant),

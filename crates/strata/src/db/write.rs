@@ -52,6 +52,13 @@ fn yield_until_done(w: &Writer) -> bool {
     true
 }
 
+/// The active memtables a write group goes into: the default family's, and the others' by
+/// family id.
+pub(super) struct Memtables {
+    pub(super) default: Arc<MemTable>,
+    pub(super) others: Vec<(u32, Arc<MemTable>)>,
+}
+
 impl DbInner {
     /// Joins the write queue with `kind` and returns once it is done: by this thread as the
     /// leader of a group, or by another leader whose group took it in.
@@ -97,7 +104,7 @@ impl DbInner {
             self.writer_cv.notify_all();
             return Ok(());
         }
-        let mut group: Vec<Arc<Writer>> = Vec::new();
+        let mut group = std::mem::take(&mut st.spare_group);
         let mut bytes = 0usize;
         let mut sync_group = false;
         let first_size = match &w.kind {
@@ -157,14 +164,19 @@ impl DbInner {
         let first_seq = SeqNo(st.last_allocated.0 + 1);
         st.last_allocated = SeqNo(st.last_allocated.0 + count);
         let last_seq = st.last_allocated;
-        let mems: Vec<(u32, Arc<MemTable>)> = st
-            .families()
-            .map(|f| (f.family.id, f.mem.clone()))
-            .collect();
+        // The other families' memtables: no allocation where there are none.
+        let mems = Memtables {
+            default: st.default.mem.clone(),
+            others: st
+                .others
+                .iter()
+                .map(|f| (f.family.id, f.mem.clone()))
+                .collect(),
+        };
         drop(st);
 
         let result = self.write_group(&group, first_seq, sync_group, &mems, bytes);
-        self.complete_group(&w, &group, result, last_seq)
+        self.complete_group(&w, group, result, last_seq)
     }
 
     /// Publishes a group's writes to readers (or poisons the database when they failed),
@@ -172,7 +184,7 @@ impl DbInner {
     fn complete_group(
         &self,
         leader: &Arc<Writer>,
-        group: &[Arc<Writer>],
+        mut group: Vec<Arc<Writer>>,
         result: Result<()>,
         last_seq: SeqNo,
     ) -> Result<()> {
@@ -184,9 +196,10 @@ impl DbInner {
             }
             Err(e) => self.poison(&mut st, e),
         }
-        for g in group {
+        let followers = group.len() > 1;
+        for g in group.drain(..) {
             st.queue.pop_front();
-            if !Arc::ptr_eq(g, leader) {
+            if !Arc::ptr_eq(&g, leader) {
                 *lock(&g.result) = Some(match &result {
                     Ok(()) => Ok(()),
                     Err(e) => Err(e.duplicate()),
@@ -196,9 +209,10 @@ impl DbInner {
         }
         // Only writers in the queue wait for this: followers just completed and the next
         // leader. A lone writer with nobody behind it skips the wake-up, a system call.
-        if group.len() > 1 || !st.queue.is_empty() {
+        if followers || !st.queue.is_empty() {
             self.writer_cv.notify_all();
         }
+        st.spare_group = group;
         result
     }
 
@@ -241,14 +255,14 @@ impl DbInner {
         Ok(())
     }
 
-    /// Logs a group and inserts it into the families' memtables (`mems`, by family id, the
-    /// default family's first). Runs as the leader, without `state`.
+    /// Logs a group and inserts it into the families' memtables. Runs as the leader, without
+    /// `state`.
     pub(super) fn write_group(
         &self,
         group: &[Arc<Writer>],
         first_seq: SeqNo,
         sync: bool,
-        mems: &[(u32, Arc<MemTable>)],
+        mems: &Memtables,
         bytes: usize,
     ) -> Result<()> {
         let merged;
@@ -285,12 +299,11 @@ impl DbInner {
             .wal_bytes
             .fetch_add(bytes as u64 + 8, Ordering::Relaxed);
         let mut user = 0u64;
-        let default = mems.first().map(|(_, m)| m);
         for (seq, op) in (first_seq.0..).zip(batch.iter()) {
             let op = op.map_err(|e| e.at(&self.dir, 0))?;
             let mem = match op.family {
-                0 => default,
-                id => mems.iter().find(|(f, _)| *f == id).map(|(_, m)| m),
+                0 => Some(&mems.default),
+                id => mems.others.iter().find(|(f, _)| *f == id).map(|(_, m)| m),
             };
             // A family dropped since the batch was checked takes nothing, as at recovery.
             if let Some(mem) = mem {
