@@ -455,8 +455,8 @@ impl MemTable {
         node
     }
 
-    /// Hints that [`MemTable::get`] of `key` will come soon: asks for the line of its hash
-    /// bucket. (See `Db::get_many`.)
+    /// Hints that [`MemTable::get`] or [`MemTable::add`] of `key` will come soon: asks for
+    /// the line of its hash bucket. (See `Db::get_many` and the write group's leader.)
     pub(crate) fn prefetch_bucket(&self, key: &[u8]) {
         crate::prefetch::line(self.bucket(key));
     }
