@@ -57,7 +57,7 @@ impl WriteBatch {
     /// An empty batch whose buffer holds `bytes` of encoded ops before it grows (a put takes
     /// its key and value and a few bytes more).
     pub fn with_capacity(bytes: usize) -> Self {
-        let mut rep = Vec::with_capacity(HEADER_BYTES + bytes);
+        let mut rep = Vec::with_capacity(bytes.saturating_add(HEADER_BYTES));
         rep.resize(HEADER_BYTES, 0);
         WriteBatch {
             rep,

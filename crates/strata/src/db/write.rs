@@ -124,6 +124,7 @@ impl DbInner {
             st = lock(&self.state);
             if let Err(e) = checked {
                 st.queue.pop_front();
+                st.spare_group = group;
                 self.writer_cv.notify_all();
                 return Err(e);
             }

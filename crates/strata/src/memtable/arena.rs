@@ -15,7 +15,8 @@ pub(super) const CHUNK_BYTES: usize = 1 << 20;
 /// the allocator in chunks of a megabyte, it stayed in the process: after the flush of a
 /// 50 MiB memtable the resident set did not shrink at all (`tests/memory.rs`), and the
 /// next memtables were laid out beside what the heap kept. A mapping of its own leaves the
-/// resident set when unmapped, and pages of it never written never join it.
+/// resident set when unmapped, and pages of it never written never join it (unless it is
+/// made [`Pages::resident`]).
 pub(super) struct Pages {
     pub(super) ptr: ptr::NonNull<u64>,
     pub(super) layout: std::alloc::Layout,
@@ -33,8 +34,8 @@ impl Pages {
     }
 
     /// [`Pages::new`] with every page resident from the start: memory that will be written
-    /// through from end to end, as an arena chunk is, costs one call into the kernel instead
-    /// of a page fault per page.
+    /// through from end to end, as an arena chunk after a memtable's first is, costs one call
+    /// into the kernel instead of a page fault per page.
     pub(super) fn resident(words: usize) -> Pages {
         #[cfg(target_os = "linux")]
         let flags = libc::MAP_POPULATE;
@@ -43,7 +44,10 @@ impl Pages {
         Self::mapped(words, flags)
     }
 
-    fn mapped(words: usize, #[allow(unused)] extra_flags: i32) -> Pages {
+    fn mapped(
+        words: usize,
+        #[cfg_attr(not(unix), allow(unused_variables))] extra_flags: i32,
+    ) -> Pages {
         let Ok(layout) = std::alloc::Layout::array::<u64>(words.max(1)) else {
             panic!("memtable allocation of {words} words overflows");
         };
@@ -83,12 +87,12 @@ impl Pages {
 impl Drop for Pages {
     fn drop(&mut self) {
         #[cfg(unix)]
-        // SAFETY: the mapping made in `new`, with its length; unmapped once.
+        // SAFETY: the mapping made in `mapped`, with its length; unmapped once.
         unsafe {
             libc::munmap(self.ptr.as_ptr().cast(), self.layout.size());
         }
         #[cfg(not(unix))]
-        // SAFETY: allocated in `new` with this layout; freed once.
+        // SAFETY: allocated in `mapped` with this layout; freed once.
         unsafe {
             std::alloc::dealloc(self.ptr.as_ptr().cast(), self.layout);
         }
@@ -135,7 +139,13 @@ impl Arena {
             } else {
                 CHUNK_BYTES / 8
             };
-            let chunk = Pages::resident(chunk_words);
+            // A memtable's first chunk may hold a few nodes only (a family that takes few
+            // writes): its pages join the resident set as they are written. The chunks after
+            // it fill up.
+            let chunk = match a.chunks.is_empty() {
+                true => Pages::new(chunk_words),
+                false => Pages::resident(chunk_words),
+            };
             let start = chunk.as_ptr();
             a.chunks.push(chunk);
             a.allocated += chunk_words * 8;
