@@ -230,6 +230,7 @@ fn flush_base(bits: f64) -> crate::sstable::TableOptions {
         compression: o.compression,
         index_kind: o.index_kind,
         filter_kind: o.filter_kind,
+        align_blocks: false,
     }
 }
 

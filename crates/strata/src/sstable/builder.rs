@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use super::TableOptions;
 use super::block::BlockBuilder;
 use super::filter::FilterBuilder;
-use super::format::{BlockHandle, FilterKind, Footer, IndexKind, block_trailer, compress_block};
+use super::format::{
+    BLOCK_TRAILER_BYTES, BlockHandle, FilterKind, Footer, IndexKind, block_trailer, compress_block,
+};
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::key::{SeqNo, ValueKind, compare_internal, internal_key, parse_internal_key, user_key};
@@ -27,6 +29,13 @@ pub(crate) mod prop {
     pub const RANGE_DEL_SIZE: &str = "strata.range-del-size";
     pub const LARGEST_SEQ: &str = "strata.largest-seq";
 }
+
+/// The page that aligned data blocks stay within ([`TableOptions::align_blocks`]).
+pub(crate) const PAGE_BYTES: usize = 4096;
+
+/// The most an entry adds to a block besides its key and value: three length varints and a
+/// restart point.
+const ENTRY_OVERHEAD_BYTES: usize = 3 * 5 + 4;
 
 /// What a finished table holds.
 #[derive(Debug, Clone, Default)]
@@ -185,6 +194,15 @@ impl TableBuilder {
         self.raw_key_bytes += ikey.len() as u64;
         self.raw_value_bytes += value.len() as u64;
         self.filter.add_key(user_key(ikey));
+        // An aligned block ends before the entry that would make it, with its trailer,
+        // larger than a page.
+        if self.opts.align_blocks
+            && !self.data.is_empty()
+            && self.data.estimated_size() + ikey.len() + value.len() + ENTRY_OVERHEAD_BYTES
+                > PAGE_BYTES - BLOCK_TRAILER_BYTES
+        {
+            self.flush_data_block()?;
+        }
         self.data.add(ikey, value);
         if self.data.estimated_size() >= self.opts.block_size {
             self.flush_data_block()?;
@@ -203,6 +221,9 @@ impl TableBuilder {
         }
         let last = self.data.last_key().to_vec();
         let raw = self.data.finish();
+        if self.opts.align_blocks {
+            self.skip_to_page_holding(raw.len() + BLOCK_TRAILER_BYTES)?;
+        }
         let handle = self.write_block(&raw, self.opts.compression)?;
         // A partition ends with a data block once it holds a block's worth of filter bits.
         let per_partition =
@@ -258,6 +279,16 @@ impl TableBuilder {
         self.append(&stored)?;
         self.append(&trailer)?;
         Ok(handle)
+    }
+
+    /// Zeroes the rest of the current page when a block of `len` bytes, no larger than a
+    /// page, would cross its end: the block then starts on the next page.
+    fn skip_to_page_holding(&mut self, len: usize) -> Result<()> {
+        let used = (self.offset % PAGE_BYTES as u64) as usize;
+        if used > 0 && len <= PAGE_BYTES && used + len > PAGE_BYTES {
+            self.append(&[0u8; PAGE_BYTES][used..])?;
+        }
+        Ok(())
     }
 
     fn append(&mut self, bytes: &[u8]) -> Result<()> {
@@ -388,6 +419,7 @@ mod tests {
             compression: super::super::Compression::None,
             index_kind: IndexKind::Flat,
             filter_kind: FilterKind::Whole,
+            align_blocks: true,
         };
         let mut b = TableBuilder::new(file, "/t.sst".into(), opts);
         b.add_range_tombstone(&tombstone("a", "c", 5));

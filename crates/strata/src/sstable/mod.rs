@@ -28,4 +28,7 @@ pub(crate) struct TableOptions {
     pub compression: Compression,
     pub index_kind: IndexKind,
     pub filter_kind: FilterKind,
+    /// Data blocks that fit a page never cross a page boundary ([`crate::Options::block_align`],
+    /// for uncompressed tables).
+    pub align_blocks: bool,
 }
