@@ -38,12 +38,13 @@ pub struct Options {
     pub block_size: usize,
     /// Keys between restart points in data blocks (16).
     pub block_restart_interval: usize,
-    /// Whether an uncompressed table's data blocks of at most 4 KiB stay within one 4 KiB
-    /// page of the file (default on; RocksDB's `block_align`). A block that would cross a
-    /// page boundary starts on the next page instead, the bytes between left zero (about
-    /// 1.5% of the file with 4 KiB blocks of 116-byte entries). A read from the disk of
-    /// such a block is then one page, not two, and a block is in the page cache whenever its
-    /// one page is: past memory, the same page cache holds about twice the blocks.
+    /// Whether the data blocks of uncompressed tables with a `block_size` of 4 KiB stay
+    /// within one 4 KiB page of the file (default on; RocksDB's `block_align`): a block ends
+    /// before the entry that would take it past a page, and starts on the next page when it
+    /// would cross one, the bytes between left zero (about 2.5% more bytes with 116-byte
+    /// entries). A read from the disk of such a block is then one page, not two, and a block
+    /// is in the page cache whenever its one page is. Other block sizes and compressed
+    /// tables are not aligned.
     pub block_align: bool,
     /// How filter bits are given to tables: the same bits per key everywhere (`Uniform {
     /// bits_per_key: 10 }`, the default: 1% false positives per table, 0.2% with Ribbon),

@@ -93,7 +93,9 @@ pub(crate) fn table_options(opts: &Options) -> TableOptions {
         compression: opts.compression,
         index_kind: opts.index_kind,
         filter_kind: opts.filter_kind,
-        align_blocks: opts.block_align && opts.compression == crate::Compression::None,
+        align_blocks: opts.block_align
+            && opts.compression == crate::Compression::None
+            && opts.block_size == crate::sstable::PAGE_BYTES,
     }
 }
 

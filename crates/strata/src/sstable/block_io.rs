@@ -32,6 +32,33 @@ impl Table {
             .ok_or_else(|| Error::corruption(&self.path, handle.offset, "block size overflows"))
     }
 
+    /// Checks the bytes between a data block that ends at `end` and the next, at `next`: none,
+    /// or the zeroes before a block kept within a page (`Options::block_align`), which no read
+    /// but this one looks at.
+    pub(super) fn check_gap(&self, end: u64, next: u64) -> Result<()> {
+        if next == end {
+            return Ok(());
+        }
+        let page = super::PAGE_BYTES as u64;
+        let zeroes = next > end
+            && next.is_multiple_of(page)
+            && next - end < page
+            && self
+                .file
+                .read_at(end, (next - end) as usize)
+                .map_err(|e| Error::io("read", &self.path, e))?
+                .iter()
+                .all(|&b| b == 0);
+        match zeroes {
+            true => Ok(()),
+            false => Err(Error::corruption(
+                &self.path,
+                end,
+                "bytes between data blocks",
+            )),
+        }
+    }
+
     pub(super) fn read_raw(&self, handle: BlockHandle) -> Result<Vec<u8>> {
         let len = self.stored_len(handle)?;
         self.unwrap_read(handle, self.file.read_at(handle.offset, len))

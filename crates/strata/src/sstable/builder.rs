@@ -175,6 +175,16 @@ impl TableBuilder {
 
     /// Adds an entry. Requires: internal keys arrive in increasing order.
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        // An aligned block ends before the entry that would make it, with its trailer,
+        // larger than a page: first, so that a filter partition the flush may end holds
+        // none of this entry's keys.
+        if self.opts.align_blocks
+            && !self.data.is_empty()
+            && self.data.estimated_size() + ikey.len() + value.len() + ENTRY_OVERHEAD_BYTES
+                > PAGE_BYTES - BLOCK_TRAILER_BYTES
+        {
+            self.flush_data_block()?;
+        }
         if self.summary.entries == 0 {
             self.summary.smallest = ikey.to_vec();
         }
@@ -194,15 +204,6 @@ impl TableBuilder {
         self.raw_key_bytes += ikey.len() as u64;
         self.raw_value_bytes += value.len() as u64;
         self.filter.add_key(user_key(ikey));
-        // An aligned block ends before the entry that would make it, with its trailer,
-        // larger than a page.
-        if self.opts.align_blocks
-            && !self.data.is_empty()
-            && self.data.estimated_size() + ikey.len() + value.len() + ENTRY_OVERHEAD_BYTES
-                > PAGE_BYTES - BLOCK_TRAILER_BYTES
-        {
-            self.flush_data_block()?;
-        }
         self.data.add(ikey, value);
         if self.data.estimated_size() >= self.opts.block_size {
             self.flush_data_block()?;

@@ -38,13 +38,13 @@ pub(crate) struct MappedTable {
     windows: Box<[AtomicU64]>,
     /// Windows set in `windows`.
     set: AtomicUsize,
-    /// One bit per [`CHECKED_SLOT`] bytes of the file, set when the block starting in that
-    /// slot passed its checksum; cleared with the windows when the table's pages drop.
+    /// One bit per [`CHECKED_SLOT`] boundary of the file, set when the block it names (see
+    /// [`MappedTable::checked_bit`]) passed its checksum; cleared with the windows when the
+    /// table's pages drop.
     checked: Box<[AtomicU64]>,
 }
 
-/// The granularity of checked-block bits. Only blocks at least this long are marked: two of
-/// them cannot start in the same slot without overlapping, so a bit names one block.
+/// The granularity of checked-block bits: a page, within which aligned data blocks stay.
 const CHECKED_SLOT: usize = 4096;
 
 /// The windows a mapping of `len` bytes spans.
@@ -87,12 +87,16 @@ impl MappedTable {
         &self.map
     }
 
+    /// The bit of the block of `len` bytes at `start`, if it has one: the bit of slot
+    /// boundary `b` names the block that starts on `b` (blocks kept within a page start on
+    /// one), or else a block of at least a slot that starts within the slot before `b`. No
+    /// two blocks share a bit without overlapping, so other blocks get none.
     fn checked_bit(&self, start: usize, len: usize) -> Option<(&AtomicU64, u64)> {
-        let slot = start / CHECKED_SLOT;
-        let word = self
-            .checked
-            .get(slot / 64)
-            .filter(|_| len >= CHECKED_SLOT)?;
+        if !start.is_multiple_of(CHECKED_SLOT) && len < CHECKED_SLOT {
+            return None;
+        }
+        let slot = start.div_ceil(CHECKED_SLOT);
+        let word = self.checked.get(slot / 64)?;
         Some((word, 1 << (slot % 64)))
     }
 
@@ -151,7 +155,7 @@ impl MappedPages {
             counts: self.counts.clone(),
             windows: bit_words((len >> WINDOW_BITS) + 1),
             set: AtomicUsize::new(0),
-            checked: bit_words(len / CHECKED_SLOT + 1),
+            checked: bit_words(len / CHECKED_SLOT + 2),
         });
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         tables.retain(|t| t.strong_count() > 0);

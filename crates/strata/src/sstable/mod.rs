@@ -14,6 +14,7 @@ mod table_iter;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use builder::PAGE_BYTES;
 pub use format::{Compression, FilterKind, IndexKind};
 pub(crate) use table_iter::TableIter;
 
@@ -28,7 +29,7 @@ pub(crate) struct TableOptions {
     pub compression: Compression,
     pub index_kind: IndexKind,
     pub filter_kind: FilterKind,
-    /// Data blocks that fit a page never cross a page boundary ([`crate::Options::block_align`],
-    /// for uncompressed tables).
+    /// Data blocks stay within a page of [`PAGE_BYTES`] ([`crate::Options::block_align`], for
+    /// uncompressed tables of page-sized blocks).
     pub align_blocks: bool,
 }

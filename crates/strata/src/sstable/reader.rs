@@ -678,8 +678,11 @@ impl Table {
         for h in self.filter_partition_handles()? {
             self.probe_partition(&*self.read_block(h, false)?, h, b"")?;
         }
+        let mut end = 0;
         for h in self.data_block_handles()? {
+            self.check_gap(end, h.offset)?;
             self.read_block(h, false)?;
+            end = h.offset + self.stored_len(h)? as u64;
         }
         let mut entries = 0u64;
         let mut it = self.iter(false);

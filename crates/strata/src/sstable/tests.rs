@@ -345,36 +345,46 @@ fn flipped_bytes_are_reported(filter: FilterKind) {
 
 #[test]
 fn aligned_data_blocks_stay_within_a_page_and_read_back() {
+    for filter in [FilterKind::Whole, FilterKind::Partitioned] {
+        aligned_data_blocks_read_back(filter);
+    }
+}
+
+fn aligned_data_blocks_read_back(filter: FilterKind) {
     // 16-byte keys and 100-byte values, as the benchmarks write them: 4 KiB blocks of these
-    // cross page boundaries unless aligned.
+    // cross page boundaries unless aligned. 20,000 of them span several filter partitions.
     let entries = || {
-        (0..5000u32).map(|i| {
+        (0..20_000u32).map(|i| {
             let k = internal_key(format!("{i:016}").as_bytes(), SeqNo(1), ValueKind::Value);
             (k, vec![b'a' + (i % 26) as u8; 100])
         })
     };
+    let last_byte =
+        |h: &super::format::BlockHandle| h.offset + h.size + BLOCK_TRAILER_BYTES as u64 - 1;
     let crossing = |t: &Table| {
-        let last_byte =
-            |h: &super::format::BlockHandle| h.offset + h.size + BLOCK_TRAILER_BYTES as u64 - 1;
         let handles = t.data_block_handles().unwrap();
-        assert!(handles.len() > 100, "{} blocks", handles.len());
+        assert!(handles.len() > 400, "{} blocks", handles.len());
         handles
             .iter()
             .filter(|h| h.offset / 4096 != last_byte(h) / 4096)
             .count()
     };
-    let mut opts = options(IndexKind::Flat, Compression::None, FilterKind::Whole);
+    let mut opts = options(IndexKind::Flat, Compression::None, filter);
     opts.block_size = 4096;
     let (plain_fs, plain) = build_from(opts.clone(), entries());
-    assert!(crossing(&plain) > 100, "unaligned blocks cross pages");
+    assert!(crossing(&plain) > 400, "unaligned blocks cross pages");
     opts.align_blocks = true;
     let (fs, t) = build_from(opts, entries());
     assert_eq!(crossing(&t), 0);
-    assert_eq!(t.verify().unwrap(), 5000);
+    if filter == FilterKind::Partitioned {
+        assert!(t.filter_partition_handles().unwrap().len() >= 4);
+    }
+    assert_eq!(t.verify().unwrap(), 20_000);
+    // Every key is found: a partition the page cut ended holds the keys of its blocks only.
     for (k, v) in entries() {
         let uk = &k[..16];
         let got = t.get(&lookup_key(uk, SeqNo::MAX), uk, true).unwrap();
-        assert_eq!(got.map(|e| e.value), Some(v));
+        assert_eq!(got.map(|e| e.value), Some(v), "{filter:?}");
     }
     let mut it = t.iter(true);
     it.seek_to_first().unwrap();
@@ -385,6 +395,21 @@ fn aligned_data_blocks_stay_within_a_page_and_read_back() {
     }
     assert!(!it.valid());
     // The zeroes between blocks cost little: under 3% of the file.
-    let size = |fs: &MemFs| fs.file_size(Path::new("/t/1.sst")).unwrap();
+    let path = Path::new("/t/1.sst");
+    let size = |fs: &MemFs| fs.file_size(path).unwrap();
     assert!(size(&fs) * 100 < size(&plain_fs) * 103);
+    // No read looks at the zeroes, so `check` does: a byte flipped there is reported.
+    let handles = t.data_block_handles().unwrap();
+    let gap = handles
+        .windows(2)
+        .map(|w| last_byte(&w[0]) + 1)
+        .find(|end| end % 4096 != 0)
+        .unwrap();
+    fs.mutate_file(path, |b| b[gap as usize] ^= 1).unwrap();
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let damaged = Table::open(fs.open(path).unwrap(), path, FileNumber(1), cache).unwrap();
+    match Arc::new(damaged).verify() {
+        Err(Error::Corruption { .. }) => {}
+        other => panic!("a flipped zero at {gap} gave {other:?}"),
+    }
 }
