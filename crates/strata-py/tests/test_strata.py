@@ -126,9 +126,10 @@ def test_approximate_sizes_and_properties_as_plyvel(db, path):
     for i in range(4000):
         db.put(b"key%05d" % i, bytes([i % 251]) * 200)
     db.compact_range()
-    # About 200 bytes of value and 8 of key for each key in a range.
+    # About 200 bytes of value and 8 of key for each key in a range, and the zeroes that keep
+    # each 4 KiB block within a page (under 5% with entries of this size).
     whole = db.approximate_size(b"key00000", b"key04000")
-    assert 0.95 * 4000 * 216 <= whole <= 1.05 * 4000 * 216
+    assert 0.95 * 4000 * 216 <= whole <= 1.10 * 4000 * 216
     first, empty, reversed_ = db.approximate_sizes(
         (b"key00000", b"key01000"), (b"x", b"y"), (b"key02000", b"key01000")
     )
