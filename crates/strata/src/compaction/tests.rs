@@ -1,23 +1,13 @@
 use super::*;
-use crate::cache::BlockCache;
-use crate::fs::MemFs;
 use crate::key::internal_key;
 use crate::key::{FileNumber, Level, SeqNo, ValueKind};
-use crate::sstable::mapped::MappedPages;
-use crate::sstable::pinned::PinBudget;
 use crate::version::TableStore;
 use crate::version::edit::NewFile;
 
 /// A version from `(level, smallest, largest, size)` rows; the files exist only as
 /// metadata, which is all the picker reads.
 fn version(rows: &[(usize, &str, &str, u64)]) -> Arc<Version> {
-    let store = Arc::new(TableStore::new(
-        Arc::new(MemFs::new()),
-        "/db".into(),
-        Arc::new(BlockCache::new(1 << 20)),
-        Arc::new(MappedPages::new(0)),
-        Arc::new(PinBudget::new(0)),
-    ));
+    let store = Arc::new(TableStore::in_memory());
     let mut levels: [Vec<Arc<FileMeta>>; NUM_LEVELS] = Default::default();
     for (i, &(level, smallest, largest, size)) in rows.iter().enumerate() {
         let f = NewFile {

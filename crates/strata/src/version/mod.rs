@@ -3,8 +3,11 @@
 
 pub(crate) mod edit;
 pub(crate) mod open_files;
+pub(crate) mod probes;
 pub(crate) mod purge;
 pub(crate) mod set;
+
+pub(crate) use probes::Probes;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,14 +16,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, RandomAccessFile};
-use crate::key::{FileNumber, Level, NUM_LEVELS, compare_internal, user_key};
-use crate::sstable::block::Block;
+use crate::fs::FileSystem;
+use crate::key::{FileNumber, Level, NUM_LEVELS, compare_bytes, compare_internal, user_key};
 use crate::sstable::format::BlockHandle;
 use crate::sstable::mapped::MappedPages;
-use crate::sstable::parallel_read::{self, ReadRequest};
+use crate::sstable::parallel_read;
 use crate::sstable::pinned::PinBudget;
-use crate::sstable::reader::{Held, PinnedFilter, Table, TableEntry};
+use crate::sstable::reader::{Table, TableEntry};
 
 /// Where the tables of one database live, and how they are opened.
 pub(crate) struct TableStore {
@@ -44,6 +46,19 @@ pub(crate) struct TableStore {
 }
 
 impl TableStore {
+    /// A store over an empty in-memory file system, for tests of what reads only the files'
+    /// metadata.
+    #[cfg(test)]
+    pub(crate) fn in_memory() -> TableStore {
+        TableStore::new(
+            Arc::new(crate::fs::MemFs::new()),
+            "/db".into(),
+            Arc::new(BlockCache::new(1 << 20)),
+            Arc::new(MappedPages::new(0)),
+            Arc::new(PinBudget::new(0)),
+        )
+    }
+
     pub(crate) fn new(
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
@@ -357,269 +372,51 @@ impl<'a> ReadCharge<'a> {
     }
 }
 
-/// A data block that may hold a key of a batched lookup: the file it is in, its level, the
-/// block, and the file's place among those the key's lookup consulted (0 for the first).
-/// A lookup that failed before it named a block carries its error instead.
-struct Candidate<'a> {
-    key: usize,
-    level: usize,
-    file: &'a Arc<FileMeta>,
-    table: Option<&'a Table>,
-    /// `Ok(None)`: the filter passed the key, and the index names no block for it.
-    handle: Result<Option<BlockHandle>>,
-    place: u32,
+/// The largest user keys of a sorted level's files, end to end in one allocation. Finding
+/// the file that may hold a key searches two arrays, where a search of the files themselves
+/// follows two pointers for every key it compares, each a likely cache miss once a level
+/// has hundreds of files.
+#[derive(Default, Clone)]
+pub(crate) struct LevelBounds {
+    keys: Vec<u8>,
+    /// Where each file's largest user key ends in `keys`; it starts where the one before
+    /// ends.
+    ends: Vec<usize>,
 }
 
-/// A key of a batched lookup at a file whose filter it is about to ask: (key, file, table,
-/// filter).
-type FilterProbe<'a> = (usize, &'a Arc<FileMeta>, &'a Arc<Table>, Held<PinnedFilter>);
-
-/// The lists a batched lookup works through, kept from one batch to the next so that a
-/// batch allocates little of its own.
-#[derive(Default)]
-pub(crate) struct Probes<'a> {
-    /// (key, file): the file of the current level or level-0 file that may hold the key.
-    files: Vec<(usize, &'a Arc<FileMeta>)>,
-    tables: Vec<FilterProbe<'a>>,
-    /// Every block that may hold a key, found level by level from the filters and indexes
-    /// the tables hold; the blocks are read after, all together.
-    candidates: Vec<Candidate<'a>>,
-    /// By key: how many files its lookup consulted.
-    consulted: Vec<u32>,
-    /// By candidate: its block, once read.
-    blocks: Vec<Option<Arc<Block>>>,
-    /// The blocks to read from files, by candidate, with the earlier candidate of the same
-    /// block, if any.
-    reads: Vec<(usize, ReadRequest, Option<usize>)>,
-    requests: Vec<ReadRequest>,
-    /// By request: its entry of `reads`.
-    request_reads: Vec<usize>,
-    /// Handles that keep the descriptors of `requests` open until they are read.
-    keep_open: Vec<Arc<dyn RandomAccessFile>>,
-}
-
-impl<'a> Probes<'a> {
-    /// Finds, for each `(key, file)` of `self.files` (files of `level`), the data block that
-    /// may hold the key: the Bloom filters' bits first (asked for before they are read),
-    /// then the index searches for the keys the filters pass. Reads no data block.
-    fn find(&mut self, level: usize, lookups: &[&[u8]], keys: &[&[u8]], fill_cache: bool) {
-        let key = |i: usize| keys.get(i).copied().unwrap_or_default();
-        let lookup = |i: usize| lookups.get(i).copied().unwrap_or_default();
-        self.tables.clear();
-        for &(i, f) in &self.files {
-            let Some(place) = self.consulted.get_mut(i) else {
-                continue;
-            };
-            let place_now = *place;
-            *place += 1;
-            let failed = |e| Candidate {
-                key: i,
-                level,
-                file: f,
-                table: None,
-                handle: Err(e),
-                place: place_now,
-            };
-            match f.table().and_then(|t| Ok((t, t.filter()?))) {
-                Ok((t, filter)) => {
-                    filter.prefetch(key(i));
-                    self.tables.push((i, f, t, filter));
-                }
-                Err(e) => self.candidates.push(failed(e)),
-            }
+impl LevelBounds {
+    fn new(files: &[Arc<FileMeta>]) -> LevelBounds {
+        let mut bounds = LevelBounds {
+            keys: Vec::with_capacity(files.iter().map(|f| f.largest_user_key().len()).sum()),
+            ends: Vec::with_capacity(files.len()),
+        };
+        for f in files {
+            bounds.keys.extend_from_slice(f.largest_user_key());
+            bounds.ends.push(bounds.keys.len());
         }
-        // Each key's hold on its table's filter ends with this step; the index is read only
-        // for the keys the filter passes.
-        for (i, f, t, filter) in self.tables.drain(..) {
-            let place = self.consulted.get(i).map_or(0, |c| c - 1);
-            // The filter's answer, then the index's: a false positive of the filter counts
-            // only if the search reaches this file (a newer one may answer the key).
-            let handle = match t.may_contain(&filter, lookup(i), key(i), fill_cache) {
-                Ok(false) => continue,
-                Ok(true) => t
-                    .index()
-                    .and_then(|root| t.find_data_block(&root, lookup(i), fill_cache)),
-                Err(e) => Err(e),
-            };
-            self.candidates.push(Candidate {
-                key: i,
-                level,
-                file: f,
-                table: Some(t),
-                handle,
-                place,
-            });
-        }
+        bounds
     }
 
-    /// Reads the candidates' blocks: those in the cache or the mapping at once, the rest from
-    /// their files all in flight together where the kernel allows it. A read that fails
-    /// here is made again by the search, which reports its error where the lookup needs it.
-    fn read(&mut self, fill_cache: bool) {
-        self.blocks.clear();
-        self.blocks.resize(self.candidates.len(), None);
-        self.reads.clear();
-        self.keep_open.clear();
-        for (c, cand) in self.candidates.iter().enumerate() {
-            let (Ok(Some(h)), Some(t)) = (&cand.handle, cand.table) else {
-                continue;
+    /// The first file whose largest user key is at or after `key`, or the number of files
+    /// when none is.
+    fn first_at_or_after(&self, key: &[u8]) -> usize {
+        let (mut low, mut high) = (0, self.ends.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let start = match mid {
+                0 => 0,
+                _ => self.ends.get(mid - 1).copied().unwrap_or_default(),
             };
-            let h = *h;
-            // One look at the cache a block: a hit is taken at once.
-            if let Some(b) = t.cached_block(h) {
-                crate::prefetch::line(Arc::as_ptr(&b));
-                self.blocks[c] = Some(b);
-            } else if let Some((read, keep)) = t.pread_of(h, fill_cache) {
-                self.keep_open.extend(keep);
-                // Two keys in one block read it once.
-                let same = self.reads.iter().position(|&(d, _, _)| {
-                    self.candidates.get(d).is_some_and(|o| {
-                        o.table.is_some_and(|ot| std::ptr::eq(ot, t))
-                            && matches!(o.handle, Ok(Some(oh)) if oh.offset == h.offset)
-                    })
-                });
-                self.reads.push((c, read, same));
-            } else if let Ok(b) = t.read_uncached(h, fill_cache) {
-                crate::prefetch::line(Arc::as_ptr(&b));
-                self.blocks[c] = Some(b);
+            let end = self.ends.get(mid).copied().unwrap_or_default();
+            let largest = self.keys.get(start..end).unwrap_or_default();
+            if compare_bytes(largest, key).is_lt() {
+                low = mid + 1;
+            } else {
+                high = mid;
             }
         }
-        self.requests.clear();
-        self.request_reads.clear();
-        for (r, &(_, read, same)) in self.reads.iter().enumerate() {
-            if same.is_none() {
-                self.requests.push(read);
-                self.request_reads.push(r);
-            }
-        }
-        if self.requests.len() < 2 {
-            self.keep_open.clear();
-            return;
-        }
-        // Each block is checked, parsed and cached as its read lands, while the device serves
-        // the batch's other reads.
-        let (candidates, reads, blocks) = (&self.candidates, &self.reads, &mut self.blocks);
-        let request_reads = &self.request_reads;
-        let used = parallel_read::read_each(&self.requests, |q, answer| {
-            let Some(&(c, _, _)) = request_reads.get(q).and_then(|&r| reads.get(r)) else {
-                return;
-            };
-            let Some((t, &Ok(Some(h)))) = candidates
-                .get(c)
-                .and_then(|cand| Some((cand.table?, &cand.handle)))
-            else {
-                return;
-            };
-            if let (Ok(b), Some(slot)) =
-                (t.block_from_read(h, answer, fill_cache), blocks.get_mut(c))
-            {
-                crate::prefetch::line(Arc::as_ptr(&b));
-                *slot = Some(b);
-            }
-        });
-        self.keep_open.clear();
-        if !used {
-            return;
-        }
-        // Two keys in one block: the later takes the earlier's.
-        for &(c, _, same) in &self.reads {
-            let Some(d) = same else { continue };
-            let first = self
-                .reads
-                .get(d)
-                .and_then(|&(dc, _, _)| self.blocks.get(dc).cloned().flatten());
-            if let (Some(b), Some(slot)) = (first, self.blocks.get_mut(c)) {
-                *slot = Some(b);
-            }
-        }
-        if let Some(first) = self.candidates.first() {
-            let n = self.requests.len() as u64;
-            first
-                .file
-                .store
-                .parallel_reads
-                .fetch_add(n, Ordering::Relaxed);
-        }
+        low
     }
-
-    /// Searches each key's candidate blocks in the order its lookup consulted their files,
-    /// until one holds an entry of the key; charges a file read in vain when the lookup went
-    /// on to another (see [`ReadCharge`]).
-    fn search(
-        &mut self,
-        lookups: &[&[u8]],
-        keys: &[&[u8]],
-        fill_cache: bool,
-        out: &mut [Option<Result<Option<TableEntry>>>],
-        exhausted: &mut Option<ReadCompaction>,
-    ) {
-        let key = |i: usize| keys.get(i).copied().unwrap_or_default();
-        let lookup = |i: usize| lookups.get(i).copied().unwrap_or_default();
-        let mut order: Vec<usize> = (0..self.candidates.len()).collect();
-        // Level by level they were found: by key, then in the order consulted.
-        order.sort_by_key(|&c| self.candidates.get(c).map(|c| (c.key, c.place)));
-        let mut charge = ReadCharge::default();
-        let mut last_key = usize::MAX;
-        for c in order {
-            let Some(cand) = self.candidates.get_mut(c) else {
-                continue;
-            };
-            let i = cand.key;
-            if i != last_key {
-                charge = ReadCharge::default();
-                last_key = i;
-            }
-            let Some(o) = out.get_mut(i) else { continue };
-            if o.is_some() {
-                continue;
-            }
-            let (h, t) = match (
-                std::mem::replace(&mut cand.handle, Err(Error::Closed)),
-                cand.table,
-            ) {
-                (Ok(Some(h)), Some(t)) => (h, t),
-                (Ok(None), Some(t)) => {
-                    t.false_positive();
-                    continue;
-                }
-                (Err(e), _) => {
-                    *o = Some(Err(e));
-                    continue;
-                }
-                (Ok(_), None) => continue,
-            };
-            cand.handle = Ok(Some(h));
-            let block = match self.blocks.get_mut(c).and_then(Option::take) {
-                Some(b) => Ok(b),
-                None => t.read_block(h, fill_cache),
-            };
-            let found = block.and_then(|b| {
-                b.prefetch_restart_keys();
-                t.get_in_block(&b, h, lookup(i), key(i))
-            });
-            match found {
-                Ok(None) => {
-                    t.false_positive();
-                    charge.missed(cand.level, cand.file);
-                    if cand.place + 1 < self.consulted.get(i).copied().unwrap_or(0) {
-                        charge.consult(exhausted);
-                    }
-                }
-                r => *o = Some(r),
-            }
-        }
-    }
-}
-
-/// The one file of a sorted level (1 and deeper) that may hold `key`, looked up at `lookup`:
-/// the first whose largest key is at or after the lookup key, if it starts at or before it.
-fn file_for<'a>(
-    files: &'a [Arc<FileMeta>],
-    lookup: &[u8],
-    key: &[u8],
-) -> Option<&'a Arc<FileMeta>> {
-    let i = files.partition_point(|f| compare_internal(&f.largest, lookup).is_lt());
-    files.get(i).filter(|f| key >= f.smallest_user_key())
 }
 
 /// An immutable snapshot of the level structure.
@@ -633,6 +430,9 @@ pub(crate) struct Version {
     /// [`FILTERS_OUTGROW_CACHE_BYTES`]): a lookup then asks for every filter line it will
     /// probe before it probes the first.
     pub prefetch_filters: bool,
+    /// By level, the files' largest user keys laid out for [`Version::file_for`]'s search
+    /// (level 0's is empty).
+    pub bounds: [LevelBounds; NUM_LEVELS],
 }
 
 /// Filter bytes beyond which a lookup's filter probes mostly miss the CPU's caches: about a
@@ -666,7 +466,8 @@ impl Version {
         level0.chain(deeper)
     }
 
-    /// Sets [`Version::range_del_files`] and [`Version::prefetch_filters`] from the levels.
+    /// Sets [`Version::range_del_files`], [`Version::prefetch_filters`] and
+    /// [`Version::bounds`] from the levels.
     pub(crate) fn index_files(&mut self) {
         self.range_del_files = self
             .files()
@@ -682,6 +483,34 @@ impl Version {
             })
             .sum();
         self.prefetch_filters = filter_bits / 8 > FILTERS_OUTGROW_CACHE_BYTES;
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            if let Some(bounds) = self.bounds.get_mut(level) {
+                *bounds = LevelBounds::new(files);
+            }
+        }
+    }
+
+    /// The one file of sorted level `level` (1 and deeper) that may hold `key`: the first
+    /// whose largest user key is at or after `key`, if it starts at or before it. A level's
+    /// files never share a user key (`VersionSet` refuses an edit that would make two of
+    /// them overlap, and compaction cuts its outputs between user keys), so no other file
+    /// can hold a version of `key`. A lookup at a snapshot older than every version of
+    /// `key` in the file finds none there, as it should.
+    fn file_for(&self, level: usize, key: &[u8]) -> Option<&Arc<FileMeta>> {
+        let files = self.levels.get(level)?;
+        debug_assert!(
+            self.bounds
+                .get(level)
+                .is_none_or(|b| b.ends.len() == files.len()),
+            "index_files was not called after level {level} changed"
+        );
+        let i = match self.bounds.get(level) {
+            Some(bounds) if bounds.ends.len() == files.len() => bounds.first_at_or_after(key),
+            // Only a version whose levels changed after `index_files`, which the assertion
+            // above refuses in tests: still answered, by searching the files themselves.
+            _ => files.partition_point(|f| f.largest_user_key() < key),
+        };
+        files.get(i).filter(|f| key >= f.smallest_user_key())
     }
 
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
@@ -745,9 +574,7 @@ impl Version {
             .iter()
             .filter(|f| f.covers(key))
             .map(|f| (0, f));
-        let deeper = self.levels.iter().enumerate().skip(1);
-        let deeper =
-            deeper.filter_map(|(level, files)| Some((level, file_for(files, lookup, key)?)));
+        let deeper = (1..NUM_LEVELS).filter_map(|level| Some((level, self.file_for(level, key)?)));
         // The filters' lines are asked for first, all of them: their cache misses overlap,
         // where probing table by table would wait for each in turn.
         let mut tables = level0.chain(deeper);
@@ -792,9 +619,7 @@ impl Version {
         probes: &mut Probes<'a>,
         exhausted: &mut Option<ReadCompaction>,
     ) {
-        probes.candidates.clear();
-        probes.consulted.clear();
-        probes.consulted.resize(keys.len(), 0);
+        probes.start(keys.len());
         for f in &self.levels[0] {
             probes.files.clear();
             for (i, key) in keys.iter().enumerate() {
@@ -809,11 +634,11 @@ impl Version {
                 continue;
             }
             probes.files.clear();
-            for (i, (key, lookup)) in keys.iter().zip(lookups).enumerate() {
+            for (i, key) in keys.iter().enumerate() {
                 if out.get(i).is_none_or(Option::is_some) {
                     continue;
                 }
-                if let Some(f) = file_for(files, lookup, key) {
+                if let Some(f) = self.file_for(level, key) {
                     probes.files.push((i, f));
                 }
             }
@@ -895,3 +720,6 @@ pub(crate) fn io_err<'a>(
 ) -> impl FnOnce(std::io::Error) -> Error + 'a {
     move |e| Error::io(op, path, e)
 }
+
+#[cfg(test)]
+mod tests;
