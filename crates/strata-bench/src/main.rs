@@ -181,6 +181,8 @@ struct Report {
     /// The process's CPU time over the workload, user and system seconds (background work
     /// included).
     cpu: Option<(f64, f64)>,
+    /// Bytes the process read from the device over the workload (background work included).
+    device_read: Option<u64>,
 }
 
 fn ratio(x: Option<f64>) -> String {
@@ -222,7 +224,7 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
         h.value_at_quantile(0.999) as f64 / 1000.0,
         h.max() as f64 / 1000.0,
         r.cpu
-            .map_or(String::new(), |c| format!("; {}", cpu_text(c)))
+            .map_or(String::new(), |c| format!("; {}", cpu_text(c, r)))
     );
     if workloads::writes(&o.name) {
         println!(
@@ -241,9 +243,19 @@ fn print_line(engine: &str, r: &Report, prefix_engine: bool) {
     }
 }
 
-/// A workload's CPU time, as the result lines print it.
-fn cpu_text((user, system): (f64, f64)) -> String {
-    format!("CPU user {user:.1} s, system {system:.1} s")
+/// A workload's CPU time, as the result lines print it, and, where the kernel counts them,
+/// the process's reads from the device per operation: beyond memory, what each engine asked
+/// of the disk (its background work's reads included).
+fn cpu_text((user, system): (f64, f64), r: &Report) -> String {
+    let mut text = format!("CPU user {user:.1} s, system {system:.1} s");
+    if let Some(bytes) = r.device_read {
+        text.push_str(&format!(
+            ", device reads {:.1} MB ({:.2} KiB an op)",
+            bytes as f64 / 1048576.0,
+            bytes as f64 / 1024.0 / r.outcome.ops.max(1) as f64
+        ));
+    }
+    text
 }
 
 /// What a read workload answered, in a form to compare engines by: `N of M found` for
@@ -278,6 +290,7 @@ fn json_report(engine: &str, r: &Report) -> serde_json::Value {
         "peak_rss_bytes": r.peak_rss,
         "cpu_user_seconds": r.cpu.map(|c| c.0),
         "cpu_system_seconds": r.cpu.map(|c| c.1),
+        "device_read_bytes": r.device_read,
     })
 }
 
@@ -381,10 +394,14 @@ fn run_engine(
         let progress = Arc::new(AtomicU64::new(0));
         let bar = progress_bar(name, &progress, quiet);
         let cpu_before = sys::cpu_seconds();
+        let read_before = sys::read_bytes();
         let outcome = workloads::run(&engine, &p, name, &progress)?;
         let cpu = cpu_before
             .zip(sys::cpu_seconds())
             .map(|((u0, s0), (u1, s1))| (u1 - u0, s1 - s0));
+        let device_read = read_before
+            .zip(sys::read_bytes())
+            .map(|(before, after)| after.saturating_sub(before));
         if let Some((stop, handle)) = bar {
             stop.store(u64::MAX, Ordering::SeqCst);
             let _ = handle.join();
@@ -410,6 +427,7 @@ fn run_engine(
             disk_bytes: sys::dir_bytes(dir),
             peak_rss: sys::peak_rss_bytes(),
             cpu,
+            device_read,
         };
         if !quiet {
             if cli.json {
@@ -679,7 +697,7 @@ fn compare(cli: &Cli, list: &str) -> Result<(), String> {
                     .cpu
                     .filter(|_| !cli.json && !workloads::writes(&r.outcome.name))
                 {
-                    println!("{e}/{} round {round}: {}", r.outcome.name, cpu_text(cpu));
+                    println!("{e}/{} round {round}: {}", r.outcome.name, cpu_text(cpu, r));
                 }
                 if let Some((puts, rate)) = r.outcome.writer.filter(|_| !cli.json) {
                     println!(

@@ -44,6 +44,13 @@ pub fn write_bytes() -> Option<u64> {
     proc_field("/proc/self/io", "write_bytes:")
 }
 
+/// Bytes this process (all its threads) caused to be read from storage: the pages the kernel
+/// fetched from the device for its reads and page faults, not those the page cache already
+/// held. Over a read workload beyond memory, this per lookup is what the disk was asked for.
+pub fn read_bytes() -> Option<u64> {
+    proc_field("/proc/self/io", "read_bytes:")
+}
+
 /// The size of every file under `dir`.
 pub fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
