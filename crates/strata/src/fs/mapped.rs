@@ -109,6 +109,12 @@ impl MappedLog {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        // Each page's first store would otherwise fault on its own, one trap a page for
+        // the writer; asked for together, the kernel sets them all up in one call. A kernel
+        // without MADV_POPULATE_WRITE (before Linux 5.14) refuses, and the stores fault as
+        // before.
+        // SAFETY: advice on the mapping just made, of its whole length.
+        let _ = unsafe { libc::madvise(p, CHUNK, libc::MADV_POPULATE_WRITE) };
         self.map = p.cast();
         self.chunk_start = start;
         Ok(())
