@@ -76,9 +76,30 @@ pub struct Params {
 
 /// db_bench's key: the number zero-padded to `key_size` digits.
 pub fn key(n: u64, size: usize) -> Vec<u8> {
-    let mut k = format!("{n:0size$}").into_bytes();
-    k.truncate(size.max(1));
+    let mut k = Vec::with_capacity(size.max(1));
+    key_into(n, size, &mut k);
     k
+}
+
+/// [`key`] into `out`, replacing what it held: the workloads' loops keep one buffer rather
+/// than format and allocate a key for every operation, as db_bench does. A number with more
+/// digits than `size` keeps its first `size` (and a size of 0 its first digit).
+pub fn key_into(mut n: u64, size: usize, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let digits = &digits[start..];
+    let size = size.max(1);
+    out.clear();
+    out.resize(size.saturating_sub(digits.len()), b'0');
+    out.extend_from_slice(&digits[..digits.len().min(size)]);
 }
 
 /// A small, fast generator (xorshift*), seeded per thread.
@@ -210,12 +231,13 @@ fn write(
         let mut rng = Rng::new(p.seed + t as u64 * 7919 + 1);
         let values = Values::new(p.seed);
         let mut bytes = 0;
+        let mut k = Vec::with_capacity(p.key_size);
         for i in 0..per_thread {
             let n = match order {
                 Order::Seq => t as u64 * per_thread + i,
                 Order::Random => rng.below(p.num),
             };
-            let k = key(n, p.key_size);
+            key_into(n, p.key_size, &mut k);
             let v = values.of_key(n, p.generation, p.value_size);
             let start = Instant::now();
             engine.put(&k, v, sync)?;
@@ -247,12 +269,13 @@ fn delete(
     let per_thread = p.num / p.threads as u64;
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 31 + 5);
+        let mut k = Vec::with_capacity(p.key_size);
         for i in 0..per_thread {
             let n = match order {
                 Order::Seq => t as u64 * per_thread + i,
                 Order::Random => rng.below(p.num),
             };
-            let k = key(n, p.key_size);
+            key_into(n, p.key_size, &mut k);
             let start = Instant::now();
             engine.delete(&k, p.sync)?;
             record(h, start);
@@ -284,8 +307,9 @@ fn read_random(
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 104_729 + 3);
         let (mut bytes, mut found, mut hash) = (0, 0, 0u64);
+        let mut k = Vec::with_capacity(p.key_size);
         for _ in 0..p.reads {
-            let mut k = key(rng.below(p.num), p.key_size);
+            key_into(rng.below(p.num), p.key_size, &mut k);
             if missing {
                 // db_bench's missing keys: a real key with one byte changed past the digits.
                 if let Some(last) = k.last_mut() {
@@ -371,8 +395,9 @@ fn seek_random(engine: &dyn Engine, p: &Params, progress: &Arc<AtomicU64>) -> Re
     let (hist, ops, bytes, found, seconds) = run_threads(p.threads, progress, |t, h, progress| {
         let mut rng = Rng::new(p.seed + t as u64 * 15_485_863 + 11);
         let (mut found, mut hash) = (0, 0u64);
+        let mut k = Vec::with_capacity(p.key_size);
         for _ in 0..p.reads {
-            let k = key(rng.below(p.num), p.key_size);
+            key_into(rng.below(p.num), p.key_size, &mut k);
             let start = Instant::now();
             let landed = engine.seek(&k, &mut |at| hash = hash.wrapping_add(hash_key(0, at)))?;
             record(h, start);
@@ -547,4 +572,25 @@ pub fn writes(name: &str) -> bool {
         name,
         "fillseq" | "fillrandom" | "overwrite" | "fillsync" | "deleteseq" | "deleterandom"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys are db_bench's: the number zero-padded to the size, by the standard
+    /// formatter, cut to the size when the number is longer.
+    #[test]
+    fn keys_are_zero_padded_numbers_cut_to_the_size() {
+        let mut buf = b"left over".to_vec();
+        for size in [0usize, 1, 2, 5, 16, 20, 24] {
+            for n in [0u64, 7, 42, 99_999, 123_456_789, 10_000_000_000, u64::MAX] {
+                let mut expected = format!("{n:0size$}").into_bytes();
+                expected.truncate(size.max(1));
+                key_into(n, size, &mut buf);
+                assert_eq!(buf, expected, "n {n}, size {size}");
+                assert_eq!(key(n, size), expected, "n {n}, size {size}");
+            }
+        }
+    }
 }
