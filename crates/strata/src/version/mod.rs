@@ -496,8 +496,9 @@ impl Version {
     /// them overlap, and compaction cuts its outputs between user keys), so no other file
     /// can hold a version of `key`. A lookup at a snapshot older than every version of
     /// `key` in the file finds none there, as it should.
+    #[inline]
     fn file_for(&self, level: usize, key: &[u8]) -> Option<&Arc<FileMeta>> {
-        let files = self.levels.get(level)?;
+        let files = self.levels.get(level).filter(|files| !files.is_empty())?;
         debug_assert!(
             self.bounds
                 .get(level)
