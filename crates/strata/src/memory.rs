@@ -20,6 +20,22 @@ pub fn process_memory_limit() -> u64 {
     })
 }
 
+/// Gives the heap's free memory back to the system. The C library's allocator keeps what
+/// compactions and flushes free (their block, index and filter buffers, tens of megabytes
+/// across its arenas) for later allocations, and the process is charged for it; under a
+/// memory limit that counts the page cache, each of those megabytes is a megabyte less of
+/// the tables the page cache can hold. Called when background work goes idle: 20M entries
+/// under 384 MiB, the process's anonymous memory went from 95 to 56 MB and the page cache
+/// from 284 to 322 MB. Where the allocator is not glibc's, does nothing.
+pub(crate) fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim walks the allocator's own free lists under its own locks, and
+    // returns only memory no allocation holds.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The machine's physical memory, from `/proc/meminfo`.
 fn physical_memory() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;

@@ -448,6 +448,8 @@ impl DbInner {
     }
 
     pub(super) fn compaction_loop(self: &Arc<Self>) {
+        // Whether this thread ran a compaction since it last gave free memory back.
+        let mut worked = false;
         loop {
             let mut st = lock(&self.state);
             let (family, picked) = loop {
@@ -460,8 +462,18 @@ impl DbInner {
                 {
                     break p;
                 }
+                if worked {
+                    // Going idle: what the compactions freed goes back to the system, for
+                    // the page cache to use, before this thread waits.
+                    drop(st);
+                    crate::memory::release_free_heap();
+                    worked = false;
+                    st = lock(&self.state);
+                    continue;
+                }
                 st = self.bg_cv.wait(st).unwrap_or_else(|e| e.into_inner());
             };
+            worked = true;
             drop(st);
             if picked.for_reads {
                 self.counters
