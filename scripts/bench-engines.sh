@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The engine comparisons docs/BENCHMARKS.md records, each writing its table to
 # docs/bench/NAME.txt and its chart to docs/bench/NAME.svg:
-#   scripts/bench-engines.sh [SCENARIO...]     (default: all of them, about 1.5 hours)
-# Scenarios: 1m, 1m-idle, 1m-lz4, 1m-zstd, fillsync, big, big-lz4, big-zstd, huge. The big ones
+#   scripts/bench-engines.sh [SCENARIO...]     (default: all but huge and big-others, 1.5 hours)
+# Scenarios: 1m, 1m-idle, 1m-lz4, 1m-zstd, fillsync, big, big-lz4, big-zstd, huge, and big-others
+# (LevelDB and fjall on big; only when named). The big ones
 # run under a 384 MiB memory limit (page cache included) with scripts/memory-limit.sh, as root;
 # huge (100M writes, about 12 GB) under 1 GiB, in about an hour and a half. Reads while writing
 # hold every engine's writer to one rate (db_bench's --benchmark_write_rate_limit).
@@ -58,6 +59,10 @@ scenario() {
         scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb \
         --rounds=1 --num=20000000 --reads=100000 --benchmark_write_rate_limit=$write_rate \
         --benchmarks="$big" ;;
+  # LevelDB and fjall on the big scenario, without readwhilewriting (see docs/BENCHMARKS.md).
+  big-others) run big-others "20M entries under 384 MiB: LevelDB and fjall, one round" \
+        scripts/memory-limit.sh 384 "$bench" --compare=strata,leveldb,fjall \
+        --rounds=1 --num=20000000 --reads=100000 --benchmarks="${big%,readwhilewriting}" ;;
   big-lz4) run big-lz4 "20M entries under 384 MiB, lz4: one round" \
         scripts/memory-limit.sh 384 "$bench" --compare=strata,rocksdb --rounds=1 \
         --num=20000000 --reads=100000 --compression_type=lz4 \
