@@ -68,7 +68,7 @@ impl MappedLog {
             after_sync: false,
             pending: Vec::new(),
         };
-        match log.map_chunk(0) {
+        match log.map_chunk(0, false) {
             Ok(()) => Ok(Some(log)),
             // No fallocate, or no shared mappings, on this file system.
             Err(e)
@@ -84,7 +84,7 @@ impl MappedLog {
     }
 
     /// Reserves and maps the chunk at `start`, replacing the current mapping.
-    fn map_chunk(&mut self, start: u64) -> io::Result<()> {
+    fn map_chunk(&mut self, start: u64, populate: bool) -> io::Result<()> {
         self.unmap();
         let fd = self.file.as_raw_fd();
         let offset = libc::off_t::try_from(start)
@@ -109,12 +109,16 @@ impl MappedLog {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        // Each page's first store would otherwise fault on its own, one trap a page for
-        // the writer; asked for together, the kernel sets them all up in one call. A kernel
-        // without MADV_POPULATE_WRITE (before Linux 5.14) refuses, and the stores fault as
-        // before.
-        // SAFETY: advice on the mapping just made, of its whole length.
-        let _ = unsafe { libc::madvise(p, CHUNK, libc::MADV_POPULATE_WRITE) };
+        if populate {
+            // Each page's first store would otherwise fault on its own, one trap a page for
+            // the writer; asked for together, the kernel sets them all up in one call. The
+            // pages are then dirty zeroes, which the next sync writes out whole, so only a
+            // chunk that stores through the mapping asks (not one `pwrite` fills after a
+            // sync). A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses, and
+            // the stores fault as before.
+            // SAFETY: advice on the mapping just made, of its whole length.
+            let _ = unsafe { libc::madvise(p, CHUNK, libc::MADV_POPULATE_WRITE) };
+        }
         self.map = p.cast();
         self.chunk_start = start;
         Ok(())
@@ -136,7 +140,7 @@ impl MappedLog {
     fn write_at_end(&mut self, bytes: &[u8], written: &mut usize) -> io::Result<()> {
         while let Some(rest) = bytes.get(*written..).filter(|r| !r.is_empty()) {
             if self.map.is_null() || self.len == self.chunk_start + CHUNK as u64 {
-                self.map_chunk(self.len - self.len % CHUNK as u64)?;
+                self.map_chunk(self.len - self.len % CHUNK as u64, false)?;
             }
             let room = (self.chunk_start + CHUNK as u64 - self.len) as usize;
             let (head, _) = rest.split_at(rest.len().min(room));
@@ -168,7 +172,7 @@ impl WritableFile for MappedLog {
             if self.map.is_null() || self.len == chunk_end {
                 // Chunks are laid end to end from offset 0, so `len` starts the next one
                 // (or, after a failed attempt, the one that failed).
-                self.map_chunk(self.len - self.len % CHUNK as u64)?;
+                self.map_chunk(self.len - self.len % CHUNK as u64, true)?;
             }
             let at = (self.len - self.chunk_start) as usize;
             let n = data.len().min(CHUNK - at);
