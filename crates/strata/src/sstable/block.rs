@@ -14,6 +14,7 @@ use std::cmp::Ordering;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use super::heads::Heads;
 use crate::coding::{Reader, put_u32, put_varint, u32_at};
 use crate::error::{DecodeError, Error, Result};
 use crate::fs::MappedBytes;
@@ -122,62 +123,6 @@ pub(crate) struct Block {
     heads: Option<Box<Heads>>,
 }
 
-/// Eight bytes of the user key of every restart key, past a prefix, as big-endian words in
-/// one dense array.
-///
-/// A seek in a large index block is a binary search over thousands of restart keys, each
-/// probe a cache miss into the restart array and another into the entry. The heads turn
-/// it into a binary search over eight-byte words that sit side by side; only restart keys
-/// whose head equals the target's are compared whole. A head preserves order one way:
-/// `a < b` gives `head(a) <= head(b)`, so `head(a) < head(b)` proves `a < b`.
-///
-/// The prefix is the one the keys between the first and the last share: a table whose last
-/// key lies elsewhere in the key space (a key of another kind, after all the others) would
-/// otherwise leave no shared prefix, and heads that all read alike. A key without the prefix
-/// heads as 0 when it sorts before the prefixed keys and as `u64::MAX` after them, which
-/// keeps the order.
-struct Heads {
-    prefix: Vec<u8>,
-    words: Vec<u64>,
-}
-
-/// Heads equal to a target's walked one by one before a binary search finds the rest.
-const EQUAL_HEADS_WALKED: usize = 8;
-
-impl Heads {
-    fn word(rest: &[u8]) -> u64 {
-        let mut w = [0u8; 8];
-        for (d, s) in w.iter_mut().zip(rest) {
-            *d = *s;
-        }
-        u64::from_be_bytes(w)
-    }
-
-    /// The head of `user_key` under `prefix`.
-    fn head(prefix: &[u8], user_key: &[u8]) -> u64 {
-        match user_key.strip_prefix(prefix) {
-            Some(rest) => Heads::word(rest),
-            None if user_key < prefix => 0,
-            None => u64::MAX,
-        }
-    }
-
-    /// The restart points whose keys may equal or straddle `user_key`: all before the range
-    /// sort below it, all after above it.
-    fn candidates(&self, user_key: &[u8]) -> std::ops::Range<usize> {
-        let w = Heads::head(&self.prefix, user_key);
-        let lo = self.words.partition_point(|&h| h < w);
-        // Few heads, most often none or one, equal the target's, and they follow `lo` on its
-        // cache line: a short walk finds their end without a second binary search's misses.
-        let rest = self.words.get(lo..).unwrap_or_default();
-        let equal = match rest.iter().take(EQUAL_HEADS_WALKED).position(|&h| h != w) {
-            Some(n) => n,
-            None => rest.partition_point(|&h| h <= w),
-        };
-        lo..lo + equal
-    }
-}
-
 /// Where a block's bytes live: read into memory, or in place in a mapped file.
 pub(crate) enum BlockData {
     Owned(Vec<u8>),
@@ -250,12 +195,9 @@ impl Block {
         for i in 0..self.num_restarts {
             words.push(Heads::head(&prefix, user_key(i)?));
         }
-        if words.is_sorted() {
-            self.heads = Some(Box::new(Heads { prefix, words }));
-            Ok(self)
-        } else {
-            Err(DecodeError("index keys out of order"))
-        }
+        let heads = Heads::new(prefix, &words).ok_or(DecodeError("index keys out of order"))?;
+        self.heads = Some(Box::new(heads));
+        Ok(self)
     }
 
     /// Where a seek for the internal key `target` lands when the search heads alone settle
@@ -284,11 +226,7 @@ impl Block {
 
     /// Bytes held: the contents and any search heads.
     pub(crate) fn size(&self) -> usize {
-        self.data.len()
-            + self
-                .heads
-                .as_ref()
-                .map_or(0, |h| h.prefix.len() + 8 * h.words.len())
+        self.data.len() + self.heads.as_ref().map_or(0, |h| h.size())
     }
 
     /// The key stored at a restart point (stored whole, with no shared prefix).
@@ -740,34 +678,6 @@ mod tests {
         assert!(Block::new(vec![1, 0]).is_err());
         assert!(Block::new(vec![0, 0, 0, 0]).is_err());
         assert!(Block::new(vec![9, 0, 0, 0]).is_err());
-    }
-
-    /// The candidates of a target are exactly the restart points whose heads equal its
-    /// head, or the empty range where the heads rise past it: for runs of equal heads
-    /// shorter and longer than the walk.
-    #[test]
-    fn candidates_are_the_restarts_whose_heads_equal_the_target() {
-        let mut words = vec![1u64, 4];
-        words.extend(std::iter::repeat_n(6, 3));
-        words.extend(std::iter::repeat_n(9, 30));
-        words.extend([12, 12, u64::MAX]);
-        let heads = Heads {
-            prefix: Vec::new(),
-            words: words.clone(),
-        };
-        for target in [0u64, 1, 3, 4, 6, 7, 9, 10, 12, 13, u64::MAX] {
-            let got = heads.candidates(&target.to_be_bytes());
-            let equal: Vec<usize> = (0..words.len()).filter(|&i| words[i] == target).collect();
-            match equal.first() {
-                Some(&first) => assert_eq!(got, first..first + equal.len(), "target {target}"),
-                None => {
-                    assert!(got.is_empty(), "target {target}: {got:?}");
-                    // Where it would go: after every smaller head, before every larger.
-                    assert!(words[..got.start].iter().all(|&h| h < target));
-                    assert!(words[got.start..].iter().all(|&h| h > target));
-                }
-            }
-        }
     }
 
     /// Seeks with search heads land where seeks without them do, over internal keys of

@@ -5,6 +5,7 @@ mod block_io;
 pub(crate) mod builder;
 pub(crate) mod filter;
 pub(crate) mod format;
+mod heads;
 pub(crate) mod mapped;
 pub(crate) mod parallel_read;
 pub(crate) mod pinned;
