@@ -99,7 +99,8 @@ pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
 
 impl Engine for StrataEngine {
     fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
-        let mut b = WriteBatch::new();
+        // Sized for the put, as `Db::put` sizes its batch: no growth while it is filled.
+        let mut b = WriteBatch::with_capacity(key.len() + value.len() + 16);
         b.put(key, value);
         self.db.write(b, WriteOptions { sync }).map_err(err)
     }

@@ -1,8 +1,8 @@
 //! The write path: writers queue up, a leader logs the group to the WAL in one record and
 //! applies it to the memtable, and a full memtable is switched for a new one with a new WAL.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::queue::{QueuedWrite, Writer};
@@ -67,24 +67,26 @@ impl DbInner {
     /// Joins the write queue with `kind` and returns once it is done: by this thread as the
     /// leader of a group, or by another leader whose group took it in.
     pub(super) fn join_write_queue(&self, kind: QueuedWrite, sync: bool) -> Result<()> {
-        let w = Arc::new(Writer {
-            kind,
-            sync,
-            done: AtomicBool::new(false),
-            result: Mutex::new(None),
-        });
+        let w = Writer::reuse_or_new(kind, sync);
+        let result = self.write_as(&w);
+        w.keep_for_reuse();
+        result
+    }
+
+    /// [`DbInner::join_write_queue`] for the writer `w`, not yet queued.
+    fn write_as(&self, w: &Arc<Writer>) -> Result<()> {
         let mut st = lock(&self.state);
-        st.queue.push_back(w.clone());
-        if sync && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+        st.queue.push_back(Arc::clone(w));
+        if w.sync && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, w)) {
             drop(st);
-            if yield_until_done(&w) {
+            if yield_until_done(w) {
                 return lock(&w.result).take().unwrap_or(Ok(()));
             }
             st = lock(&self.state);
         }
         // Acquire: pairs with the Release store by the leader that completed this writer.
         while !w.done.load(Ordering::Acquire)
-            && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, &w))
+            && !st.queue.front().is_some_and(|f| Arc::ptr_eq(f, w))
         {
             st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
@@ -128,7 +130,7 @@ impl DbInner {
                 self.writer_cv.notify_all();
                 return Err(e);
             }
-            group.push(w.clone());
+            group.push(Arc::clone(w));
             bytes = first_size;
             sync_group = w.sync;
         }
@@ -181,7 +183,7 @@ impl DbInner {
         drop(st);
 
         let result = self.write_group(&group, first_seq, sync_group, &mems, bytes);
-        self.complete_group(&w, group, result, last_seq)
+        self.complete_group(w, group, result, last_seq)
     }
 
     /// Publishes a group's writes to readers (or poisons the database when they failed),

@@ -185,31 +185,65 @@ mod tests {
         assert!(Heads::new(Vec::new(), &[]).is_some());
     }
 
+    /// The candidates of a target, found by scanning the words one by one.
+    fn scanned(words: &[u64], target: u64) -> std::ops::Range<usize> {
+        let below = words.iter().filter(|&&h| h < target).count();
+        let equal = words.iter().filter(|&&h| h == target).count();
+        below..below + equal
+    }
+
+    /// Heads of the sizes where lines and levels begin and end, with long runs of 0 and of
+    /// `u64::MAX` (the heads of keys before and after a block's prefix), against every word
+    /// and its neighbours.
+    #[test]
+    fn candidates_at_the_edges_of_lines_and_levels() {
+        for len in [0usize, 1, 7, 8, 9, 63, 64, 65, 511, 512, 513] {
+            for (zeroes, tops) in [(0, 0), (9, 0), (0, 9), (12, 20)] {
+                let mut words = vec![0u64; zeroes];
+                words.extend((0..len as u64).map(|i| 2 + 2 * (i / 3)));
+                words.extend(std::iter::repeat_n(u64::MAX, tops));
+                let heads = Heads::new(Vec::new(), &words).unwrap();
+                let targets = words
+                    .iter()
+                    .flat_map(|&w| [w.saturating_sub(1), w, w.saturating_add(1)]);
+                for target in targets.chain([0, 1, u64::MAX - 1, u64::MAX]) {
+                    assert_eq!(
+                        heads.candidates(&target.to_be_bytes()),
+                        scanned(&words, target),
+                        "{len} words, {zeroes} zeroes, {tops} tops, target {target}"
+                    );
+                }
+            }
+        }
+    }
+
     proptest! {
         /// Over heads of every size from none to five levels' worth, with runs of equal
-        /// heads and `u64::MAX` among them, the candidates of any target are the heads equal
-        /// to it, found by scanning the words one by one.
+        /// heads and of `u64::MAX` among them, the candidates of targets at, between and
+        /// beside the heads are the heads equal to them.
         #[test]
         fn candidates_match_a_scan_of_the_words(
-            steps in proptest::collection::vec(0u64..4, 0..5000),
-            top in any::<bool>(),
-            targets in proptest::collection::vec(0u64..20_000, 1..40),
+            steps in proptest::collection::vec(
+                prop_oneof![4 => Just(0u64), 3 => 1u64..4, 1 => 4u64..1000],
+                0..5000,
+            ),
+            tops in 0usize..20,
+            picks in proptest::collection::vec((any::<prop::sample::Index>(), -1i64..=1), 1..40),
         ) {
-            // Words climbing by steps of 0 to 3 from 1: runs of equal heads and gaps.
+            // Words climbing from 0 by steps: runs of equal heads, and gaps.
             let mut words: Vec<u64> = steps
                 .iter()
-                .scan(1u64, |w, s| { *w += s; Some(*w) })
+                .scan(0u64, |w, s| { *w += s; Some(*w) })
                 .collect();
-            if top {
-                words.extend([u64::MAX; 3]);
-            }
+            words.extend(std::iter::repeat_n(u64::MAX, tops));
             let heads = Heads::new(Vec::new(), &words).unwrap();
-            for target in targets.into_iter().chain([0, 1, u64::MAX - 1, u64::MAX]) {
-                let below = words.iter().filter(|&&h| h < target).count();
-                let equal = words.iter().filter(|&&h| h == target).count();
+            let near = picks.iter().filter(|_| !words.is_empty()).map(|(i, d)| {
+                words[i.index(words.len())].saturating_add_signed(*d)
+            });
+            for target in near.chain([0, 1, u64::MAX - 1, u64::MAX]) {
                 prop_assert_eq!(
                     heads.candidates(&target.to_be_bytes()),
-                    below..below + equal,
+                    scanned(&words, target),
                     "target {}", target
                 );
             }
