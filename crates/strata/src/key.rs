@@ -88,6 +88,39 @@ pub(crate) fn lookup_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
     internal_key(user_key, seq, SEEK_KIND)
 }
 
+/// Bytes of a [`LookupKey`] kept without an allocation.
+const INLINE_LOOKUP_BYTES: usize = 64;
+
+/// [`lookup_key`] without an allocation for keys of up to 56 bytes: a point lookup builds
+/// one on every call, and for a key no table holds the allocation was a fair share of it.
+pub(crate) enum LookupKey {
+    Inline([u8; INLINE_LOOKUP_BYTES], usize),
+    Heap(Vec<u8>),
+}
+
+impl LookupKey {
+    pub(crate) fn new(user_key: &[u8], seq: SeqNo) -> LookupKey {
+        let len = user_key.len() + TRAILER_BYTES;
+        let mut inline = [0u8; INLINE_LOOKUP_BYTES];
+        match inline.get_mut(..len) {
+            Some(dst) => {
+                let (key, trailer) = dst.split_at_mut(user_key.len());
+                key.copy_from_slice(user_key);
+                trailer.copy_from_slice(&pack_trailer(seq, SEEK_KIND).to_le_bytes());
+                LookupKey::Inline(inline, len)
+            }
+            None => LookupKey::Heap(lookup_key(user_key, seq)),
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            LookupKey::Inline(bytes, len) => bytes.get(..*len).unwrap_or_default(),
+            LookupKey::Heap(v) => v,
+        }
+    }
+}
+
 /// A borrowed, decoded internal key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ParsedKey<'a> {
@@ -150,6 +183,28 @@ pub(crate) fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lookup key built in place is the one built on the heap, byte for byte, for keys
+    /// shorter than, as long as and longer than its room.
+    #[test]
+    fn lookup_keys_in_place_match_lookup_keys() {
+        for len in [0, 1, 16, 55, 56, 57, 200] {
+            let key: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            for seq in [SeqNo(0), SeqNo(1), SeqNo(0x1234_5678), SeqNo::MAX] {
+                let built = LookupKey::new(&key, seq);
+                assert_eq!(
+                    built.bytes(),
+                    lookup_key(&key, seq),
+                    "len {len}, seq {seq:?}"
+                );
+                assert_eq!(
+                    matches!(built, LookupKey::Inline(..)),
+                    len <= 56,
+                    "len {len}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn compare_bytes_agrees_with_slice_order() {

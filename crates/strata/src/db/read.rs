@@ -11,7 +11,7 @@ use super::state::DbInner;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator as _;
 use crate::key::{
-    SEEK_KIND, SeqNo, ValueKind, append_internal_key, lookup_key, parse_internal_key,
+    LookupKey, SEEK_KIND, SeqNo, ValueKind, append_internal_key, lookup_key, parse_internal_key,
 };
 use crate::memtable::Lookup;
 use crate::mutex::lock;
@@ -165,11 +165,11 @@ impl DbInner {
                 Lookup::Absent => {}
             }
         }
-        let lookup = lookup_key(key, seq);
+        let lookup = LookupKey::new(key, seq);
         let mut exhausted = None;
         let found = sv
             .version
-            .get(&lookup, key, !options.skip_cache, &mut exhausted);
+            .get(lookup.bytes(), key, !options.skip_cache, &mut exhausted);
         if let Some(rc) = exhausted {
             self.ask_read_compaction(family.id, rc);
         }

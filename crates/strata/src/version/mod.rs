@@ -433,6 +433,9 @@ pub(crate) struct Version {
     /// By level, the files' largest user keys laid out for [`Version::file_for`]'s search
     /// (level 0's is empty).
     pub bounds: [LevelBounds; NUM_LEVELS],
+    /// One past the deepest level that holds a file (at least 1): a lookup walks levels
+    /// `1..depth`, not the empty ones of all [`NUM_LEVELS`] below them.
+    pub depth: usize,
 }
 
 /// Filter bytes beyond which a lookup's filter probes mostly miss the CPU's caches: about a
@@ -466,9 +469,14 @@ impl Version {
         level0.chain(deeper)
     }
 
-    /// Sets [`Version::range_del_files`], [`Version::prefetch_filters`] and
-    /// [`Version::bounds`] from the levels.
+    /// Sets [`Version::range_del_files`], [`Version::prefetch_filters`],
+    /// [`Version::bounds`] and [`Version::depth`] from the levels.
     pub(crate) fn index_files(&mut self) {
+        self.depth = self
+            .levels
+            .iter()
+            .rposition(|files| !files.is_empty())
+            .map_or(1, |deepest| deepest + 1);
         self.range_del_files = self
             .files()
             .filter(|(_, f)| f.range_deletions > 0)
@@ -575,7 +583,15 @@ impl Version {
             .iter()
             .filter(|f| f.covers(key))
             .map(|f| (0, f));
-        let deeper = (1..NUM_LEVELS).filter_map(|level| Some((level, self.file_for(level, key)?)));
+        debug_assert!(
+            self.levels
+                .iter()
+                .skip(self.depth.max(1))
+                .all(Vec::is_empty),
+            "index_files was not called after a level below depth {} gained files",
+            self.depth
+        );
+        let deeper = (1..self.depth).filter_map(|level| Some((level, self.file_for(level, key)?)));
         // The filters' lines are asked for first, all of them: their cache misses overlap,
         // where probing table by table would wait for each in turn.
         let mut tables = level0.chain(deeper);
