@@ -24,10 +24,12 @@ fn version(rows: &[(usize, &str, &str, u64)]) -> Arc<Version> {
         };
         levels[level].push(Arc::new(FileMeta::new(store.clone(), &f)));
     }
-    Arc::new(Version {
+    let mut v = Version {
         levels,
         ..Version::default()
-    })
+    };
+    v.index_files();
+    Arc::new(v)
 }
 
 fn picked(v: &Arc<Version>, pointer: &str) -> (FileNumber, Vec<FileNumber>) {

@@ -57,9 +57,12 @@ impl DbInner {
                 Lookup::Absent => {}
             }
         }
-        let found = sv
-            .version
-            .get(&lookup_key(key, SeqNo::MAX), key, true, &mut None)?;
+        let found = sv.version.get(
+            LookupKey::new(key, SeqNo::MAX).bytes(),
+            key,
+            true,
+            &mut None,
+        )?;
         match found {
             Some(e) => newest(e.seq, e.kind != ValueKind::Delete),
             None => Ok(None),

@@ -433,8 +433,10 @@ pub(crate) struct Version {
     /// By level, the files' largest user keys laid out for [`Version::file_for`]'s search
     /// (level 0's is empty).
     pub bounds: [LevelBounds; NUM_LEVELS],
-    /// One past the deepest level that holds a file (at least 1): a lookup walks levels
-    /// `1..depth`, not the empty ones of all [`NUM_LEVELS`] below them.
+    /// One past the deepest level that holds a file (at least 1 once [`Version::index_files`]
+    /// has run; 0 in an empty default): a lookup walks levels `1..depth`, not the empty ones
+    /// of all [`NUM_LEVELS`] below them. Only `VersionSet::apply_files` changes a live
+    /// version's levels, and it indexes them again.
     pub depth: usize,
 }
 
@@ -455,7 +457,10 @@ impl Version {
         let (level0, deeper): (&[Arc<FileMeta>], &[Vec<Arc<FileMeta>>]) =
             match self.range_del_files.is_empty() {
                 true => (&[], &[]),
-                false => (&self.levels[0], &self.levels[1..]),
+                false => (
+                    &self.levels[0],
+                    self.levels.get(1..self.depth).unwrap_or_default(),
+                ),
             };
         let level0 = level0
             .iter()

@@ -30,6 +30,43 @@ fn level_of(ranges: &[(Vec<u8>, Vec<u8>)]) -> Version {
     v
 }
 
+/// A version's depth is one past its deepest level with a file, whatever lies between (the
+/// model tests check the lookups that walk it).
+#[test]
+fn depth_reaches_the_deepest_level_with_a_file() {
+    let store = Arc::new(TableStore::in_memory());
+    let file = |level: usize, number: u64| {
+        Arc::new(FileMeta::new(
+            store.clone(),
+            &NewFile {
+                level: Level(level),
+                number: FileNumber(number),
+                size: 1,
+                smallest: internal_key(b"a", SeqNo(7), ValueKind::Value),
+                largest: internal_key(b"z", SeqNo(3), ValueKind::Value),
+                entries: 1,
+                deletions: 0,
+                range_deletions: 0,
+                filter_millibits: None,
+                family: 0,
+            },
+        ))
+    };
+    let mut v = Version::default();
+    v.index_files();
+    assert_eq!(v.depth, 1, "an empty tree");
+    v.levels[0].push(file(0, 1));
+    v.index_files();
+    assert_eq!(v.depth, 1, "level 0 alone");
+    v.levels[3].push(file(3, 2));
+    v.index_files();
+    assert_eq!(v.depth, 4, "levels 0 and 3");
+    assert!(v.file_for(3, b"m").is_some());
+    v.levels[NUM_LEVELS - 1].push(file(NUM_LEVELS - 1, 3));
+    v.index_files();
+    assert_eq!(v.depth, NUM_LEVELS, "the last level");
+}
+
 /// Keys from a small alphabet, so that some are prefixes of others, and the empty key.
 fn keys() -> impl Strategy<Value = BTreeSet<Vec<u8>>> {
     prop::collection::btree_set(prop::collection::vec(b'a'..=b'd', 0..6), 1..60)
