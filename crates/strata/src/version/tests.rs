@@ -6,25 +6,35 @@ use super::*;
 use crate::key::{SeqNo, ValueKind, internal_key};
 use crate::version::edit::NewFile;
 
+/// A file of `level` numbered `number` over the user keys `smallest..=largest`.
+fn file_meta(
+    store: &Arc<TableStore>,
+    level: usize,
+    number: u64,
+    (smallest, largest): (&[u8], &[u8]),
+) -> Arc<FileMeta> {
+    let f = NewFile {
+        level: Level(level),
+        number: FileNumber(number),
+        size: 1,
+        smallest: internal_key(smallest, SeqNo(7), ValueKind::Value),
+        largest: internal_key(largest, SeqNo(3), ValueKind::Value),
+        entries: 1,
+        deletions: 0,
+        range_deletions: 0,
+        filter_millibits: None,
+        family: 0,
+    };
+    Arc::new(FileMeta::new(store.clone(), &f))
+}
+
 /// A sorted level whose files hold the user-key ranges `ranges`, given in key order and
 /// not overlapping, after [`Version::index_files`] as `VersionSet` calls it.
 fn level_of(ranges: &[(Vec<u8>, Vec<u8>)]) -> Version {
     let store = Arc::new(TableStore::in_memory());
     let mut v = Version::default();
     for (i, (smallest, largest)) in ranges.iter().enumerate() {
-        let f = NewFile {
-            level: Level(1),
-            number: FileNumber(i as u64 + 1),
-            size: 1,
-            smallest: internal_key(smallest, SeqNo(7), ValueKind::Value),
-            largest: internal_key(largest, SeqNo(3), ValueKind::Value),
-            entries: 1,
-            deletions: 0,
-            range_deletions: 0,
-            filter_millibits: None,
-            family: 0,
-        };
-        v.levels[1].push(Arc::new(FileMeta::new(store.clone(), &f)));
+        v.levels[1].push(file_meta(&store, 1, i as u64 + 1, (smallest, largest)));
     }
     v.index_files();
     v
@@ -35,23 +45,7 @@ fn level_of(ranges: &[(Vec<u8>, Vec<u8>)]) -> Version {
 #[test]
 fn depth_reaches_the_deepest_level_with_a_file() {
     let store = Arc::new(TableStore::in_memory());
-    let file = |level: usize, number: u64| {
-        Arc::new(FileMeta::new(
-            store.clone(),
-            &NewFile {
-                level: Level(level),
-                number: FileNumber(number),
-                size: 1,
-                smallest: internal_key(b"a", SeqNo(7), ValueKind::Value),
-                largest: internal_key(b"z", SeqNo(3), ValueKind::Value),
-                entries: 1,
-                deletions: 0,
-                range_deletions: 0,
-                filter_millibits: None,
-                family: 0,
-            },
-        ))
-    };
+    let file = |level: usize, number: u64| file_meta(&store, level, number, (b"a", b"z"));
     let mut v = Version::default();
     v.index_files();
     assert_eq!(v.depth, 1, "an empty tree");
