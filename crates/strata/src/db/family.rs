@@ -9,8 +9,10 @@
 //! oldest live WAL for the whole database.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, RwLock};
+
+use arc_swap::{ArcSwap, Guard};
 
 use crate::batch::WriteBatch;
 use crate::compaction::LevelTargets;
@@ -47,8 +49,9 @@ pub(crate) struct Family {
     pub opts: Options,
     pub table_options: TableOptions,
     pub targets: LevelTargets,
-    /// What readers of this family see.
-    pub super_version: RwLock<Arc<SuperVersion>>,
+    /// What readers of this family see. A swap rather than a lock: a point lookup takes it
+    /// without a write to shared memory (see [`Family::super_version_guard`]).
+    pub super_version: ArcSwap<SuperVersion>,
     /// Set when a drop of the family begins: compactions no longer pick it, and batches that
     /// name it are refused. Once dropped, its handles read it empty.
     pub dropped: AtomicBool,
@@ -62,16 +65,27 @@ impl Family {
             table_options: table_options(&opts),
             targets: LevelTargets::of(&opts),
             opts,
-            super_version: RwLock::new(Arc::new(sv)),
+            super_version: ArcSwap::from_pointee(sv),
             dropped: AtomicBool::new(false),
         }
     }
 
     pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
-        self.super_version
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.super_version.load_full()
+    }
+
+    /// [`Family::super_version`] for a read that ends soon: it does not count a reference
+    /// unless this thread already holds several such guards. A point lookup took a lock and
+    /// counted a reference, four atomic writes to lines every reader shares: readmissing of
+    /// 1M entries from two threads ran at 3.5 million a second with them, 6.0 without (one
+    /// thread: 3.91 and 4.06).
+    pub(crate) fn super_version_guard(&self) -> Guard<Arc<SuperVersion>> {
+        self.super_version.load()
+    }
+
+    /// Publishes `sv` to this family's readers.
+    pub(crate) fn set_super_version(&self, sv: SuperVersion) {
+        self.super_version.store(Arc::new(sv));
     }
 
     /// The tree's shape as Monkey's filter allocation sees it.

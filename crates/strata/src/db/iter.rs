@@ -15,6 +15,8 @@ impl DbInner {
     pub(super) fn iter(self: &Arc<Self>, options: &ReadOptions) -> Result<DbIterator> {
         let family = self.family_of(options);
         let (seq, sv) = self.read_view(options);
+        // The iterator keeps what it reads, however long it lives.
+        let sv = arc_swap::Guard::into_inner(sv);
         let merged = super::merged::internal_iter(&sv, !options.skip_cache);
         let tombstones = self.all_tombstones(&sv)?;
         Ok(DbIterator {

@@ -339,10 +339,13 @@ impl DbInner {
     /// read's (its `horizon`): the read then takes the sequence number again, as of a
     /// moment within the call. A snapshot's number is never below a horizon, as every job
     /// keeps what live snapshots see.
-    pub(super) fn read_view(&self, options: &ReadOptions) -> (SeqNo, Arc<SuperVersion>) {
+    pub(super) fn read_view(
+        &self,
+        options: &ReadOptions,
+    ) -> (SeqNo, arc_swap::Guard<Arc<SuperVersion>>) {
         loop {
             let seq = self.read_seq(options);
-            let sv = self.family_of(options).super_version();
+            let sv = self.family_of(options).super_version_guard();
             if seq >= sv.horizon || options.snapshot.is_some() {
                 return (seq, sv);
             }

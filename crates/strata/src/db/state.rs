@@ -186,16 +186,12 @@ impl DbInner {
     /// locked.
     pub(super) fn install_super_version(&self, st: &State) {
         for f in st.families() {
-            let sv = Arc::new(SuperVersion {
+            f.family.set_super_version(SuperVersion {
                 mem: f.mem.clone(),
                 imm: f.imm.iter().rev().cloned().collect(),
                 version: st.versions.current(f.family.id),
                 horizon: st.horizon,
             });
-            *f.family
-                .super_version
-                .write()
-                .unwrap_or_else(|e| e.into_inner()) = sv;
         }
     }
 
@@ -330,10 +326,7 @@ impl DbInner {
         st.others.retain(|f| f.family.id != family.id);
         // Handles of the family now read an empty tree, and hold none of its files: they go
         // once the last iterator over them does.
-        *family
-            .super_version
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Arc::new(SuperVersion {
+        family.set_super_version(SuperVersion {
             mem: Arc::new(MemTable::new(st.wal_number, 1024)),
             imm: Vec::new(),
             version: Arc::new(Version::default()),
