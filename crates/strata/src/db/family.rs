@@ -74,11 +74,10 @@ impl Family {
         self.super_version.load_full()
     }
 
-    /// [`Family::super_version`] for a read that ends soon: it does not count a reference
-    /// unless this thread already holds several such guards. A point lookup took a lock and
-    /// counted a reference, four atomic writes to lines every reader shares: readmissing of
-    /// 1M entries from two threads ran at 3.5 million a second with them, 6.0 without (one
-    /// thread: 3.91 and 4.06).
+    /// [`Family::super_version`] for a read that ends soon: it counts no reference unless
+    /// this thread already holds several guards of swaps (the tables' filters and indexes
+    /// take them too) or a store races with it. A point lookup took a lock and counted a
+    /// reference, four atomic writes to lines every reader shares (docs/design.md).
     pub(crate) fn super_version_guard(&self) -> Guard<Arc<SuperVersion>> {
         self.super_version.load()
     }

@@ -238,6 +238,9 @@ impl DbInner {
     ) {
         let family = self.family_of(options);
         let (seq, sv) = self.read_view(options);
+        // Held across the caller's keys and callbacks and the batch's reads: counted, so that
+        // it does not take one of the thread's few uncounted guards for all that time.
+        let sv = arc_swap::Guard::into_inner(sv);
         let tombstones = sv.mem.range_tombstones().is_some()
             || sv.imm.iter().any(|m| m.range_tombstones().is_some())
             || !sv.version.range_del_files.is_empty();
