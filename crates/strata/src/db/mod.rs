@@ -9,9 +9,9 @@
 //! - `transaction.rs`: optimistic transactions.
 //!
 //! Locking: `DbInner::state` guards the version set, the memtable list and the writer queue.
-//! Only the write leader does WAL I/O, holding `wal` but not `state`. Readers take an `Arc` of
-//! the current [`SuperVersion`] under a read lock held for one clone, and do their I/O with no
-//! lock held.
+//! Only the write leader does WAL I/O, holding `wal` but not `state`. Readers load the current
+//! [`SuperVersion`] from its family's `ArcSwap` (a point lookup as an uncounted guard, an
+//! iterator as an `Arc`), and do their I/O with no lock held.
 
 mod background;
 mod family;

@@ -55,7 +55,7 @@ fn depth_reaches_the_deepest_level_with_a_file() {
     v.levels[3].push(file(3, 2));
     v.index_files();
     assert_eq!(v.depth, 4, "levels 0 and 3");
-    assert!(v.file_for(3, b"m").is_some());
+    assert_eq!(v.file_for(3, b"m").map(|f| f.number), Some(FileNumber(2)));
     v.levels[NUM_LEVELS - 1].push(file(NUM_LEVELS - 1, 3));
     v.index_files();
     assert_eq!(v.depth, NUM_LEVELS, "the last level");
