@@ -27,11 +27,22 @@ pub fn strata_command() -> Command {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // A port the system handed out is free again once its listener closes, and another test
+    // of this process, running beside this one, may be handed it before this test's server
+    // binds it: each port goes to one test only.
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Starts the server on `dir` and waits until it answers. The caller kills and waits for the
@@ -62,6 +73,15 @@ pub fn serve_with(dir: &Path, port: u16, flags: &[&str]) -> (Child, redis::Conne
         if let Ok(mut c) = client.get_connection()
             && redis::cmd("PING").query::<String>(&mut c).is_ok()
         {
+            // What answered must be this server, not another on the port it could not take.
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("the server on port {port} exited ({status}) and another answered: {err}");
+            }
             return (child, c);
         }
         if started.elapsed() > Duration::from_secs(20) {
