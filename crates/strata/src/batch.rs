@@ -31,6 +31,8 @@ pub struct WriteBatch {
     merges: bool,
     /// Whether an op names a column family other than the default one.
     families: bool,
+    /// Whether `delete_range` added a range, whose ends the database checks in its order.
+    ranges: bool,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -65,6 +67,7 @@ impl WriteBatch {
             invalid: None,
             merges: false,
             families: false,
+            ranges: false,
         }
     }
 
@@ -95,9 +98,7 @@ impl WriteBatch {
 
     /// [`WriteBatch::delete_range`] in column family `family` (its id).
     pub(crate) fn delete_range_in(&mut self, family: u32, begin: &[u8], end: &[u8]) {
-        if begin > end && self.invalid.is_none() {
-            self.invalid = Some("delete_range: begin is after end".into());
-        }
+        self.ranges = true;
         self.check(end, None);
         self.put_kind(family, ValueKind::RangeDelete, begin, end);
     }
@@ -142,12 +143,11 @@ impl WriteBatch {
 
     /// Adds a deletion of every key in `[begin, end)`: one entry, whatever the number of
     /// keys, hiding every older version of them from reads (snapshots taken before it still
-    /// see them). An empty range (`begin == end`) deletes nothing; `begin > end` makes the
-    /// whole batch fail with [`Error::InvalidArgument`] when written.
+    /// see them). An empty range (`begin == end`) deletes nothing; `begin` after `end` in
+    /// the database's key order makes the whole batch fail with [`Error::InvalidArgument`]
+    /// when written.
     pub fn delete_range(&mut self, begin: &[u8], end: &[u8]) {
-        if begin > end && self.invalid.is_none() {
-            self.invalid = Some("delete_range: begin is after end".into());
-        }
+        self.ranges = true;
         self.check(end, None);
         self.put_kind(0, ValueKind::RangeDelete, begin, end);
     }
@@ -211,6 +211,24 @@ impl WriteBatch {
         }
     }
 
+    /// Whether `delete_range` added a range.
+    pub(crate) fn has_ranges(&self) -> bool {
+        self.ranges
+    }
+
+    /// Checks that no range ends before it begins in `order`.
+    pub(crate) fn check_ranges(&self, order: &crate::comparator::KeyOrder) -> Result<()> {
+        for op in self.iter() {
+            let op = op.map_err(|e| Error::InvalidArgument(format!("write batch: {}", e.0)))?;
+            if op.kind == ValueKind::RangeDelete && order.user(op.key, op.value).is_gt() {
+                return Err(Error::InvalidArgument(
+                    "delete_range: begin is after end".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn count(&self) -> u32 {
         self.count
     }
@@ -223,6 +241,7 @@ impl WriteBatch {
         group.count += self.count;
         group.merges |= self.merges;
         group.families |= self.families;
+        group.ranges |= self.ranges;
     }
 
     /// The record header for this batch at `first`: `first_seq | count`.
@@ -402,15 +421,18 @@ pub(crate) fn decode_record(record: &[u8]) -> Result<(SeqNo, WriteBatch), Decode
         invalid: None,
         merges: false,
         families: false,
+        ranges: false,
     };
-    let (mut merges, mut families) = (false, false);
+    let (mut merges, mut families, mut ranges) = (false, false, false);
     for op in batch.iter() {
         let op = op?;
         merges |= op.kind == ValueKind::Merge;
         families |= op.family != 0;
+        ranges |= op.kind == ValueKind::RangeDelete;
     }
     batch.merges = merges;
     batch.families = families;
+    batch.ranges = ranges;
     if seq
         .0
         .checked_add(u64::from(count))

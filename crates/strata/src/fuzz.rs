@@ -6,11 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::cache::BlockCache;
+use crate::comparator::KeyOrder;
 use crate::fs::{FileSystem, MemFs};
 use crate::iter::InternalIterator;
-use crate::key::{FileNumber, compare_internal};
+use crate::key::FileNumber;
 use crate::log::{LogKind, RecoveryMode, read_log, strip_header};
-use crate::sstable::block::Block;
+use crate::sstable::block::{Block, BlockOrder};
 use crate::sstable::reader::Table;
 
 /// Decodes a block and walks it both ways and by seeks.
@@ -19,7 +20,7 @@ pub fn block(data: &[u8]) {
         return;
     };
     let block = Arc::new(block);
-    let mut it = block.iter(compare_internal);
+    let mut it = block.iter(BlockOrder::Internal(KeyOrder::Bytewise));
     let mut steps = 0;
     if it.seek_to_first().is_ok() {
         while it.valid() && steps < 10_000 && it.next().is_ok() {
@@ -52,6 +53,7 @@ pub fn sst(data: &[u8]) {
         path,
         FileNumber(1),
         Arc::new(BlockCache::new(1 << 20)),
+        KeyOrder::Bytewise,
     ) {
         let t = Arc::new(t);
         let _ = t.verify();

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::batch::decode_record;
 use crate::cache::BlockCache;
+use crate::comparator::{BytewiseComparator, KeyOrder, ReverseBytewiseComparator};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StdFs};
 use crate::iter::InternalIterator;
@@ -71,6 +72,7 @@ pub fn check(dir: &Path) -> Result<Vec<FileCheck>> {
 
 /// [`check`] on any file system (an in-memory one in tests, for example).
 pub fn check_fs(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileCheck>> {
+    let order = recorded_order(fs, dir)?;
     let mut names = fs.list(dir).map_err(|e| Error::io("list", dir, e))?;
     names.sort();
     let mut out = Vec::new();
@@ -79,7 +81,7 @@ pub fn check_fs(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileCheck>> {
             continue;
         };
         let path = dir.join(&name);
-        let (items, error) = match verify_file(fs, &path, kind) {
+        let (items, error) = match verify_file(fs, &path, kind, &order) {
             Ok(n) => (n, None),
             Err(e) => (0, Some(e)),
         };
@@ -103,19 +105,54 @@ fn file_number(path: &Path) -> FileNumber {
     FileNumber(n)
 }
 
-fn open_table(fs: &dyn FileSystem, path: &Path) -> Result<Arc<Table>> {
+/// The order of the keys of the database in `dir`, as the first edit of its MANIFEST names
+/// it: byte order when it names none, or when there is no MANIFEST to read (whose damage
+/// [`check`] reports for itself). A comparator other than the built-in ones is refused: these
+/// tools cannot order its keys.
+fn recorded_order(fs: &dyn FileSystem, dir: &Path) -> Result<KeyOrder> {
+    let first_edit = || -> Option<VersionEdit> {
+        let current = fs.read_all(&dir.join("CURRENT")).ok()?;
+        let name = std::str::from_utf8(current.strip_suffix(b"\n")?).ok()?;
+        if !name.starts_with("MANIFEST-") || name.contains('/') {
+            return None;
+        }
+        let path = dir.join(name);
+        let data = fs.read_all(&path).ok()?;
+        let records = read_log(&path, &data, RecoveryMode::Strict).ok()?;
+        let records = strip_header(&path, records, LogKind::Manifest).ok()?;
+        VersionEdit::decode(&records.first()?.1).ok()
+    };
+    match first_edit().and_then(|e| e.comparator).as_deref() {
+        None | Some(BytewiseComparator::NAME) => Ok(KeyOrder::Bytewise),
+        Some(ReverseBytewiseComparator::NAME) => Ok(KeyOrder::Reverse),
+        Some(other) => Err(Error::InvalidArgument(format!(
+            "the database in {} orders its keys by comparator {other}, which only the \
+             program that defines it can read",
+            dir.display()
+        ))),
+    }
+}
+
+fn open_table(fs: &dyn FileSystem, path: &Path, order: &KeyOrder) -> Result<Arc<Table>> {
     let file = fs.open(path).map_err(|e| Error::io("open", path, e))?;
     Ok(Arc::new(Table::open(
         file,
         path,
         file_number(path),
         Arc::new(BlockCache::new(0)),
+        order.clone(),
     )?))
 }
 
-fn verify_file(fs: &dyn FileSystem, path: &Path, kind: FileKind) -> Result<u64> {
+/// [`open_table`] in the order the MANIFEST of the table's directory records.
+fn open_table_of_dir(fs: &dyn FileSystem, path: &Path) -> Result<Arc<Table>> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    open_table(fs, path, &recorded_order(fs, dir)?)
+}
+
+fn verify_file(fs: &dyn FileSystem, path: &Path, kind: FileKind, order: &KeyOrder) -> Result<u64> {
     match kind {
-        FileKind::Sst => open_table(fs, path)?.verify(),
+        FileKind::Sst => open_table(fs, path, order)?.verify(),
         FileKind::Wal | FileKind::Manifest => {
             let data = fs.read_all(path).map_err(|e| Error::io("read", path, e))?;
             let log_kind = if kind == FileKind::Wal {
@@ -203,7 +240,7 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
     };
     match kind {
         FileKind::Sst => {
-            let table = open_table(&fs, path)?;
+            let table = open_table_of_dir(&fs, path)?;
             let footer = table.footer();
             dump.summary
                 .push(("format".into(), format!("SST v{}", footer.version())));
@@ -306,6 +343,9 @@ pub fn dump_file(path: &Path, with_entries: bool) -> Result<FileDump> {
 
 fn describe_edit(e: &VersionEdit) -> String {
     let mut parts = Vec::new();
+    if let Some(name) = &e.comparator {
+        parts.push(format!("comparator {name}"));
+    }
     if let Some(n) = e.log_number {
         parts.push(format!("log {}", n.0));
     }

@@ -151,12 +151,13 @@ pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
         .unwrap_or_default()
 }
 
-fn trailer(ikey: &[u8]) -> u64 {
+pub(crate) fn trailer(ikey: &[u8]) -> u64 {
     crate::coding::u64_at(ikey, ikey.len().saturating_sub(TRAILER_BYTES)).unwrap_or(0)
 }
 
-/// The total order of internal keys.
-#[inline]
+/// The order of internal keys under byte order (tests compare with it; the engine asks its
+/// [`KeyOrder`](crate::comparator::KeyOrder)).
+#[cfg(test)]
 pub(crate) fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     match compare_bytes(user_key(a), user_key(b)) {
         Ordering::Equal => trailer(b).cmp(&trailer(a)),

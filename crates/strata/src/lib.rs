@@ -39,6 +39,7 @@ mod cache;
 mod coding;
 mod compaction;
 mod compaction_filter;
+mod comparator;
 pub mod cost_model;
 mod db;
 mod error;
@@ -77,6 +78,7 @@ mod wal;
 pub use backup::{BackupEngine, BackupInfo, NewBackup};
 pub use batch::{BatchEntry, EntryKind, WriteBatch};
 pub use compaction_filter::{CompactionFilter, FilterDecision};
+pub use comparator::{BytewiseComparator, Comparator, ReverseBytewiseComparator};
 pub use db::{
     ColumnFamily, Db, DbIterator, ReadOptions, RepairReport, Scan, Transaction, UpdatesSince,
     destroy, repair,

@@ -182,6 +182,9 @@ pub struct Options {
     /// without one, reads of such keys fail with [`crate::Error::Merge`], and flushes and
     /// compactions keep the operands, and what lies beneath them, unfolded.
     pub merge_operator: Option<Arc<dyn crate::MergeOperator>>,
+    /// The order of keys (bytewise). The database records its name and refuses to open
+    /// under a comparator of another name; every column family shares it.
+    pub comparator: Arc<dyn crate::Comparator>,
     /// How long a WAL whose writes are all in tables is kept for
     /// [`Db::updates_since`](crate::Db::updates_since), counted from when it was set aside
     /// (`None`: not kept for its age). Checked each time a WAL is set aside, and at open,
@@ -214,6 +217,7 @@ impl std::fmt::Debug for Options {
             .field("merge_policy", &self.merge_policy)
             .field("wal_ttl", &self.wal_ttl)
             .field("wal_size_limit", &self.wal_size_limit)
+            .field("comparator", &self.comparator.name())
             .finish_non_exhaustive()
     }
 }
@@ -265,6 +269,7 @@ impl Default for Options {
             fs: Arc::new(StdFs),
             compaction_filter: None,
             merge_operator: None,
+            comparator: Arc::new(crate::BytewiseComparator),
             wal_ttl: None,
             wal_size_limit: 0,
             wal_listener: None,
@@ -273,6 +278,11 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The order [`Options::comparator`] defines.
+    pub(crate) fn key_order(&self) -> crate::comparator::KeyOrder {
+        crate::comparator::KeyOrder::of(&self.comparator)
+    }
+
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
         if self.write_buffer_size < 1024 {

@@ -10,7 +10,8 @@
 //! that cover it, newest first. Whether a key is covered as of a sequence number is then a
 //! binary search for its piece and a walk down that piece's sequence numbers.
 
-use crate::key::{SeqNo, compare_bytes};
+use crate::comparator::KeyOrder;
+use crate::key::SeqNo;
 
 /// One range tombstone: `[begin, end)` deleted at `seq`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,24 +34,29 @@ struct Fragment {
 #[derive(Debug, Default)]
 pub(crate) struct Fragmented {
     fragments: Vec<Fragment>,
+    order: KeyOrder,
 }
 
 impl Fragmented {
     /// Fragments `tombstones` (in any order; empty ranges are dropped).
-    pub(crate) fn new<'a>(tombstones: impl IntoIterator<Item = &'a RangeTombstone>) -> Self {
+    pub(crate) fn new<'a>(
+        order: &KeyOrder,
+        tombstones: impl IntoIterator<Item = &'a RangeTombstone>,
+    ) -> Self {
+        let cmp = |a: &[u8], b: &[u8]| order.user(a, b);
         let mut list: Vec<&RangeTombstone> = tombstones
             .into_iter()
-            .filter(|t| compare_bytes(&t.begin, &t.end).is_lt())
+            .filter(|t| cmp(&t.begin, &t.end).is_lt())
             .collect();
         if list.is_empty() {
             return Fragmented::default();
         }
-        list.sort_by(|a, b| compare_bytes(&a.begin, &b.begin));
+        list.sort_by(|a, b| cmp(&a.begin, &b.begin));
         let mut cuts: Vec<&[u8]> = list
             .iter()
             .flat_map(|t| [t.begin.as_slice(), t.end.as_slice()])
             .collect();
-        cuts.sort_by(|a, b| compare_bytes(a, b));
+        cuts.sort_by(|a, b| cmp(a, b));
         cuts.dedup();
         let mut fragments = Vec::new();
         // Tombstones begun at or before the current cut, not yet known to have ended.
@@ -58,11 +64,11 @@ impl Fragmented {
         let mut next = 0;
         for pair in cuts.windows(2) {
             let (start, end) = (pair[0], pair[1]);
-            while let Some(t) = list.get(next).filter(|t| t.begin.as_slice() <= start) {
+            while let Some(t) = list.get(next).filter(|t| cmp(&t.begin, start).is_le()) {
                 active.push(t);
                 next += 1;
             }
-            active.retain(|t| compare_bytes(&t.end, start).is_gt());
+            active.retain(|t| cmp(&t.end, start).is_gt());
             if active.is_empty() {
                 continue;
             }
@@ -75,12 +81,15 @@ impl Fragmented {
                 seqs,
             });
         }
-        Fragmented { fragments }
+        Fragmented {
+            fragments,
+            order: order.clone(),
+        }
     }
 
     /// The fragments of `parts`, one after another: for parts that hold apart ranges, in
     /// order (the tables of one sorted level).
-    pub(crate) fn concat(parts: &[std::sync::Arc<Fragmented>]) -> Fragmented {
+    pub(crate) fn concat(order: &KeyOrder, parts: &[std::sync::Arc<Fragmented>]) -> Fragmented {
         let fragments: Vec<Fragment> = parts
             .iter()
             .flat_map(|p| p.fragments.iter().cloned())
@@ -88,18 +97,21 @@ impl Fragmented {
         debug_assert!(
             fragments
                 .windows(2)
-                .all(|w| compare_bytes(&w[0].end, &w[1].start).is_le())
+                .all(|w| order.user(&w[0].end, &w[1].start).is_le())
         );
-        Fragmented { fragments }
+        Fragmented {
+            fragments,
+            order: order.clone(),
+        }
     }
 
     /// The oldest tombstone covering `key` that is newer than `after`, if any.
     pub(crate) fn first_covering_after(&self, key: &[u8], after: SeqNo) -> Option<SeqNo> {
         let i = self
             .fragments
-            .partition_point(|f| compare_bytes(&f.end, key).is_le());
+            .partition_point(|f| self.order.user(&f.end, key).is_le());
         match self.fragments.get(i) {
-            Some(f) if compare_bytes(&f.start, key).is_le() => {
+            Some(f) if self.order.user(&f.start, key).is_le() => {
                 f.seqs.iter().rev().copied().find(|s| *s > after)
             }
             _ => None,
@@ -115,9 +127,9 @@ impl Fragmented {
     pub(crate) fn covering(&self, key: &[u8], read_seq: SeqNo) -> SeqNo {
         let i = self
             .fragments
-            .partition_point(|f| compare_bytes(&f.end, key).is_le());
+            .partition_point(|f| self.order.user(&f.end, key).is_le());
         match self.fragments.get(i) {
-            Some(f) if compare_bytes(&f.start, key).is_le() => f
+            Some(f) if self.order.user(&f.start, key).is_le() => f
                 .seqs
                 .iter()
                 .copied()
@@ -156,7 +168,7 @@ mod tests {
                     t(&format!("k{a:02}"), &format!("k{b:02}"), 1 + next(30))
                 })
                 .collect();
-            let f = Fragmented::new(&list);
+            let f = Fragmented::new(&KeyOrder::Bytewise, &list);
             for k in 0..21 {
                 let key = format!("k{k:02}");
                 for read in [0, 5, 15, 31] {
@@ -196,7 +208,7 @@ mod tests {
 
     #[test]
     fn the_end_is_not_covered() {
-        let f = Fragmented::new(&[t("b", "d", 5)]);
+        let f = Fragmented::new(&KeyOrder::Bytewise, &[t("b", "d", 5)]);
         assert_eq!(f.covering(b"a", SeqNo(9)), SeqNo(0));
         assert_eq!(f.covering(b"b", SeqNo(9)), SeqNo(5));
         assert_eq!(f.covering(b"c", SeqNo(9)), SeqNo(5));

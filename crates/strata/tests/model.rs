@@ -47,6 +47,59 @@ fn key(k: u16) -> Vec<u8> {
     format!("key{k:04}").into_bytes()
 }
 
+/// How the model's keys are written to the engine: as they are, or with every bit flipped
+/// for an engine whose comparator reverses byte order. The model's keys all have one length,
+/// so flipping them reverses their byte order: the engine, ordering them by its comparator,
+/// must then order them as the model does, and every place that compared bytes instead
+/// would show.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Keys {
+    Plain,
+    Flipped,
+}
+
+impl Keys {
+    /// The engine's key for a model key, and the model's for an engine key (flipping twice
+    /// is no flip).
+    fn map(self, k: &[u8]) -> Vec<u8> {
+        match self {
+            Keys::Plain => k.to_vec(),
+            Keys::Flipped => k.iter().map(|b| !b).collect(),
+        }
+    }
+}
+
+/// A comparator that orders as `ReverseBytewiseComparator` does, under a name of its own:
+/// the engine calls it through the trait, as it would any user's.
+struct ReverseByHand;
+
+impl strata::Comparator for ReverseByHand {
+    fn name(&self) -> &str {
+        "test.ReverseByHand"
+    }
+    fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        b.cmp(a)
+    }
+}
+
+/// The database's entries with the model's keys, checked to come in the model's order, each
+/// key once.
+fn dump(db: &Db, keys: Keys) -> Model {
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = db
+        .scan(..)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|(k, v)| (keys.map(&k), v))
+        .collect();
+    if let Some(w) = entries.windows(2).find(|w| w[0].0 >= w[1].0) {
+        panic!(
+            "the scan is out of order or repeats a key: {:?} then {:?}",
+            w[0].0, w[1].0
+        );
+    }
+    entries.into_iter().collect()
+}
+
 fn value_strategy() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         1 => Just(Vec::new()),
@@ -123,9 +176,10 @@ fn model_range(model: &Model, lo: &[u8], hi: &[u8], reverse: bool) -> Vec<(Vec<u
 }
 
 /// Reads `keys` together and checks every value against the model.
-fn check_get_many(db: &Db, model: &Model, keys: &[Vec<u8>], ro: &ReadOptions) {
+fn check_get_many(db: &Db, model: &Model, keys: &[Vec<u8>], ro: &ReadOptions, map: Keys) {
+    let asked: Vec<Vec<u8>> = keys.iter().map(|k| map.map(k)).collect();
     let got: Vec<_> = db
-        .get_many(keys, ro)
+        .get_many(&asked, ro)
         .into_iter()
         .map(|r| r.unwrap())
         .collect();
@@ -134,9 +188,9 @@ fn check_get_many(db: &Db, model: &Model, keys: &[Vec<u8>], ro: &ReadOptions) {
 }
 
 /// Checks a cursor walk: seek to `start`, then move next/prev as `moves` say.
-fn check_walk(db: &Db, model: &Model, start: &[u8], moves: &[bool]) {
+fn check_walk(db: &Db, model: &Model, start: &[u8], moves: &[bool], map: Keys) {
     let mut it = db.iter(&ReadOptions::default()).unwrap();
-    it.seek(start).unwrap();
+    it.seek(&map.map(start)).unwrap();
     let keys: Vec<&Vec<u8>> = model.keys().collect();
     let mut pos = keys.partition_point(|k| k.as_slice() < start);
     for &forward in moves {
@@ -148,7 +202,7 @@ fn check_walk(db: &Db, model: &Model, start: &[u8], moves: &[bool]) {
                     "cursor should be on {:?}",
                     String::from_utf8_lossy(k)
                 );
-                assert_eq!(it.key(), k.as_slice());
+                assert_eq!(map.map(it.key()), k.as_slice());
                 assert_eq!(it.value(), model[*k].as_slice());
             }
             None => {
@@ -187,6 +241,9 @@ struct Harness {
     /// The filters' format (the options' own, `Auto`, writes Bloom filters in databases
     /// this small).
     filter_format: strata::FilterFormat,
+    /// The comparator, when not bytewise: one that reverses byte order, as the model's keys
+    /// are then flipped.
+    comparator: Option<std::sync::Arc<dyn strata::Comparator>>,
 }
 
 /// Options whose filters are partitioned, with the index they go with, and partitions of
@@ -221,7 +278,22 @@ impl Harness {
         // A pause of 20 ms (two of the flush thread's looks) merges the tree, so that the
         // merges run among the reads, snapshots and writes of the run.
         o.idle_merge_after = Some(std::time::Duration::from_millis(1));
+        if let Some(c) = &self.comparator {
+            o.comparator = c.clone();
+        }
         o
+    }
+
+    fn keys(&self) -> Keys {
+        match self.comparator {
+            None => Keys::Plain,
+            Some(_) => Keys::Flipped,
+        }
+    }
+
+    /// The engine's key for model key `k`.
+    fn ek(&self, k: u16) -> Vec<u8> {
+        self.keys().map(&key(k))
     }
 
     fn db(&self) -> &Db {
@@ -241,33 +313,33 @@ impl Harness {
     fn apply(&mut self, op: &Op) {
         match op {
             Op::Put(k, v) => {
-                self.db().put(&key(*k), v).unwrap();
+                self.db().put(&self.ek(*k), v).unwrap();
                 self.model.insert(key(*k), v.clone());
             }
             Op::Delete(k) => {
-                self.db().delete(&key(*k)).unwrap();
+                self.db().delete(&self.ek(*k)).unwrap();
                 self.model.remove(&key(*k));
             }
             Op::Merge(k, v) => {
-                self.db().merge(&key(*k), v).unwrap();
+                self.db().merge(&self.ek(*k), v).unwrap();
                 model_merge(&mut self.model, key(*k), v);
             }
             Op::DeleteRange(a, b) => {
+                self.db().delete_range(&self.ek(*a), &self.ek(*b)).unwrap();
                 let (a, b) = (key(*a), key(*b));
-                self.db().delete_range(&a, &b).unwrap();
                 self.model.retain(|k, _| k < &a || k >= &b);
             }
             Op::RangeBatch(before, (a, b), after) => {
-                let (a, b) = (key(*a), key(*b));
                 let mut batch = WriteBatch::new();
                 for (k, v) in before {
-                    batch.put(&key(*k), v);
+                    batch.put(&self.ek(*k), v);
                     self.model.insert(key(*k), v.clone());
                 }
-                batch.delete_range(&a, &b);
+                batch.delete_range(&self.ek(*a), &self.ek(*b));
+                let (a, b) = (key(*a), key(*b));
                 self.model.retain(|k, _| k < &a || k >= &b);
                 for (k, v) in after {
-                    batch.put(&key(*k), v);
+                    batch.put(&self.ek(*k), v);
                     self.model.insert(key(*k), v.clone());
                 }
                 self.db().write(batch, WriteOptions::default()).unwrap();
@@ -276,9 +348,9 @@ impl Harness {
                 let mut b = WriteBatch::new();
                 for (k, v, merge) in ops {
                     match (v, merge) {
-                        (Some(v), false) => b.put(&key(*k), v),
-                        (Some(v), true) => b.merge(&key(*k), v),
-                        (None, _) => b.delete(&key(*k)),
+                        (Some(v), false) => b.put(&self.ek(*k), v),
+                        (Some(v), true) => b.merge(&self.ek(*k), v),
+                        (None, _) => b.delete(&self.ek(*k)),
                     }
                 }
                 self.db().write(b, WriteOptions::default()).unwrap();
@@ -295,26 +367,36 @@ impl Harness {
                 }
             }
             Op::Get(k) => assert_eq!(
-                self.db().get(&key(*k)).unwrap(),
+                self.db().get(&self.ek(*k)).unwrap(),
                 self.model.get(&key(*k)).cloned()
             ),
             Op::GetMany(ks) => {
                 let keys: Vec<Vec<u8>> = ks.iter().map(|k| key(*k)).collect();
-                check_get_many(self.db(), &self.model, &keys, &ReadOptions::default());
+                check_get_many(
+                    self.db(),
+                    &self.model,
+                    &keys,
+                    &ReadOptions::default(),
+                    self.keys(),
+                );
             }
             Op::Scan(a, b, reverse) => {
                 let (lo, hi) = (key(*a), key(*b));
+                let range = self.ek(*a)..self.ek(*b);
                 let got: Vec<_> = if *reverse {
-                    self.db().scan_rev(lo.clone()..hi.clone())
+                    self.db().scan_rev(range)
                 } else {
-                    self.db().scan(lo.clone()..hi.clone())
+                    self.db().scan(range)
                 }
                 .unwrap()
                 .map(|e| e.unwrap())
+                .map(|(k, v)| (self.keys().map(&k), v))
                 .collect();
                 assert_eq!(got, model_range(&self.model, &lo, &hi, *reverse));
             }
-            Op::Walk(start, moves) => check_walk(self.db(), &self.model, &key(*start), moves),
+            Op::Walk(start, moves) => {
+                check_walk(self.db(), &self.model, &key(*start), moves, self.keys())
+            }
             Op::TakeSnapshot => {
                 let s = self.db().snapshot();
                 self.snapshots.push((s, self.model.clone()));
@@ -322,7 +404,7 @@ impl Harness {
             Op::ReadSnapshot(i, k) => {
                 if let Some((ro, m)) = self.snapshot_read(*i) {
                     assert_eq!(
-                        self.db().get_with(&key(*k), &ro).unwrap(),
+                        self.db().get_with(&self.ek(*k), &ro).unwrap(),
                         m.get(&key(*k)).cloned()
                     );
                 }
@@ -330,7 +412,7 @@ impl Harness {
             Op::GetManySnapshot(i, ks) => {
                 if let Some((ro, m)) = self.snapshot_read(*i) {
                     let keys: Vec<Vec<u8>> = ks.iter().map(|k| key(*k)).collect();
-                    check_get_many(self.db(), m, &keys, &ro);
+                    check_get_many(self.db(), m, &keys, &ro, self.keys());
                 }
             }
             Op::ScanSnapshot(i, reverse) => {
@@ -342,6 +424,7 @@ impl Harness {
                     .scan_with(.., ro, *reverse)
                     .unwrap()
                     .map(|e| e.unwrap())
+                    .map(|(k, v)| (self.keys().map(&k), v))
                     .collect();
                 let mut want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                 if *reverse {
@@ -352,7 +435,7 @@ impl Harness {
             Op::Flush => self.db().flush().unwrap(),
             Op::Compact(range) => {
                 let (a, b) = match range {
-                    Some((a, b)) => (Some(key(*a.min(b))), Some(key(*a.max(b)))),
+                    Some((a, b)) => (Some(self.ek(*a.min(b))), Some(self.ek(*a.max(b)))),
                     None => (None, None),
                 };
                 self.db().compact_range(a.as_deref(), b.as_deref()).unwrap();
@@ -361,7 +444,11 @@ impl Harness {
                 self.snapshots.clear();
                 self.db.take().unwrap().close().unwrap();
                 self.db = Some(Db::open(Path::new("/db"), self.options()).unwrap());
-                assert_eq!(common::dump(self.db()), self.model, "state after reopen");
+                assert_eq!(
+                    dump(self.db(), self.keys()),
+                    self.model,
+                    "state after reopen"
+                );
             }
             Op::Pause => {
                 // Only while background work is due: a settled tree has no merge to wait for.
@@ -418,9 +505,33 @@ fn run_ops_merging(
             merge_policy,
             partition_over_budget: false,
             filter_format: strata::FilterFormat::Auto,
+            comparator: None,
         },
         ops,
     );
+}
+
+/// A harness whose engine orders keys by `comparator` (one that reverses byte order).
+fn ordered_by(
+    comparator: std::sync::Arc<dyn strata::Comparator>,
+    size_ratio: u64,
+    index: IndexKind,
+    filter: FilterKind,
+) -> Harness {
+    Harness {
+        fs: MemFs::new(),
+        db: None,
+        model: Model::new(),
+        snapshots: Vec::new(),
+        size_ratio,
+        index,
+        filter,
+        policy: None,
+        merge_policy: common::merge_policy(),
+        partition_over_budget: false,
+        filter_format: strata::FilterFormat::Auto,
+        comparator: Some(comparator),
+    }
 }
 
 fn run_harness(mut h: Harness, ops: &[Op]) {
@@ -428,11 +539,11 @@ fn run_harness(mut h: Harness, ops: &[Op]) {
     for op in ops {
         h.apply(op);
     }
-    assert_eq!(common::dump(h.db()), h.model, "final state");
+    assert_eq!(dump(h.db(), h.keys()), h.model, "final state");
     h.snapshots.clear();
     h.db.take().unwrap().close().unwrap();
     let db = Db::open(Path::new("/db"), h.options()).unwrap();
-    assert_eq!(common::dump(&db), h.model, "state after the final reopen");
+    assert_eq!(dump(&db, h.keys()), h.model, "state after the final reopen");
 }
 
 fn cases() -> u32 {
@@ -475,6 +586,7 @@ proptest! {
             merge_policy: common::merge_policy(),
             partition_over_budget: true,
             filter_format: strata::FilterFormat::Auto,
+            comparator: None,
         }, &ops);
     }
 
@@ -495,6 +607,7 @@ proptest! {
             merge_policy: common::merge_policy(),
             partition_over_budget: true,
             filter_format: strata::FilterFormat::Ribbon,
+            comparator: None,
         }, &ops);
     }
 
@@ -537,6 +650,26 @@ proptest! {
     ) {
         let lazy = MergePolicy::LazyLeveling;
         run_ops_merging(&ops, 4, IndexKind::BTree, FilterKind::Partitioned, None, lazy);
+    }
+
+    /// Keys in reversed byte order, by the built-in comparator: every read, flush,
+    /// compaction, range deletion and reopen in the comparator's order.
+    #[test]
+    fn engine_matches_model_reverse_bytewise(
+        ops in proptest::collection::vec(op_strategy(120), 1..120)
+    ) {
+        let reverse = std::sync::Arc::new(strata::ReverseBytewiseComparator);
+        run_harness(ordered_by(reverse, 2, IndexKind::Flat, FilterKind::Whole), &ops);
+    }
+
+    /// The same order through a user's comparator, with B-tree indexes and partitioned
+    /// filters.
+    #[test]
+    fn engine_matches_model_user_comparator(
+        ops in proptest::collection::vec(op_strategy(60), 1..120)
+    ) {
+        let by_hand = std::sync::Arc::new(ReverseByHand);
+        run_harness(ordered_by(by_hand, 4, IndexKind::BTree, FilterKind::Partitioned), &ops);
     }
 
     /// Tiering at the smallest ratio: one run slot per level, full levels carrying down as
@@ -609,7 +742,7 @@ fn long_random_run(merge_policy: MergePolicy, size_ratio: u64) {
             ),
             95..=98 => {
                 let moves: Vec<bool> = (0..20).map(|_| rng.chance(60)).collect();
-                check_walk(&db, &model, &k, &moves);
+                check_walk(&db, &model, &k, &moves, Keys::Plain);
             }
             _ => {
                 if rng.chance(10) {
@@ -621,7 +754,7 @@ fn long_random_run(merge_policy: MergePolicy, size_ratio: u64) {
         if step % 500 == 0 {
             // Batched lookups, deep levels included, against the model.
             let keys: Vec<Vec<u8>> = (0..70).map(|_| key(rng.below(2000) as u16)).collect();
-            check_get_many(&db, &model, &keys, &ReadOptions::default());
+            check_get_many(&db, &model, &keys, &ReadOptions::default(), Keys::Plain);
         }
         if step % 5000 == 0 {
             // Levels of the tree, not run slots.

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::Compaction;
 use crate::compaction_filter::{CompactionFilter, FilterDecision};
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::iter::level::LevelIterator;
@@ -23,11 +24,12 @@ use crate::version::{FileMeta, TableStore, Version};
 /// True when no level below `output_level` may hold `user_key`, so a tombstone for it has
 /// nothing left to hide.
 fn is_bottom_for_key(v: &Version, output_level: usize, user_key: &[u8]) -> bool {
+    let cmp = |a: &[u8], b: &[u8]| v.order.user(a, b);
     for files in v.levels.iter().skip(output_level + 1) {
-        let i = files.partition_point(|f| f.largest_user_key() < user_key);
+        let i = files.partition_point(|f| cmp(f.largest_user_key(), user_key).is_lt());
         if files
             .get(i)
-            .is_some_and(|f| f.smallest_user_key() <= user_key)
+            .is_some_and(|f| cmp(f.smallest_user_key(), user_key).is_le())
         {
             return false;
         }
@@ -39,6 +41,7 @@ fn is_bottom_for_key(v: &Version, output_level: usize, user_key: &[u8]) -> bool 
 /// one cursor per level below the output, moved forward, instead of a search per key.
 struct Beneath<'a> {
     levels: Vec<(&'a [Arc<FileMeta>], usize)>,
+    order: &'a KeyOrder,
 }
 
 impl<'a> Beneath<'a> {
@@ -46,21 +49,23 @@ impl<'a> Beneath<'a> {
         let levels = v.levels.iter().skip(output_level + 1);
         Beneath {
             levels: levels.map(|files| (files.as_slice(), 0)).collect(),
+            order: &v.order,
         }
     }
 
     /// True when no level below the output may hold `user_key`; keys asked must not go back.
     fn holds_nothing_of(&mut self, user_key: &[u8]) -> bool {
+        let order = self.order;
         for (files, at) in &mut self.levels {
             while files
                 .get(*at)
-                .is_some_and(|f| f.largest_user_key() < user_key)
+                .is_some_and(|f| order.user(f.largest_user_key(), user_key).is_lt())
             {
                 *at += 1;
             }
             if files
                 .get(*at)
-                .is_some_and(|f| f.smallest_user_key() <= user_key)
+                .is_some_and(|f| order.user(f.smallest_user_key(), user_key).is_le())
             {
                 return false;
             }
@@ -96,6 +101,46 @@ pub(crate) struct JobResult {
     pub edit: VersionEdit,
     pub bytes_read: u64,
     pub bytes_written: u64,
+}
+
+/// Finishes the output being written once it reaches its target size, before the entries of
+/// a new user key: a key never spans two files. The bytes written.
+///
+/// The file's range tombstones end just past its last key (`last + [0]`, the next key in
+/// byte order), and go on from there in the next file: the files of a level stay apart, and
+/// no key loses a tombstone that covered it. In another order no key is known to come next
+/// after `last`: a file is cut only where no tombstone goes on past its last key, and has
+/// nothing to carry.
+fn cut_when_full(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    outputs: &mut Vec<NewFile>,
+    builder: &mut Option<(TableBuilder, FileNumber)>,
+) -> Result<u64> {
+    let order = &ctx.store.order;
+    let Some((b, _)) = builder else {
+        return Ok(0);
+    };
+    let Some(last) = b.last_user_key() else {
+        return Ok(0);
+    };
+    if b.estimated_size() < ctx.target_file_bytes
+        || !order.is_bytewise() && b.range_tombstones_go_past(last)
+    {
+        return Ok(0);
+    }
+    let carried = match order.is_bytewise() {
+        true => b.clip_range_tombstones(&[last, &[0]].concat()),
+        false => Vec::new(),
+    };
+    let mut bytes_written = 0;
+    if let Some((b, number)) = builder.take() {
+        bytes_written += finish_output(b, number, c.output_level(), outputs, ctx.store)?;
+    }
+    for t in &carried {
+        open_builder(builder, ctx, ctx.store.fs.as_ref())?.add_range_tombstone(t);
+    }
+    Ok(bytes_written)
 }
 
 /// Merges the inputs into new files of the output level; `None` when `ctx.cancel` gave the
@@ -153,7 +198,8 @@ fn merge_into(
     let mut last_seq_for_key = SeqNo::MAX;
     let mut bytes_written = 0u64;
     let mut since_check = 0u32;
-    let covered = Fragmented::new(&tombstones);
+    let order = &ctx.store.order;
+    let covered = Fragmented::new(order, &tombstones);
     let mut next_tombstone = 0;
     let mut beneath = Beneath::new(&c.version, c.output_level());
 
@@ -169,28 +215,11 @@ fn merge_into(
         let p = parse_internal_key(key).ok_or_else(|| malformed(ctx))?;
         let new_user_key = !have_key || p.user_key != current_key.as_slice();
         if new_user_key {
-            // Cut output files only between user keys, so a key never spans two files. The
-            // file's range tombstones end just past its last key (`last + [0]`, the next key
-            // in byte order), and go on from there in the next file: the files of a level
-            // stay apart, and no key loses a tombstone that covered it.
-            if let Some((b, _)) = builder
-                && b.estimated_size() >= ctx.target_file_bytes
-                && let Some(last) = b.last_user_key()
-            {
-                let at = [last, &[0]].concat();
-                let carried = b.clip_range_tombstones(&at);
-                if let Some((b, number)) = builder.take() {
-                    bytes_written +=
-                        finish_output(b, number, c.output_level(), outputs, ctx.store)?;
-                }
-                for t in &carried {
-                    open_builder(builder, ctx, fs)?.add_range_tombstone(t);
-                }
-            }
+            bytes_written += cut_when_full(c, ctx, outputs, builder)?;
             // Tombstones that begin by this key (after the last file's last key).
             while let Some(t) = tombstones
                 .get(next_tombstone)
-                .filter(|t| t.begin.as_slice() <= p.user_key)
+                .filter(|t| order.user(&t.begin, p.user_key).is_le())
             {
                 next_tombstone += 1;
                 if !drop_tombstone(c, ctx, t) {
@@ -294,7 +323,10 @@ fn merge_inputs(
     if !c.next_inputs.is_empty() {
         children.push(Box::new(LevelIterator::new(unread(&c.next_inputs)?, false)));
     }
-    Ok((MergingIterator::new(children), tombstones))
+    Ok((
+        MergingIterator::new(ctx.store.order.clone(), children),
+        tombstones,
+    ))
 }
 
 /// Whether the merge drops entry `p`: a newer version of its key (last seen at
@@ -382,10 +414,11 @@ fn hidden_whole(
     tombstones: &[RangeTombstone],
     smallest_snapshot: SeqNo,
 ) -> Result<bool> {
+    let order = f.order();
     let candidates = tombstones.iter().filter(|t| {
         t.seq <= smallest_snapshot
-            && t.begin.as_slice() <= f.smallest_user_key()
-            && f.largest_user_key() < t.end.as_slice()
+            && order.user(&t.begin, f.smallest_user_key()).is_le()
+            && order.user(f.largest_user_key(), &t.end).is_lt()
     });
     let Some(newest) = candidates.map(|t| t.seq).max() else {
         return Ok(false);
@@ -406,7 +439,7 @@ fn input_tombstones(c: &Compaction) -> Result<Vec<RangeTombstone>> {
             all.extend(t.list.iter().cloned());
         }
     }
-    all.sort_by(|a, b| a.begin.cmp(&b.begin));
+    all.sort_by(|a, b| c.version.order.user(&a.begin, &b.begin));
     Ok(all)
 }
 
@@ -420,8 +453,9 @@ fn drop_tombstone(c: &Compaction, ctx: &JobContext<'_>, t: &RangeTombstone) -> b
             .skip(c.output_level() + 1)
             .all(|files| {
                 files.iter().all(|f| {
-                    f.largest_user_key() < t.begin.as_slice()
-                        || f.smallest_user_key() >= t.end.as_slice()
+                    let order = f.order();
+                    order.user(f.largest_user_key(), &t.begin).is_lt()
+                        || order.user(f.smallest_user_key(), &t.end).is_ge()
                 })
             })
 }

@@ -150,7 +150,12 @@ fn least_overlapping<'v>(
     let files = &v.levels[level];
     let start = files
         .iter()
-        .position(|f| pointer.is_empty() || f.largest_user_key() > crate::key::user_key(pointer))
+        .position(|f| {
+            pointer.is_empty()
+                || v.order
+                    .user(f.largest_user_key(), crate::key::user_key(pointer))
+                    .is_gt()
+        })
         .unwrap_or(0);
     let overlap = |f: &FileMeta| -> u64 {
         v.overlapping(
@@ -238,8 +243,8 @@ fn pick_tiered(
                 .iter()
                 .chain(between.iter().flat_map(|(_, f)| f.iter()))
         };
-        let lo = files().map(|f| f.smallest_user_key()).min();
-        let hi = files().map(|f| f.largest_user_key()).max();
+        let lo = v.order.least(files().map(|f| f.smallest_user_key()));
+        let hi = v.order.greatest(files().map(|f| f.largest_user_key()));
         let next_inputs = if output > level {
             v.overlapping(output, lo, hi)
         } else {
@@ -279,15 +284,13 @@ pub(crate) fn with_next_level(
     level: usize,
     inputs: Vec<Arc<FileMeta>>,
 ) -> Compaction {
-    let smallest = inputs
-        .iter()
-        .map(|f| f.smallest_user_key())
-        .min()
+    let smallest = v
+        .order
+        .least(inputs.iter().map(|f| f.smallest_user_key()))
         .unwrap_or_default();
-    let largest = inputs
-        .iter()
-        .map(|f| f.largest_user_key())
-        .max()
+    let largest = v
+        .order
+        .greatest(inputs.iter().map(|f| f.largest_user_key()))
         .unwrap_or_default();
     let next_inputs = v.overlapping(level + 1, Some(smallest), Some(largest));
     Compaction {

@@ -683,14 +683,15 @@ impl DbInner {
             if level + 1 == deepest {
                 // Widen to the whole range (the files in between included, so that the
                 // outputs never overlap a file left in place).
-                let lo = c.inputs.iter().map(|f| f.smallest_user_key()).min();
-                let hi = c.inputs.iter().map(|f| f.largest_user_key()).max();
+                let order = &v.order;
+                let lo = order.least(c.inputs.iter().map(|f| f.smallest_user_key()));
+                let hi = order.greatest(c.inputs.iter().map(|f| f.largest_user_key()));
                 let lo = match (begin, lo) {
-                    (Some(b), Some(l)) => Some(b.min(l)),
+                    (Some(b), Some(l)) => Some(order.min(b, l)),
                     _ => None,
                 };
                 let hi = match (end, hi) {
-                    (Some(e), Some(h)) => Some(e.max(h)),
+                    (Some(e), Some(h)) => Some(order.max(e, h)),
                     _ => None,
                 };
                 c.next_inputs = v.overlapping(deepest, lo, hi);

@@ -27,6 +27,7 @@ impl DbInner {
                 options.upper_bound.clone(),
                 family.opts.merge_operator.clone(),
                 tombstones,
+                sv.mem.order().clone(),
             ),
             sampler: ReadSampler::new(Arc::downgrade(self), family.id),
             sv,
@@ -189,6 +190,11 @@ pub struct Scan {
     pub(super) reverse: bool,
     pub(super) started: bool,
     pub(super) done: bool,
+    /// A key left out: the excluded start of a range in an order other than bytewise.
+    pub(super) skip: Option<Vec<u8>>,
+    /// The included end of a range in such an order: the scan stops after it.
+    pub(super) through: Option<Vec<u8>>,
+    pub(super) order: crate::comparator::KeyOrder,
 }
 
 impl std::fmt::Debug for Scan {
@@ -207,27 +213,37 @@ impl Scan {
         if self.done {
             return Ok(false);
         }
-        let step = if !self.started {
-            self.started = true;
-            if self.reverse {
-                self.it.seek_to_last()
+        loop {
+            let step = if !self.started {
+                self.started = true;
+                match (self.reverse, &self.through) {
+                    (true, Some(end)) => self.it.seek_for_prev(&end.clone()),
+                    (true, None) => self.it.seek_to_last(),
+                    (false, _) => self.it.seek_to_first(),
+                }
+            } else if self.reverse {
+                self.it.prev()
             } else {
-                self.it.seek_to_first()
+                self.it.next()
+            };
+            if let Err(e) = step {
+                self.done = true;
+                return Err(e);
             }
-        } else if self.reverse {
-            self.it.prev()
-        } else {
-            self.it.next()
-        };
-        if let Err(e) = step {
-            self.done = true;
-            return Err(e);
+            let key = self.it.valid().then(|| self.it.key());
+            let past_end = match (key, &self.through) {
+                (Some(k), Some(end)) => self.order.user(k, end).is_gt(),
+                _ => false,
+            };
+            let skipped = key.is_some_and(|k| self.skip.as_deref() == Some(k));
+            if key.is_none() || past_end || (skipped && self.reverse) {
+                self.done = true;
+                return Ok(false);
+            }
+            if !skipped {
+                return Ok(true);
+            }
         }
-        if !self.it.valid() {
-            self.done = true;
-            return Ok(false);
-        }
-        Ok(true)
     }
 
     /// The key of the entry [`Scan::step`] moved to.

@@ -27,7 +27,7 @@ pub(super) fn internal_iter(sv: &SuperVersion, fill: bool) -> MergingIterator {
                 children.push(Box::new(LevelIterator::new(files.clone(), fill)));
             }
         }
-        let merged = MergingIterator::new(children);
+        let merged = MergingIterator::new(sv.mem.order().clone(), children);
         // Blocks read together go through the cache; a database read in place from its
         // mapping has nothing to read together, and its seeks skip looking.
         match fill && !sv.version.reads_all_in_place() {

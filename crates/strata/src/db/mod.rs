@@ -130,6 +130,9 @@ impl Db {
     /// loss when this returns; see [`WriteOptions`] for the whole contract.
     pub fn write(&self, batch: WriteBatch, options: WriteOptions) -> Result<()> {
         batch.validate()?;
+        if batch.has_ranges() {
+            batch.check_ranges(&self.inner.opts.key_order())?;
+        }
         if batch.has_families() {
             self.inner.check_families(&batch)?;
         } else if batch.has_merges() && self.inner.default.opts.merge_operator.is_none() {
@@ -347,26 +350,42 @@ impl Db {
         reverse: bool,
     ) -> Result<Scan> {
         use std::ops::Bound;
+        let order = self.inner.opts.key_order();
+        // In byte order `k + [0]` is the key right after `k`, and the iterator's bounds say
+        // it all; in another order no key is known to follow `k`, and the scan itself
+        // leaves out an excluded start and stops after an included end.
+        let bytewise = order.is_bytewise();
         let successor = |k: &Vec<u8>| {
             let mut s = k.clone();
             s.push(0);
             s
         };
+        let (mut skip, mut through) = (None, None);
         let lower = match range.start_bound() {
             Bound::Included(k) => Some(k.clone()),
-            Bound::Excluded(k) => Some(successor(k)),
+            Bound::Excluded(k) if bytewise => Some(successor(k)),
+            Bound::Excluded(k) => {
+                skip = Some(k.clone());
+                Some(k.clone())
+            }
             Bound::Unbounded => None,
         };
         let upper = match range.end_bound() {
-            Bound::Included(k) => Some(successor(k)),
+            Bound::Included(k) if bytewise => Some(successor(k)),
+            Bound::Included(k) => {
+                through = Some(k.clone());
+                None
+            }
             Bound::Excluded(k) => Some(k.clone()),
             Bound::Unbounded => None,
         };
         if let Some(l) = lower {
-            options.lower_bound = Some(options.lower_bound.map_or(l.clone(), |o| o.max(l)));
+            let narrower = |o: Vec<u8>| order.max(&o, &l).to_vec();
+            options.lower_bound = Some(options.lower_bound.map_or(l.clone(), narrower));
         }
         if let Some(u) = upper {
-            options.upper_bound = Some(options.upper_bound.map_or(u.clone(), |o| o.min(u)));
+            let narrower = |o: Vec<u8>| order.min(&o, &u).to_vec();
+            options.upper_bound = Some(options.upper_bound.map_or(u.clone(), narrower));
         }
         let it = self.iter(&options)?;
         Ok(Scan {
@@ -374,6 +393,9 @@ impl Db {
             reverse,
             started: false,
             done: false,
+            skip,
+            through,
+            order,
         })
     }
 

@@ -147,7 +147,7 @@ impl DbInner {
             match parts.len() {
                 0 => {}
                 1 => all.extend(parts),
-                _ => all.push(Arc::new(Fragmented::concat(&parts))),
+                _ => all.push(Arc::new(Fragmented::concat(&sv.version.order, &parts))),
             }
         }
         all.retain(|t| !t.is_empty());

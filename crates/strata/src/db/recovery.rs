@@ -15,6 +15,7 @@ use super::family::{Family, FamilyState};
 use super::state::{Counters, DbInner, State, parse_file_name};
 use crate::batch::{WriteBatch, decode_record};
 use crate::cache::BlockCache;
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::key::{FileNumber, NUM_LEVELS, SeqNo};
 use crate::log::{LogKind, RecoveryMode, read_log, strip_header};
@@ -75,6 +76,7 @@ impl Db {
             Arc::new(BlockCache::new(0)),
             Arc::new(MappedPages::new(0)),
             Arc::new(PinBudget::new(0)),
+            options.key_order(),
         ));
         let versions = VersionSet::recover(store)?;
         Ok(versions
@@ -123,7 +125,7 @@ impl Db {
         };
         let counters = Counters::default();
         // The families the MANIFEST holds, each with its options.
-        let families = families_of(&versions, &options, given);
+        let families = families_of(&versions, &options, given)?;
 
         // Replay the WALs that hold writes not yet in an SST.
         let names = fs.list(&dir).map_err(io_err("list", &dir))?;
@@ -152,7 +154,7 @@ impl Db {
             .iter()
             .map(|f| FamilyState {
                 family: f.clone(),
-                mem: Arc::new(MemTable::new(wal_number, f.opts.write_buffer_size)),
+                mem: memtable_on(f, wal_number),
                 imm: VecDeque::new(),
                 busy_levels: [false; NUM_LEVELS],
                 read_compaction: None,
@@ -260,6 +262,7 @@ pub(super) fn table_store(dir: &Path, options: &Options) -> Arc<TableStore> {
         Arc::new(BlockCache::new(options.block_cache_bytes)),
         Arc::new(MappedPages::new(options.table_map_bytes)),
         Arc::new(PinBudget::new(options.table_pinned_bytes)),
+        options.key_order(),
     );
     store.open_files = OpenFiles::new(options.max_open_files);
     Arc::new(store)
@@ -267,17 +270,27 @@ pub(super) fn table_store(dir: &Path, options: &Options) -> Arc<TableStore> {
 
 /// The families the MANIFEST holds, each with its options: those `given` by name, the
 /// database's for the default family, and for the others the database's without a merge
-/// operator or compaction filter.
+/// operator or compaction filter. Options that ask for another comparator than the
+/// database's are refused: every family shares one order.
 fn families_of(
     versions: &VersionSet,
     options: &Options,
     given: &[(String, Options)],
-) -> Vec<Arc<Family>> {
+) -> Result<Vec<Arc<Family>>> {
     versions
         .families()
         .iter()
         .map(|(id, f)| {
             let opts = match given.iter().find(|(name, _)| *name == f.name) {
+                Some((_, o)) if *id != 0 && o.comparator.name() != options.comparator.name() => {
+                    return Err(Error::InvalidArgument(format!(
+                        "column family {} asks for comparator {}; every family of this \
+                         database orders keys by {}",
+                        f.name,
+                        o.comparator.name(),
+                        options.comparator.name()
+                    )));
+                }
                 Some((_, o)) if *id != 0 => o.clone(),
                 _ if *id == 0 => options.clone(),
                 _ => Options {
@@ -286,7 +299,7 @@ fn families_of(
                     ..options.clone()
                 },
             };
-            Arc::new(Family::new(*id, &f.name, opts, placeholder()))
+            Ok(Arc::new(Family::new(*id, &f.name, opts, placeholder())))
         })
         .collect()
 }
@@ -376,13 +389,22 @@ fn replay_wals(
 }
 
 fn empty_memtable(f: &Family) -> Arc<MemTable> {
-    Arc::new(MemTable::new(FileNumber(0), f.opts.write_buffer_size))
+    memtable_on(f, FileNumber(0))
+}
+
+/// An empty memtable of family `f` for writes logged in WAL `wal`.
+fn memtable_on(f: &Family, wal: FileNumber) -> Arc<MemTable> {
+    Arc::new(MemTable::new(
+        wal,
+        f.opts.write_buffer_size,
+        f.opts.key_order(),
+    ))
 }
 
 /// What a family's readers see before the database is open: nothing.
 fn placeholder() -> SuperVersion {
     SuperVersion {
-        mem: Arc::new(MemTable::new(FileNumber(0), 1024)),
+        mem: Arc::new(MemTable::new(FileNumber(0), 1024, KeyOrder::Bytewise)),
         imm: Vec::new(),
         version: Arc::new(crate::version::Version::default()),
         horizon: SeqNo(0),

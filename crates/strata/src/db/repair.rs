@@ -19,6 +19,7 @@ use super::background::build_table_from_memtable;
 use super::state::parse_file_name;
 use crate::batch::decode_record;
 use crate::compaction::{self, Compaction, JobContext};
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo};
@@ -210,6 +211,7 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
         added_families: families.iter().filter(|f| f.0 != 0).cloned().collect(),
         next_family: families.iter().map(|f| f.0 + 1).max().filter(|n| *n > 1),
         added,
+        comparator: store.order.name_to_record(),
         ..VersionEdit::default()
     };
     fs.sync_dir(&dir).map_err(io_err("fsync", &dir))?;
@@ -313,7 +315,7 @@ fn table_options(options: &Options) -> TableOptions {
 
 fn placeholder() -> super::family::SuperVersion {
     super::family::SuperVersion {
-        mem: Arc::new(MemTable::new(FileNumber(0), 1024)),
+        mem: Arc::new(MemTable::new(FileNumber(0), 1024, KeyOrder::Bytewise)),
         imm: Vec::new(),
         version: Arc::new(Version::default()),
         horizon: SeqNo(0),
@@ -427,7 +429,7 @@ fn replay_wals(
     let mut mems: BTreeMap<u32, Replayed> = families
         .iter()
         .map(|(id, _)| {
-            let mem = Arc::new(MemTable::new(FileNumber(0), 1 << 20));
+            let mem = Arc::new(MemTable::new(FileNumber(0), 1 << 20, store.order.clone()));
             (
                 *id,
                 Replayed {

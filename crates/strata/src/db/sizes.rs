@@ -115,7 +115,9 @@ fn approximate_sizes<K: AsRef<[u8]>>(family: &Arc<Family>, ranges: &[(K, K)]) ->
 
 /// The bytes of `[start, limit)` in the tables and memtables of `sv`.
 fn range_bytes(sv: &SuperVersion, start: &[u8], limit: &[u8]) -> Result<u64> {
-    if limit <= start {
+    let order = sv.mem.order();
+    let cmp = |a: &[u8], b: &[u8]| order.user(a, b);
+    if cmp(limit, start).is_le() {
         return Ok(0);
     }
     let mut total = 0;
@@ -124,16 +126,16 @@ fn range_bytes(sv: &SuperVersion, start: &[u8], limit: &[u8]) -> Result<u64> {
         // or after `start` can meet the range.
         let first = match level {
             0 => 0,
-            _ => files.partition_point(|f| f.largest_user_key() < start),
+            _ => files.partition_point(|f| cmp(f.largest_user_key(), start).is_lt()),
         };
         for f in files.iter().skip(first) {
-            if f.smallest_user_key() >= limit {
+            if cmp(f.smallest_user_key(), limit).is_ge() {
                 if level == 0 {
                     continue;
                 }
                 break;
             }
-            if f.largest_user_key() < start {
+            if cmp(f.largest_user_key(), start).is_lt() {
                 continue;
             }
             total += file_bytes(f, start, limit)?;
@@ -142,7 +144,7 @@ fn range_bytes(sv: &SuperVersion, start: &[u8], limit: &[u8]) -> Result<u64> {
     for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         let mut it = m.iter();
         it.seek(&lookup_key(start, SeqNo::MAX))?;
-        while it.valid() && user_key(it.key()) < limit {
+        while it.valid() && cmp(user_key(it.key()), limit).is_lt() {
             total += (it.key().len() + it.value().len()) as u64;
             it.next()?;
         }
@@ -161,14 +163,15 @@ fn file_bytes(f: &FileMeta, start: &[u8], limit: &[u8]) -> Result<u64> {
         Ok(block_of(f.largest_user_key())?
             .map_or(f.size, |h| h.offset + h.size + BLOCK_TRAILER_BYTES as u64))
     };
-    let begin = match start <= f.smallest_user_key() {
+    let order = f.order();
+    let begin = match order.user(start, f.smallest_user_key()).is_le() {
         true => 0,
         false => match block_of(start)? {
             Some(h) => h.offset,
             None => data_end()?,
         },
     };
-    let end = match limit > f.largest_user_key() {
+    let end = match order.user(limit, f.largest_user_key()).is_gt() {
         true => data_end()?,
         false => match block_of(limit)? {
             Some(h) => h.offset,

@@ -230,14 +230,15 @@ impl DbInner {
     /// generation waiting to be flushed, so that its list lines up with the others'.
     pub(super) fn new_family_state(&self, st: &State, family: Arc<Family>) -> FamilyState {
         let size = family.opts.write_buffer_size;
+        let order = family.opts.key_order();
         let imm = st
             .default_family()
             .imm
             .iter()
-            .map(|m| Arc::new(MemTable::new(m.wal_number(), size)))
+            .map(|m| Arc::new(MemTable::new(m.wal_number(), size, order.clone())))
             .collect();
         FamilyState {
-            mem: Arc::new(MemTable::new(st.wal_number, size)),
+            mem: Arc::new(MemTable::new(st.wal_number, size, order)),
             imm,
             busy_levels: [false; NUM_LEVELS],
             read_compaction: None,
@@ -262,6 +263,14 @@ impl DbInner {
                 "column family {name} exists already"
             )));
         }
+        let ours = st.default_family().family.opts.comparator.name();
+        if options.comparator.name() != ours {
+            return Err(Error::InvalidArgument(format!(
+                "column family {name} asks for comparator {}; every family of this database \
+                 orders keys by {ours}",
+                options.comparator.name()
+            )));
+        }
         let id = st.versions.new_family_id();
         let edit = VersionEdit {
             added_families: vec![(id, name.to_string())],
@@ -269,12 +278,13 @@ impl DbInner {
             ..Default::default()
         };
         self.log_and_apply_unpublished(&mut st, edit)?;
+        let order = options.key_order();
         let family = Arc::new(Family::new(
             id,
             name,
             options,
             SuperVersion {
-                mem: Arc::new(MemTable::new(st.wal_number, 1024)),
+                mem: Arc::new(MemTable::new(st.wal_number, 1024, order)),
                 imm: Vec::new(),
                 version: st.versions.current(id),
                 horizon: st.horizon,
@@ -327,7 +337,7 @@ impl DbInner {
         // Handles of the family now read an empty tree, and hold none of its files: they go
         // once the last iterator over them does.
         family.set_super_version(SuperVersion {
-            mem: Arc::new(MemTable::new(st.wal_number, 1024)),
+            mem: Arc::new(MemTable::new(st.wal_number, 1024, family.opts.key_order())),
             imm: Vec::new(),
             version: Arc::new(Version::default()),
             horizon: st.horizon,

@@ -110,11 +110,12 @@ impl Transaction<'_> {
         &mut self,
         range: impl RangeBounds<Vec<u8>> + Clone,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
-        // A range that ends before it starts holds nothing (the map's `range` would panic).
-        let empty = match &bounds {
+        let order = self.db.inner.opts.key_order();
+        let cmp = |a: &[u8], b: &[u8]| order.user(a, b);
+        // A range that ends before it starts holds nothing.
+        let empty = match (range.start_bound(), range.end_bound()) {
             (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e))
-                if s > e =>
+                if cmp(s, e).is_gt() =>
             {
                 true
             }
@@ -124,22 +125,36 @@ impl Transaction<'_> {
         if empty {
             return Ok(Vec::new());
         }
+        let holds = |k: &[u8]| {
+            let after_start = match range.start_bound() {
+                Bound::Included(s) => cmp(k, s).is_ge(),
+                Bound::Excluded(s) => cmp(k, s).is_gt(),
+                Bound::Unbounded => true,
+            };
+            after_start
+                && match range.end_bound() {
+                    Bound::Included(e) => cmp(k, e).is_le(),
+                    Bound::Excluded(e) => cmp(k, e).is_lt(),
+                    Bound::Unbounded => true,
+                }
+        };
+        // The transaction's own writes in the range, in the database's key order.
+        let mut own: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
+            self.writes.iter().filter(|(k, _)| holds(k)).collect();
+        own.sort_by(|a, b| cmp(a.0, b.0));
         let mut from_db = Vec::new();
         for entry in self.db.scan_with(range, self.at_snapshot(), false)? {
             from_db.push(entry?);
         }
         let mut out = Vec::with_capacity(from_db.len());
-        let mut own = self
-            .writes
-            .range::<Vec<u8>, (Bound<Vec<u8>>, Bound<Vec<u8>>)>(bounds)
-            .peekable();
+        let mut own = own.into_iter().peekable();
         let mut theirs = from_db.into_iter().peekable();
         loop {
             let take_own = match (own.peek(), theirs.peek()) {
                 (None, None) => break,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
-                (Some((ok, _)), Some((tk, _))) => *ok <= tk,
+                (Some((ok, _)), Some((tk, _))) => cmp(ok, tk).is_le(),
             };
             if take_own {
                 let Some((k, v)) = own.next() else { break };

@@ -410,7 +410,12 @@ impl DbInner {
             }
             // Every family's memtable switches: the generation is flushed as a whole.
             for f in st.families_mut() {
-                let fresh = Arc::new(MemTable::new(number, f.family.opts.write_buffer_size));
+                let opts = &f.family.opts;
+                let fresh = Arc::new(MemTable::new(
+                    number,
+                    opts.write_buffer_size,
+                    opts.key_order(),
+                ));
                 let old = std::mem::replace(&mut f.mem, fresh);
                 f.imm.push_back(old);
             }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 #[allow(unused_imports)]
 use super::InternalIterator as _;
 use super::{BoxedIter, LentSlice};
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::key::{
-    SEEK_KIND, SeqNo, ValueKind, append_internal_key, compare_bytes, internal_key, lookup_key,
-    parse_internal_key, user_key,
+    SEEK_KIND, SeqNo, ValueKind, append_internal_key, internal_key, lookup_key, parse_internal_key,
+    user_key,
 };
 use crate::merge::MergeOperator;
 use crate::range_del::Fragmented;
@@ -50,6 +51,8 @@ pub(crate) struct DbIter {
     operands: Vec<Vec<u8>>,
     /// The range tombstones of every memtable and table the cursor reads.
     tombstones: Vec<Arc<Fragmented>>,
+    /// The order of the keys.
+    order: KeyOrder,
 }
 
 #[cold]
@@ -70,8 +73,10 @@ impl DbIter {
         upper: Option<Vec<u8>>,
         merge: Option<Arc<dyn MergeOperator>>,
         tombstones: Vec<Arc<Fragmented>>,
+        order: KeyOrder,
     ) -> Self {
         DbIter {
+            order,
             inner,
             seq,
             lower,
@@ -134,13 +139,13 @@ impl DbIter {
     fn past_upper(&self, key: &[u8]) -> bool {
         self.upper
             .as_deref()
-            .is_some_and(|u| compare_bytes(key, u).is_ge())
+            .is_some_and(|u| self.order.user(key, u).is_ge())
     }
 
     fn before_lower(&self, key: &[u8]) -> bool {
         self.lower
             .as_deref()
-            .is_some_and(|l| compare_bytes(key, l).is_lt())
+            .is_some_and(|l| self.order.user(key, l).is_lt())
     }
 
     /// Moves forward to the newest visible, not deleted version of a user key; with
@@ -159,7 +164,7 @@ impl DbIter {
                         skipping = true;
                     }
                     ValueKind::Value => {
-                        if !(skipping && compare_bytes(p.user_key, &self.saved_key).is_le()) {
+                        if !(skipping && self.order.user(p.user_key, &self.saved_key).is_le()) {
                             self.lent_key = LentSlice::new(p.user_key);
                             self.lent_value = LentSlice::new(self.inner.value());
                             self.valid = true;
@@ -168,7 +173,7 @@ impl DbIter {
                         }
                     }
                     ValueKind::Merge => {
-                        if !(skipping && compare_bytes(p.user_key, &self.saved_key).is_le()) {
+                        if !(skipping && self.order.user(p.user_key, &self.saved_key).is_le()) {
                             return self.fold_forward();
                         }
                     }
@@ -237,7 +242,8 @@ impl DbIter {
         while self.inner.valid() {
             let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
             if p.seq <= self.seq {
-                if kind != ValueKind::Delete && compare_bytes(p.user_key, &self.saved_key).is_lt() {
+                if kind != ValueKind::Delete && self.order.user(p.user_key, &self.saved_key).is_lt()
+                {
                     break;
                 }
                 if self.before_lower(p.user_key) {
@@ -286,7 +292,7 @@ impl DbIter {
 
     pub(crate) fn seek(&mut self, target: &[u8]) -> Result<()> {
         let target = match &self.lower {
-            Some(l) if target < l.as_slice() => l.as_slice(),
+            Some(l) if self.order.user(target, l).is_lt() => l.as_slice(),
             _ => target,
         };
         // The lookup key is built in `saved_key`, which the seek leaves cleared: a seek
@@ -340,7 +346,7 @@ impl DbIter {
     /// user entry there, honouring the upper bound.
     fn position_before(&mut self, ikey: &[u8]) -> Result<()> {
         let ikey = match &self.upper {
-            Some(u) if user_key(ikey) >= u.as_slice() => lookup_key(u, SeqNo::MAX),
+            Some(u) if self.order.user(user_key(ikey), u).is_ge() => lookup_key(u, SeqNo::MAX),
             _ => ikey.to_vec(),
         };
         self.direction = Direction::Reverse;
@@ -414,7 +420,11 @@ impl DbIter {
                     self.saved_value.clear();
                     return Ok(());
                 }
-                if compare_bytes(user_key(self.inner.key()), &self.saved_key).is_lt() {
+                if self
+                    .order
+                    .user(user_key(self.inner.key()), &self.saved_key)
+                    .is_lt()
+                {
                     break;
                 }
                 self.inner.prev()?;

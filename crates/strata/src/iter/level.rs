@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::InternalIterator;
+use crate::comparator::KeyOrder;
 use crate::error::Result;
-use crate::key::compare_internal;
 use crate::sstable::TableIter;
 use crate::version::FileMeta;
 
@@ -14,11 +14,16 @@ pub(crate) struct LevelIterator {
     index: usize,
     current: Option<TableIter>,
     fill_cache: bool,
+    /// The order of the files' keys.
+    order: KeyOrder,
 }
 
 impl LevelIterator {
     pub(crate) fn new(files: Vec<Arc<FileMeta>>, fill_cache: bool) -> Self {
         LevelIterator {
+            order: files
+                .first()
+                .map_or(KeyOrder::Bytewise, |f| f.order().clone()),
             files,
             index: 0,
             current: None,
@@ -97,7 +102,7 @@ impl InternalIterator for LevelIterator {
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let i = self
             .files
-            .partition_point(|f| compare_internal(&f.largest, target).is_lt());
+            .partition_point(|f| self.order.internal(&f.largest, target).is_lt());
         if self.open(i)?
             && let Some(c) = &mut self.current
         {

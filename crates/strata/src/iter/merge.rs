@@ -15,8 +15,8 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::{BoxedIter, InternalIterator, LentSlice};
+use crate::comparator::KeyOrder;
 use crate::error::Result;
-use crate::key::compare_internal;
 use crate::version::Version;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -44,12 +44,15 @@ pub(crate) struct MergingIterator {
     /// The tables of the children, when a seek should read the blocks they land in together
     /// before it positions them ([`MergingIterator::reading_together`]).
     tables: Option<Arc<Version>>,
+    /// The order of the keys.
+    order: KeyOrder,
 }
 
 impl MergingIterator {
-    pub(crate) fn new(children: Vec<BoxedIter>) -> Self {
+    pub(crate) fn new(order: KeyOrder, children: Vec<BoxedIter>) -> Self {
         let heap = Vec::with_capacity(children.len());
         MergingIterator {
+            order,
             children,
             heap,
             direction: Direction::Forward,
@@ -77,7 +80,7 @@ impl MergingIterator {
         // SAFETY: the children in the heap lent their keys at their current positions (see
         // `Entry`), and they move only through `&mut self`.
         let (ka, kb) = unsafe { (a.key.get(), b.key.get()) };
-        let o = compare_internal(ka, kb).then(a.child.cmp(&b.child));
+        let o = self.order.internal(ka, kb).then(a.child.cmp(&b.child));
         match self.direction {
             Direction::Forward => o == Ordering::Less,
             Direction::Reverse => o == Ordering::Greater,
@@ -220,7 +223,7 @@ impl InternalIterator for MergingIterator {
                     continue;
                 }
                 c.seek(&key)?;
-                if c.valid() && compare_internal(&key, c.key()) == Ordering::Equal {
+                if c.valid() && self.order.internal(&key, c.key()) == Ordering::Equal {
                     c.next()?;
                 }
             }
@@ -251,7 +254,7 @@ impl InternalIterator for MergingIterator {
                 // An entry added to a memtable after the seek may sit between the entry found
                 // and `key`; step past it (it is newer than this cursor's reads, so hidden).
                 // Otherwise it would top the heap, and the current child would not move.
-                while c.valid() && compare_internal(c.key(), &key) != Ordering::Less {
+                while c.valid() && self.order.internal(c.key(), &key) != Ordering::Less {
                     c.prev()?;
                 }
             }
@@ -306,7 +309,7 @@ mod tests {
         fn seek(&mut self, target: &[u8]) -> Result<()> {
             self.pos = self
                 .keys
-                .partition_point(|k| compare_internal(k, target).is_lt());
+                .partition_point(|k| crate::key::compare_internal(k, target).is_lt());
             Ok(())
         }
         fn next(&mut self) -> Result<()> {
@@ -358,7 +361,7 @@ mod tests {
             .chars()
             .map(|c| k(&c.to_string(), 1))
             .collect();
-        let mut it = MergingIterator::new(children);
+        let mut it = MergingIterator::new(KeyOrder::Bytewise, children);
         it.seek_to_first().unwrap();
         for want in &all {
             assert_eq!(it.key(), want.as_slice());
@@ -407,7 +410,10 @@ mod tests {
             pos: 0,
             gain_before_prev: Some(k("m", 9)),
         };
-        let mut it = MergingIterator::new(vec![Box::new(current), Box::new(growing)]);
+        let mut it = MergingIterator::new(
+            KeyOrder::Bytewise,
+            vec![Box::new(current), Box::new(growing)],
+        );
         it.seek(&k("k", 1)).unwrap();
         assert_eq!(it.key(), k("k", 1).as_slice());
         it.prev().unwrap();

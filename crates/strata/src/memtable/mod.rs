@@ -39,9 +39,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::key::{
-    FileNumber, SeqNo, ValueKind, compare_internal, pack_trailer, parse_internal_key,
-};
+use crate::comparator::KeyOrder;
+use crate::key::{FileNumber, SeqNo, ValueKind, pack_trailer, parse_internal_key};
 use crate::mutex::lock;
 use crate::range_del::{Fragmented, RangeTombstone};
 
@@ -115,6 +114,8 @@ pub(crate) struct MemTable {
     has_range_dels: AtomicBool,
     /// `range_dels` fragmented, made by the first read after a change.
     fragmented: Mutex<Option<Arc<Fragmented>>>,
+    /// The order of the keys.
+    order: KeyOrder,
 }
 
 // SAFETY: nodes are reached only through atomics with Acquire/Release ordering, are immutable
@@ -126,7 +127,7 @@ unsafe impl Sync for MemTable {}
 impl MemTable {
     /// An empty memtable for writes logged in `wal`, with hash buckets sized for about
     /// `capacity_bytes` of entries.
-    pub(crate) fn new(wal: FileNumber, capacity_bytes: usize) -> Self {
+    pub(crate) fn new(wal: FileNumber, capacity_bytes: usize, order: KeyOrder) -> Self {
         let arena = Arena::new();
         let head = Node::create(&arena, MAX_HEIGHT, &[], &[]);
         let buckets = (capacity_bytes / BYTES_PER_BUCKET)
@@ -148,6 +149,7 @@ impl MemTable {
             range_dels: Mutex::new(Vec::new()),
             has_range_dels: AtomicBool::new(false),
             fragmented: Mutex::new(None),
+            order,
         }
     }
 
@@ -158,7 +160,10 @@ impl MemTable {
         }
         let mut cache = lock(&self.fragmented);
         if cache.is_none() {
-            *cache = Some(Arc::new(Fragmented::new(lock(&self.range_dels).iter())));
+            *cache = Some(Arc::new(Fragmented::new(
+                &self.order,
+                lock(&self.range_dels).iter(),
+            )));
         }
         cache.clone()
     }
@@ -169,6 +174,11 @@ impl MemTable {
             return Vec::new();
         }
         lock(&self.range_dels).clone()
+    }
+
+    /// The order of the keys.
+    pub(crate) fn order(&self) -> &KeyOrder {
+        &self.order
     }
 
     pub(crate) fn wal_number(&self) -> FileNumber {
@@ -286,16 +296,19 @@ impl MemTable {
     /// insert left off. Requires: the nodes are in the hash chains but not in the list.
     fn insert_sorted(&self, batch: Vec<*mut Node>) {
         // Sorted by the keys' first bytes, read once per node, so that most comparisons stay
-        // within the vector instead of reading two nodes scattered over the arena.
-        // SAFETY: pending nodes are published (through their bucket) and immutable.
-        let mut batch: Vec<(u128, *mut Node)> = batch
-            .into_iter()
-            .map(|n| (sort_prefix(unsafe { Node::key(n) }), n))
-            .collect();
+        // within the vector instead of reading two nodes scattered over the arena (in byte
+        // order; in another, by the keys alone).
+        let bytewise = self.order.is_bytewise();
+        let prefix = |n: *mut Node| match bytewise {
+            // SAFETY: pending nodes are published (through their bucket) and immutable.
+            true => sort_prefix(unsafe { Node::key(n) }),
+            false => 0,
+        };
+        let mut batch: Vec<(u128, *mut Node)> = batch.into_iter().map(|n| (prefix(n), n)).collect();
         batch.sort_unstable_by(|a, b| {
             // SAFETY: as above.
             a.0.cmp(&b.0)
-                .then_with(|| unsafe { compare_internal(Node::key(a.1), Node::key(b.1)) })
+                .then_with(|| unsafe { self.order.internal(Node::key(a.1), Node::key(b.1)) })
         });
         let mut preds = [self.head; MAX_HEIGHT];
         let mut succs: [*mut Node; MAX_HEIGHT] = [ptr::null_mut(); MAX_HEIGHT];
@@ -310,7 +323,7 @@ impl MemTable {
             while positioned && level < MAX_HEIGHT && !succs[level].is_null() && {
                 // SAFETY: non-null successors are published nodes.
                 let succ = unsafe { Node::key(succs[level]) };
-                compare_internal(succ, key) == CmpOrdering::Less
+                self.order.internal(succ, key) == CmpOrdering::Less
             } {
                 level += 1;
             }
@@ -417,7 +430,7 @@ impl MemTable {
             if !next.is_null() && next != known_ge && {
                 // SAFETY: non-null next pointers are published nodes.
                 let next_key = unsafe { Node::key(next) };
-                compare_internal(next_key, key) == CmpOrdering::Less
+                self.order.internal(next_key, key) == CmpOrdering::Less
             } {
                 pred = next;
             } else {

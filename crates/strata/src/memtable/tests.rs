@@ -2,8 +2,8 @@ use super::arena::CHUNK_BYTES;
 use super::iter::MemTableIter;
 use super::*;
 use crate::iter::InternalIterator;
-use crate::key::lookup_key;
 use crate::key::user_key;
+use crate::key::{compare_internal, lookup_key};
 
 /// The user key of the entry a memtable cursor is on (test helper).
 fn current_user_key(it: &MemTableIter) -> Vec<u8> {
@@ -12,7 +12,7 @@ fn current_user_key(it: &MemTableIter) -> Vec<u8> {
 
 #[test]
 fn get_sees_the_newest_visible_version() {
-    let m = MemTable::new(FileNumber(1), 4096);
+    let m = MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise);
     m.add(SeqNo(1), ValueKind::Value, b"k", b"v1");
     m.add(SeqNo(2), ValueKind::Value, b"k", b"v2");
     m.add(SeqNo(3), ValueKind::Delete, b"k", b"");
@@ -32,7 +32,7 @@ fn get_sees_the_newest_visible_version() {
 #[test]
 fn hash_lookups_agree_with_the_list_at_every_snapshot() {
     // A tiny table: few buckets, long chains mixing keys and versions.
-    let m = MemTable::new(FileNumber(1), 64);
+    let m = MemTable::new(FileNumber(1), 64, KeyOrder::Bytewise);
     let mut seq = 0;
     for round in 0..5u64 {
         for k in 0..200u64 {
@@ -68,7 +68,7 @@ fn hash_lookups_agree_with_the_list_at_every_snapshot() {
 
 #[test]
 fn large_and_small_entries_share_the_arena() {
-    let m = MemTable::new(FileNumber(1), 4096);
+    let m = MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise);
     let big = vec![7u8; CHUNK_BYTES];
     for i in 0..3000u64 {
         let key = format!("{i:06}");
@@ -93,7 +93,7 @@ fn large_and_small_entries_share_the_arena() {
 
 #[test]
 fn iterates_in_order_both_ways() {
-    let m = Arc::new(MemTable::new(FileNumber(1), 4096));
+    let m = Arc::new(MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise));
     for (i, k) in [5u8, 1, 9, 3, 7].iter().enumerate() {
         m.add(SeqNo(i as u64 + 1), ValueKind::Value, &[*k], b"");
     }
@@ -158,7 +158,7 @@ fn sort_prefixes_order_keys_as_the_keys_do() {
 
 #[test]
 fn iterators_see_every_entry_added_before_them_across_batches() {
-    let m = Arc::new(MemTable::new(FileNumber(1), 1 << 20));
+    let m = Arc::new(MemTable::new(FileNumber(1), 1 << 20, KeyOrder::Bytewise));
     let mut model = std::collections::BTreeSet::new();
     let mut x = 7u64;
     let mut seq = 0;
@@ -194,7 +194,7 @@ fn iterators_see_every_entry_added_before_them_across_batches() {
 
 #[test]
 fn concurrent_inserts_and_reads_lose_nothing() {
-    let m = Arc::new(MemTable::new(FileNumber(1), 4096));
+    let m = Arc::new(MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise));
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             let m = m.clone();

@@ -16,11 +16,28 @@ use std::sync::Arc;
 
 use super::heads::Heads;
 use crate::coding::{Reader, put_u32, put_varint, u32_at};
+use crate::comparator::KeyOrder;
 use crate::error::{DecodeError, Error, Result};
 use crate::fs::MappedBytes;
 use crate::iter::InternalIterator;
 
-pub(crate) type Comparator = fn(&[u8], &[u8]) -> Ordering;
+/// The order of a block's keys: internal keys in the database's key order (data and index
+/// blocks), or plain names bytewise (the properties block, a filter's partition index).
+#[derive(Clone, Debug)]
+pub(crate) enum BlockOrder {
+    Internal(KeyOrder),
+    Plain,
+}
+
+impl BlockOrder {
+    #[inline]
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        match self {
+            BlockOrder::Internal(order) => order.internal(a, b),
+            BlockOrder::Plain => crate::key::compare_bytes(a, b),
+        }
+    }
+}
 
 /// A seek prefetches every restart key when there are at most this many to search.
 const PREFETCH_RESTARTS: usize = 8;
@@ -251,18 +268,18 @@ impl Block {
         Ok(off)
     }
 
-    pub(crate) fn iter(self: &Arc<Self>, cmp: Comparator) -> BlockIter {
+    pub(crate) fn iter(self: &Arc<Self>, cmp: BlockOrder) -> BlockIter {
         BlockIter::new(self.clone(), cmp)
     }
 
     /// A cursor that borrows the block, for a search that ends before the borrow does.
-    pub(crate) fn iter_ref(&self, cmp: Comparator) -> BlockIter<&Block> {
+    pub(crate) fn iter_ref(&self, cmp: BlockOrder) -> BlockIter<&Block> {
         BlockIter::new(self, cmp)
     }
 }
 
 impl<B: Deref<Target = Block>> BlockIter<B> {
-    fn new(block: B, cmp: Comparator) -> Self {
+    fn new(block: B, cmp: BlockOrder) -> Self {
         let end = block.restarts_offset;
         BlockIter {
             block,
@@ -285,7 +302,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 /// path here is left empty.
 pub(crate) struct BlockIter<B = Arc<Block>> {
     block: B,
-    cmp: Comparator,
+    cmp: BlockOrder,
     /// Offset of the current entry; `restarts_offset` when not valid.
     offset: usize,
     next_offset: usize,
@@ -410,7 +427,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         }
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            if (self.cmp)(self.block.restart_key(mid)?, target) == Ordering::Less {
+            if self.cmp.compare(self.block.restart_key(mid)?, target) == Ordering::Less {
                 lo = mid;
             } else {
                 hi = mid - 1;
@@ -429,7 +446,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                 .unwrap_or_default(),
         );
         while self.parse_next()? {
-            if (self.cmp)(&self.key, target) != Ordering::Less {
+            if self.cmp.compare(&self.key, target) != Ordering::Less {
                 return Ok(());
             }
         }
@@ -543,10 +560,6 @@ impl<B: Deref<Target = Block> + Send> InternalIterator for BlockIter<B> {
 mod tests {
     use super::*;
 
-    fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
-        a.cmp(b)
-    }
-
     fn build(n: usize, interval: usize) -> Arc<Block> {
         let mut b = BlockBuilder::new(interval);
         for i in 0..n {
@@ -562,7 +575,7 @@ mod tests {
     fn iterates_and_seeks_at_every_restart_interval() {
         for interval in [1, 2, 16] {
             let block = build(100, interval);
-            let mut it = block.iter(bytewise);
+            let mut it = block.iter(BlockOrder::Plain);
             it.seek_to_first().unwrap();
             let mut n = 0;
             while it.valid() {
@@ -595,7 +608,7 @@ mod tests {
     fn random_walks_back_and_forth_match_the_entries() {
         for interval in [1, 3, 16] {
             let block = build(100, interval);
-            let mut it = block.iter(bytewise);
+            let mut it = block.iter(BlockOrder::Plain);
             let mut x = 12_345u64 + interval as u64;
             let mut at: Option<usize> = None;
             for _ in 0..3_000 {
@@ -654,7 +667,7 @@ mod tests {
                 bad[i] ^= bit;
                 let Ok(block) = Block::new(bad) else { continue };
                 let block = Arc::new(block);
-                let mut it = block.iter(bytewise);
+                let mut it = block.iter(BlockOrder::Plain);
                 let _ = it.seek(b"k010");
                 let mut steps = 0;
                 if it.seek_to_first().is_ok() {
@@ -686,7 +699,7 @@ mod tests {
     /// above the prefix.
     #[test]
     fn seeks_with_search_heads_match_seeks_without() {
-        use crate::key::{SeqNo, ValueKind, compare_internal, internal_key};
+        use crate::key::{SeqNo, ValueKind, internal_key};
         let x = std::cell::Cell::new(99u64);
         let rand = |n: u64| {
             let mut v = x.get();
@@ -730,7 +743,10 @@ mod tests {
             let plain = Arc::new(Block::new(raw.clone()).unwrap());
             let headed = Arc::new(Block::new(raw).unwrap().with_search_heads().unwrap());
             assert!(headed.heads.is_some());
-            let (mut p, mut h) = (plain.iter(compare_internal), headed.iter(compare_internal));
+            let (mut p, mut h) = (
+                plain.iter(BlockOrder::Internal(KeyOrder::Bytewise)),
+                headed.iter(BlockOrder::Internal(KeyOrder::Bytewise)),
+            );
             for _ in 0..200 {
                 let target_user = match rand(6) {
                     0 => keys[rand(keys.len() as u64) as usize].clone(),

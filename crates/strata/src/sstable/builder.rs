@@ -10,7 +10,7 @@ use super::format::{
 };
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
-use crate::key::{SeqNo, ValueKind, compare_internal, internal_key, parse_internal_key, user_key};
+use crate::key::{SeqNo, ValueKind, internal_key, parse_internal_key, user_key};
 use crate::range_del::RangeTombstone;
 
 /// Names of the properties block entries. Written to disk: never renamed.
@@ -57,6 +57,9 @@ pub(crate) struct TableBuilder {
     offset: u64,
     data: BlockBuilder,
     index_entries: Vec<(Vec<u8>, BlockHandle)>,
+    /// The last data block written and its last key, waiting for the next block's first key
+    /// to choose the shortest key between the two for its index entry.
+    pending_index: Option<(Vec<u8>, BlockHandle)>,
     filter: FilterBuilder,
     /// Partitioned filters: each partition finished so far, as the last internal key it
     /// covers and its block, written after the data blocks.
@@ -81,6 +84,7 @@ impl TableBuilder {
             opts,
             offset: 0,
             index_entries: Vec::new(),
+            pending_index: None,
             partitions: Vec::new(),
             summary: TableSummary::default(),
             raw_key_bytes: 0,
@@ -99,10 +103,11 @@ impl TableBuilder {
     /// Ends every range tombstone added so far at `at` at the latest, and returns what lay
     /// past it, `[at, end)`, for the next file.
     pub(crate) fn clip_range_tombstones(&mut self, at: &[u8]) -> Vec<RangeTombstone> {
+        let order = &self.opts.order;
         let mut rest = Vec::new();
         for t in &mut self.range_dels {
-            if t.end.as_slice() > at {
-                let begin = t.begin.as_slice().max(at).to_vec();
+            if order.user(&t.end, at).is_gt() {
+                let begin = order.max(&t.begin, at).to_vec();
                 let end = std::mem::replace(&mut t.end, at.to_vec());
                 rest.push(RangeTombstone {
                     begin,
@@ -112,8 +117,17 @@ impl TableBuilder {
             }
         }
         // A tombstone that began at or after `at` went on whole.
-        self.range_dels.retain(|t| t.begin < t.end);
+        self.range_dels
+            .retain(|t| order.user(&t.begin, &t.end).is_lt());
         rest
+    }
+
+    /// Whether a range tombstone added so far goes on past the user key `last`.
+    pub(crate) fn range_tombstones_go_past(&self, last: &[u8]) -> bool {
+        let order = &self.opts.order;
+        self.range_dels
+            .iter()
+            .any(|t| order.user(&t.end, last).is_gt())
     }
 
     /// Counts `seq` in the table's newest sequence number (its `strata.largest-seq`
@@ -150,21 +164,22 @@ impl TableBuilder {
                 )
             })
             .collect();
-        list.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        let order = self.opts.order.clone();
+        list.sort_by(|a, b| order.internal(&a.0, &b.0));
         list.dedup_by(|a, b| a.0 == b.0);
         let mut block = BlockBuilder::new(1);
         for (k, end) in &list {
             block.add(k, end);
             let s = &mut self.summary;
-            if s.smallest.is_empty() || compare_internal(k, &s.smallest).is_lt() {
+            if s.smallest.is_empty() || order.internal(k, &s.smallest).is_lt() {
                 s.smallest = k.clone();
             }
             let last = match end.split_last() {
-                Some((0, x)) => x,
+                Some((0, x)) if order.is_bytewise() => x,
                 _ => end.as_slice(),
             };
             let upper = internal_key(last, SeqNo(0), ValueKind::Delete);
-            if s.largest.is_empty() || compare_internal(&upper, &s.largest).is_gt() {
+            if s.largest.is_empty() || order.internal(&upper, &s.largest).is_gt() {
                 s.largest = upper;
             }
         }
@@ -185,12 +200,20 @@ impl TableBuilder {
         {
             self.flush_data_block()?;
         }
+        if let Some((last, handle)) = self.pending_index.take() {
+            let separator = self.separator(last, Some(ikey));
+            self.index_entries.push((separator, handle));
+        }
         if self.summary.entries == 0 {
             self.summary.smallest = ikey.to_vec();
         }
         debug_assert!(
             self.summary.entries == 0
-                || crate::key::compare_internal(&self.summary.largest, ikey).is_lt()
+                || self
+                    .opts
+                    .order
+                    .internal(&self.summary.largest, ikey)
+                    .is_lt()
         );
         self.summary.largest.clear();
         self.summary.largest.extend_from_slice(ikey);
@@ -234,7 +257,8 @@ impl TableBuilder {
         {
             self.cut_partition(last.clone());
         }
-        self.index_entries.push((last, handle));
+        debug_assert!(self.pending_index.is_none());
+        self.pending_index = Some((last, handle));
         self.data_blocks += 1;
         Ok(())
     }
@@ -300,6 +324,29 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// The index key of a data block whose last key is `last`, followed by a block that
+    /// starts with `next` (`None` for the table's last block): the shortest key the
+    /// comparator finds at or after `last` and before `next`, as LevelDB's table builder
+    /// chooses it. A shorter user key takes the trailer that sorts first among its
+    /// versions, so that the index key stays below `next` whatever `next`'s sequence number;
+    /// a comparator's answer outside that range is not taken.
+    fn separator(&self, last: Vec<u8>, next: Option<&[u8]>) -> Vec<u8> {
+        let order = &self.opts.order;
+        let (from, to) = (user_key(&last), next.map(user_key));
+        let mut short = from.to_vec();
+        match to {
+            Some(to) => order.shorten_separator(&mut short, to),
+            None => order.shorten_successor(&mut short),
+        }
+        let between = short.len() < from.len()
+            && order.user(from, &short).is_lt()
+            && to.is_none_or(|to| order.user(&short, to).is_lt());
+        match between {
+            true => internal_key(&short, SeqNo::MAX, crate::key::SEEK_KIND),
+            false => last,
+        }
+    }
+
     /// Writes index levels bottom-up; returns the root handle and the depth.
     fn write_index(&mut self) -> Result<(BlockHandle, u8)> {
         let mut entries = std::mem::take(&mut self.index_entries);
@@ -338,6 +385,10 @@ impl TableBuilder {
     /// Writes filter, index, properties and footer, and syncs the file.
     pub(crate) fn finish(mut self) -> Result<TableSummary> {
         self.flush_data_block()?;
+        if let Some((last, handle)) = self.pending_index.take() {
+            let separator = self.separator(last, None);
+            self.index_entries.push((separator, handle));
+        }
         let data_bytes = self.offset;
         let filter_handle = self.write_filter()?;
         let filter_bytes = self.offset - data_bytes;
@@ -421,6 +472,7 @@ mod tests {
             index_kind: IndexKind::Flat,
             filter_kind: FilterKind::Whole,
             align_blocks: true,
+            order: crate::comparator::KeyOrder::Bytewise,
         };
         let mut b = TableBuilder::new(file, "/t.sst".into(), opts);
         b.add_range_tombstone(&tombstone("a", "c", 5));

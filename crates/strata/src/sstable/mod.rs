@@ -33,4 +33,6 @@ pub(crate) struct TableOptions {
     /// Data blocks stay within a page of [`PAGE_BYTES`] ([`crate::Options::block_align`], for
     /// uncompressed tables of page-sized blocks).
     pub align_blocks: bool,
+    /// The order of the keys.
+    pub order: crate::comparator::KeyOrder,
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwapOption, Guard};
 
-use super::block::Block;
+use super::block::{Block, BlockOrder};
 use super::filter::{BloomFilter, FilterRef};
 use super::format::{
     BLOCK_TRAILER_BYTES, BlockHandle, FOOTER_BYTES, FilterKind, Footer, FooterError,
@@ -23,10 +23,11 @@ use super::format::{
 use super::mapped::{MappedPages, MappedTable};
 use super::pinned::PinBudget;
 use crate::cache::{BlockCache, Priority};
+use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
-use crate::key::{FileNumber, ParsedKey, SeqNo, compare_internal, parse_internal_key};
+use crate::key::{FileNumber, ParsedKey, SeqNo, parse_internal_key};
 use crate::mutex::lock;
 use crate::range_del::{Fragmented, RangeTombstone};
 
@@ -55,6 +56,8 @@ pub(crate) struct Table {
     pub(super) range_dels: Mutex<Option<Arc<TableRangeDels>>>,
     /// Counts lookups whose key the filter passed and the table did not hold.
     pub(super) false_positives: Option<Arc<AtomicU64>>,
+    /// The order of the table's keys.
+    pub(super) order: KeyOrder,
 }
 
 /// A table's range tombstones, as written and fragmented.
@@ -117,10 +120,10 @@ impl RootIndex {
     /// Decodes the handles of `block`; a block that does not restart at every entry, or holds
     /// an entry that does not decode, is searched whole instead (and the damage reported by
     /// the lookups that reach it).
-    fn new(block: Block) -> RootIndex {
+    fn new(block: Block, order: &KeyOrder) -> RootIndex {
         let block = Arc::new(block);
         let mut handles = Vec::with_capacity(block.num_restarts());
-        let mut it = block.iter_ref(compare_internal);
+        let mut it = block.iter_ref(BlockOrder::Internal(order.clone()));
         let mut whole = it.seek_to_first().is_ok();
         while whole && it.valid() {
             match BlockHandle::decode_varint(it.value()) {
@@ -158,10 +161,6 @@ pub(crate) struct TableEntry {
     pub seq: crate::key::SeqNo,
 }
 
-fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
-    a.cmp(b)
-}
-
 impl Table {
     /// Opens a table, checking its footer.
     pub(crate) fn open(
@@ -169,6 +168,7 @@ impl Table {
         path: &Path,
         number: FileNumber,
         cache: Arc<BlockCache>,
+        order: KeyOrder,
     ) -> Result<Table> {
         let size = file.size().map_err(|e| Error::io("stat", path, e))?;
         if size < FOOTER_BYTES as u64 {
@@ -215,7 +215,13 @@ impl Table {
             mapped: None,
             range_dels: Mutex::new(None),
             false_positives: None,
+            order,
         })
+    }
+
+    /// The order of the table's internal keys, for a cursor over one of its blocks.
+    pub(crate) fn block_order(&self) -> BlockOrder {
+        BlockOrder::Internal(self.order.clone())
     }
 
     /// The newest sequence number in the table, from its properties (`None` for a file
@@ -253,7 +259,7 @@ impl Table {
             }
         };
         let block = self.read_block(handle, false)?;
-        let mut it = block.iter(compare_internal);
+        let mut it = block.iter(self.block_order());
         let mut list = Vec::new();
         it.seek_to_first()
             .map_err(|e| self.with_path(e, handle.offset))?;
@@ -271,7 +277,7 @@ impl Table {
             it.next().map_err(|e| self.with_path(e, handle.offset))?;
         }
         let r = Arc::new(TableRangeDels {
-            fragmented: Arc::new(Fragmented::new(&list)),
+            fragmented: Arc::new(Fragmented::new(&self.order, &list)),
             list,
         });
         *held = Some(r.clone());
@@ -403,21 +409,27 @@ impl Table {
                 BloomFilter::new(self.read_raw(at)?).map_err(|e| e.at(&self.path, at.offset))?,
             ),
             FilterKind::Partitioned => {
-                PinnedFilter::Partitions(RootIndex::new(self.read_index_root(at)?))
+                PinnedFilter::Partitions(RootIndex::new(self.read_index_root(at)?, &self.order))
             }
         })
     }
 
     pub(super) fn read_root(&self) -> Result<RootIndex> {
-        Ok(RootIndex::new(self.read_index_root(self.footer.index)?))
+        Ok(RootIndex::new(
+            self.read_index_root(self.footer.index)?,
+            &self.order,
+        ))
     }
 
     /// Reads the root block of the index, or the index of the filter's partitions, from the
-    /// file.
+    /// file; with search heads when the keys are in byte order, which the heads assume.
     pub(super) fn read_index_root(&self, at: BlockHandle) -> Result<Block> {
-        Block::new(self.read_raw(at)?)
-            .and_then(Block::with_search_heads)
-            .map_err(|e| e.at(&self.path, at.offset))
+        let block = Block::new(self.read_raw(at)?);
+        match self.order.is_bytewise() {
+            true => block.and_then(Block::with_search_heads),
+            false => block,
+        }
+        .map_err(|e| e.at(&self.path, at.offset))
     }
 
     /// Clears the bit that says the pinned blocks were used since the last call; returns it.
@@ -477,7 +489,7 @@ impl Table {
         handle: BlockHandle,
         user_key: &[u8],
     ) -> Result<bool> {
-        let mut it = block.iter_ref(bytewise);
+        let mut it = block.iter_ref(BlockOrder::Plain);
         it.seek_to_first()
             .map_err(|e| self.with_path(e, handle.offset))?;
         if !it.valid() {
@@ -503,7 +515,7 @@ impl Table {
     /// partitions), in order.
     pub(super) fn handles_in(&self, at: BlockHandle) -> Result<Vec<BlockHandle>> {
         let block = self.read_block(at, false)?;
-        let mut it = block.iter(compare_internal);
+        let mut it = block.iter(self.block_order());
         it.seek_to_first()
             .map_err(|e| self.with_path(e, at.offset))?;
         let mut out = Vec::new();
@@ -550,7 +562,7 @@ impl Table {
         at: BlockHandle,
         target: &[u8],
     ) -> Result<Option<BlockHandle>> {
-        let mut it = block.iter_ref(compare_internal);
+        let mut it = block.iter_ref(self.block_order());
         it.seek(target).map_err(|e| self.with_path(e, at.offset))?;
         if !it.valid() {
             return Ok(None);
@@ -615,7 +627,7 @@ impl Table {
         lookup: &[u8],
         user_key: &[u8],
     ) -> Result<Option<TableEntry>> {
-        let mut it = block.iter_ref(compare_internal);
+        let mut it = block.iter_ref(self.block_order());
         it.seek(lookup)
             .map_err(|e| self.with_path(e, handle.offset))?;
         if !it.valid() {
@@ -637,7 +649,7 @@ impl Table {
     /// Reads the properties block as (name, value) pairs.
     pub(crate) fn properties(&self) -> Result<Vec<(String, u64)>> {
         let block = self.read_block(self.footer.properties, false)?;
-        let mut it = block.iter(bytewise);
+        let mut it = block.iter(BlockOrder::Plain);
         let mut out = Vec::new();
         it.seek_to_first()
             .map_err(|e| self.with_path(e, self.footer.properties.offset))?;
@@ -693,7 +705,7 @@ impl Table {
                 return Err(Error::corruption(&self.path, 0, "malformed internal key"));
             }
             if let Some(l) = &last
-                && compare_internal(l, it.key()) != Ordering::Less
+                && self.order.internal(l, it.key()) != Ordering::Less
             {
                 return Err(Error::corruption(&self.path, 0, "keys out of order"));
             }

@@ -7,7 +7,6 @@ use super::format::BlockHandle;
 use super::reader::Table;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::compare_internal;
 
 impl Table {
     /// A cursor over every entry of the table.
@@ -61,7 +60,7 @@ impl TableIter {
             self.table
                 .read_block_in(handle, self.fill_cache, in_order)?
         };
-        Ok((block.iter(compare_internal), handle.offset))
+        Ok((block.iter(self.table.block_order()), handle.offset))
     }
 
     /// Rebuilds the cursors below index level `level` (whose cursor is positioned) down to the
@@ -98,7 +97,7 @@ impl TableIter {
     fn root(&mut self) -> Result<(BlockIter, u64)> {
         let offset = self.table.footer.index.offset;
         if let Some(root) = &self.root {
-            return Ok((root.iter(compare_internal), offset));
+            return Ok((root.iter(self.table.block_order()), offset));
         }
         let root = if self.fill_cache {
             self.table.index()?.block.clone()
@@ -108,7 +107,7 @@ impl TableIter {
                 None => Arc::new(self.table.read_index_root(self.table.footer.index)?),
             }
         };
-        let it = root.iter(compare_internal);
+        let it = root.iter(self.table.block_order());
         self.root = Some(root);
         Ok((it, offset))
     }

@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::comparator::KeyOrder;
+
 use super::builder::TableBuilder;
 use super::format::{BLOCK_TRAILER_BYTES, FOOTER_BYTES, Footer};
 use super::reader::*;
@@ -24,6 +26,7 @@ fn options(kind: IndexKind, compression: Compression, filter: FilterKind) -> Tab
         index_kind: kind,
         filter_kind: filter,
         align_blocks: false,
+        order: crate::comparator::KeyOrder::Bytewise,
     }
 }
 
@@ -41,7 +44,14 @@ fn build_from(
     }
     b.finish().unwrap();
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let t = Table::open(fs.open(path).unwrap(), path, FileNumber(1), cache).unwrap();
+    let t = Table::open(
+        fs.open(path).unwrap(),
+        path,
+        FileNumber(1),
+        cache,
+        KeyOrder::Bytewise,
+    )
+    .unwrap();
     (fs, Arc::new(t))
 }
 
@@ -137,7 +147,13 @@ fn tables_over_the_pin_budget_let_their_blocks_go_and_read_them_again() {
     let path = Path::new("/t/1.sst");
     let tables: Vec<Arc<Table>> = (1..=6)
         .map(|i| {
-            let t = Table::open(fs.open(path).unwrap(), path, FileNumber(i), cache.clone());
+            let t = Table::open(
+                fs.open(path).unwrap(),
+                path,
+                FileNumber(i),
+                cache.clone(),
+                KeyOrder::Bytewise,
+            );
             Arc::new(t.unwrap().with_budget(&budget))
         })
         .collect();
@@ -181,7 +197,13 @@ fn a_lookup_the_filter_refuses_never_reads_the_index() {
     let (fs, _) = build(500, IndexKind::Flat, Compression::None);
     let path = Path::new("/t/1.sst");
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let t = Table::open(fs.open(path).unwrap(), path, FileNumber(2), cache);
+    let t = Table::open(
+        fs.open(path).unwrap(),
+        path,
+        FileNumber(2),
+        cache,
+        KeyOrder::Bytewise,
+    );
     {
         let t = Arc::new(t.unwrap());
         // Odd keys were never written; about 1% pass the filter (10 bits a key).
@@ -291,6 +313,7 @@ fn a_footer_handle_of_any_size_is_corruption() {
             Path::new("/t/1.sst"),
             FileNumber(1),
             Arc::new(BlockCache::new(1 << 20)),
+            KeyOrder::Bytewise,
         );
         match opened {
             Err(Error::Corruption { reason, .. }) => {
@@ -329,6 +352,7 @@ fn flipped_bytes_are_reported(filter: FilterKind) {
             Path::new("/t/1.sst"),
             FileNumber(1),
             cache,
+            KeyOrder::Bytewise,
         );
         let res = opened.and_then(|t| Arc::new(t).verify());
         match res {
@@ -407,9 +431,64 @@ fn aligned_data_blocks_read_back(filter: FilterKind) {
         .unwrap();
     fs.mutate_file(path, |b| b[gap as usize] ^= 1).unwrap();
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let damaged = Table::open(fs.open(path).unwrap(), path, FileNumber(1), cache).unwrap();
+    let damaged = Table::open(
+        fs.open(path).unwrap(),
+        path,
+        FileNumber(1),
+        cache,
+        KeyOrder::Bytewise,
+    )
+    .unwrap();
     match Arc::new(damaged).verify() {
         Err(Error::Corruption { .. }) => {}
         other => panic!("a flipped zero at {gap} gave {other:?}"),
+    }
+}
+
+/// Index keys are the shortest separators between blocks where the comparator finds one
+/// (`key000003000` and `key000006000` are kept apart by `key000004`), and every key is still
+/// found, keys between two blocks are not, and seeks between blocks land on the next key.
+#[test]
+fn index_keys_are_short_separators_that_find_every_key() {
+    for kind in [IndexKind::Flat, IndexKind::BTree] {
+        let opts = options(kind, Compression::None, FilterKind::Whole);
+        let key = |i: u32| format!("key{:09}", i * 3000).into_bytes();
+        let entries = (0..300u32).map(|i| {
+            let k = internal_key(&key(i), SeqNo(u64::from(i) + 1), ValueKind::Value);
+            (k, vec![b'v'; 200])
+        });
+        let (_fs, t) = build_from(opts, entries);
+        // The root of a flat index holds every data block's entry.
+        if kind == IndexKind::Flat {
+            let root = t.index().unwrap();
+            let mut it = root.block.iter_ref(t.block_order());
+            it.seek_to_first().unwrap();
+            let mut keys = Vec::new();
+            while it.valid() {
+                keys.push(String::from_utf8_lossy(crate::key::user_key(it.key())).into_owned());
+                it.next().unwrap();
+            }
+            assert_eq!(keys.len(), 150, "two entries to a block");
+            // Blocks end with 3000, 9000, 15000, 21000 and the next start 6000 later: a
+            // digit raised by one stays below the next block's where the two differ by two
+            // or more (`key000009000` and `key000012000` differ by one, at 0 and 1).
+            let want = ["key000004", "key000009000", "key000016", "key000022"];
+            assert_eq!(keys[..4], want);
+        }
+        for i in 0..300u32 {
+            let found = t
+                .get(&lookup_key(&key(i), SeqNo::MAX), &key(i), true)
+                .unwrap();
+            assert_eq!(found.map(|e| e.value), Some(vec![b'v'; 200]), "key {i}");
+            let between = format!("key{:09}", i * 3000 + 1500).into_bytes();
+            let missing = t.get(&lookup_key(&between, SeqNo::MAX), &between, true);
+            assert!(missing.unwrap().is_none(), "between {i} and {}", i + 1);
+            let mut it = t.iter(true);
+            it.seek(&lookup_key(&between, SeqNo::MAX)).unwrap();
+            match i + 1 < 300 {
+                true => assert_eq!(crate::key::user_key(it.key()), key(i + 1)),
+                false => assert!(!it.valid()),
+            }
+        }
     }
 }

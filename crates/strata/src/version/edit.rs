@@ -29,6 +29,8 @@ mod tag {
     pub const DROP_FAMILY: u64 = 12;
     /// The id the next column family created gets.
     pub const NEXT_FAMILY: u64 = 13;
+    /// The name of the comparator that orders the keys (absent: bytewise).
+    pub const COMPARATOR: u64 = 14;
 }
 
 /// A file added by an edit.
@@ -85,11 +87,18 @@ pub(crate) struct VersionEdit {
     /// Column families dropped, with every file they held; applied after the files.
     pub dropped_families: Vec<u32>,
     pub next_family: Option<u32>,
+    /// The comparator's name: recorded by the first edit of each MANIFEST, for any order but
+    /// bytewise (whose databases keep the format they had before comparators).
+    pub comparator: Option<String>,
 }
 
 impl VersionEdit {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut v = Vec::new();
+        if let Some(name) = &self.comparator {
+            put_varint(&mut v, tag::COMPARATOR);
+            put_len_prefixed(&mut v, name.as_bytes());
+        }
         if let Some(n) = self.log_number {
             put_varint(&mut v, tag::LOG_NUMBER);
             put_varint(&mut v, n.0);
@@ -244,6 +253,11 @@ impl VersionEdit {
                 }
                 tag::DROP_FAMILY => e.dropped_families.push(family(&mut r)?),
                 tag::NEXT_FAMILY => e.next_family = Some(family(&mut r)?),
+                tag::COMPARATOR => {
+                    let name = std::str::from_utf8(r.len_prefixed()?)
+                        .map_err(|_| DecodeError("a comparator name is not UTF-8"))?;
+                    e.comparator = Some(name.to_string());
+                }
                 _ => return Err(DecodeError("unknown version edit tag")),
             }
         }
@@ -281,6 +295,7 @@ mod tests {
             added_families: vec![(3, "users".into())],
             dropped_families: vec![2],
             next_family: Some(4),
+            comparator: Some("rocksdb.ReverseBytewiseComparator".into()),
         };
         assert_eq!(VersionEdit::decode(&e.encode()).unwrap(), e);
     }

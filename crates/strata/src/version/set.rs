@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use super::edit::VersionEdit;
 use super::{FileMeta, TableStore, Version, io_err, manifest_file_name};
+use crate::comparator::BytewiseComparator;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo, compare_internal};
+use crate::key::{FileNumber, Level, NUM_LEVELS, SeqNo};
 use crate::log::{LogKind, LogWriter, RecoveryMode, header_record, read_log, strip_header};
 
 /// Roll over to a fresh MANIFEST past this size.
@@ -113,8 +114,22 @@ impl VersionSet {
         let mut set = VersionSet::empty(store);
         set.manifest_number = FileNumber(manifest_number);
         let (mut have_log, mut have_next, mut have_seq) = (false, false, false);
-        for (offset, record) in records {
+        for (i, (offset, record)) in records.into_iter().enumerate() {
             let edit = VersionEdit::decode(&record).map_err(|e| e.at(&path, offset))?;
+            // The first edit names the order, by its silence when bytewise.
+            let recorded = match (i, &edit.comparator) {
+                (_, Some(name)) => Some(name.as_str()),
+                (0, None) => Some(BytewiseComparator::NAME),
+                _ => None,
+            };
+            if let Some(name) = recorded
+                && name != set.store.order.name()
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "the database's keys are ordered by comparator {name}, not by {}",
+                    set.store.order.name()
+                )));
+            }
             set.families = set
                 .apply(&set.families, &edit)
                 .map_err(|reason| Error::corruption(&path, offset, reason))?;
@@ -281,10 +296,13 @@ impl VersionSet {
             if level == 0 {
                 files.sort_by_key(|f| std::cmp::Reverse(f.number));
             } else {
-                files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
+                let order = &self.store.order;
+                files.sort_by(|a, b| order.internal(&a.smallest, &b.smallest));
                 for pair in files.windows(2) {
                     if let [a, b] = pair
-                        && a.largest_user_key() >= b.smallest_user_key()
+                        && order
+                            .user(a.largest_user_key(), b.smallest_user_key())
+                            .is_ge()
                     {
                         return Err(format!(
                             "files {} and {} overlap in level {level}",
@@ -374,6 +392,7 @@ impl VersionSet {
             next_file_number: Some(self.next_file),
             last_sequence: Some(self.last_sequence),
             next_family: (self.next_family > 1).then_some(self.next_family),
+            comparator: self.store.order.name_to_record(),
             ..Default::default()
         };
         // The default family's compact pointers; the other families' start over, as hints.
@@ -480,6 +499,7 @@ mod tests {
                 Arc::new(BlockCache::new(1 << 20)),
                 Arc::new(MappedPages::new(0)),
                 Arc::new(PinBudget::new(1 << 20)),
+                crate::comparator::KeyOrder::Bytewise,
             ))
         };
         let mut versions = VersionSet::empty(store(Arc::new(fault.clone())));
