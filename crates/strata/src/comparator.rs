@@ -17,7 +17,17 @@ use crate::key::{compare_bytes, user_key};
 /// equal, since filters and the memtable's hash buckets find keys by their bytes.
 ///
 /// `compare` runs inside every read, write, flush and compaction, and must not call back
-/// into the database.
+/// into the database. A comparator named as a built-in one ([`BytewiseComparator::NAME`],
+/// [`ReverseBytewiseComparator::NAME`]) is taken to order as it does, and the engine compares
+/// inline without calling it.
+///
+/// In byte order compaction cuts its output between any two keys, a range deletion going on
+/// in the next file from `last + [0]`; no such key is known in another order, and there
+/// compaction cuts a file only where no range deletion goes on past its last key. A range
+/// deletion that stays live over much of the key space (a snapshot holds it, or keys deeper
+/// down) then makes the files that span it larger than [`Options::target_file_size`].
+///
+/// [`Options::target_file_size`]: crate::Options::target_file_size
 pub trait Comparator: Send + Sync {
     /// The name recorded in the database; two comparators with one name must order alike.
     fn name(&self) -> &str;
@@ -150,7 +160,7 @@ impl KeyOrder {
     }
 
     /// The order of two user keys.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn user(&self, a: &[u8], b: &[u8]) -> Ordering {
         match self {
             KeyOrder::Bytewise => compare_bytes(a, b),
@@ -160,7 +170,7 @@ impl KeyOrder {
     }
 
     /// The order of two internal keys: by user key, then newest (largest trailer) first.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn internal(&self, a: &[u8], b: &[u8]) -> Ordering {
         match self.user(user_key(a), user_key(b)) {
             Ordering::Equal => crate::key::trailer(b).cmp(&crate::key::trailer(a)),

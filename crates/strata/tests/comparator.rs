@@ -297,7 +297,15 @@ fn repair_keeps_the_order_and_its_name() {
     let fs = MemFs::new();
     let db = Db::open("/db", options(&fs, Arc::new(LengthFirst))).unwrap();
     fill(&db, &WORDS);
+    // Length first: from `e` (the last key of one byte) up to `ac` are `e`, `aa` and `ab`.
+    db.delete_range(b"e", b"ac").unwrap();
+    db.flush().unwrap();
     let before = keys_of(&db);
+    let mut want: Vec<Vec<u8>> = WORDS.iter().map(|w| w.to_vec()).collect();
+    want.push(b"zz".to_vec());
+    want.retain(|k| ![&b"e"[..], b"aa", b"ab"].contains(&k.as_slice()));
+    want.sort_by(|a, b| LengthFirst.compare(a, b));
+    assert_eq!(before, want);
     db.close().unwrap();
     // Neither CURRENT nor a MANIFEST is left: the order comes from the options alone.
     let dir = Path::new("/db");
@@ -315,4 +323,99 @@ fn repair_keeps_the_order_and_its_name() {
         Db::open("/db", options(&fs, Arc::new(BytewiseComparator))),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+/// The first edit of every MANIFEST names the comparator, except for byte order, whose
+/// MANIFEST stays as it was before comparators (an older Strata opens it).
+#[test]
+fn only_a_comparator_other_than_bytewise_is_recorded() {
+    for (comparator, recorded) in [
+        (
+            Arc::new(ReverseBytewiseComparator) as Arc<dyn Comparator>,
+            Some("comparator rocksdb.ReverseBytewiseComparator"),
+        ),
+        (Arc::new(BytewiseComparator), None),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = common::tiny_options(None, 4);
+        o.comparator = comparator;
+        let db = Db::open(dir.path(), o).unwrap();
+        db.put(b"k", b"v").unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+        let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
+        let manifest = dir.path().join(current.trim_end());
+        let dump = strata::inspect::dump_file(&manifest, false).unwrap();
+        let edits: Vec<&String> = dump
+            .summary
+            .iter()
+            .filter(|(name, _)| name.starts_with("edit @"))
+            .map(|(_, edit)| edit)
+            .collect();
+        assert!(!edits.is_empty());
+        match recorded {
+            Some(name) => assert!(edits[0].starts_with(name), "{:?}", edits[0]),
+            None => assert!(edits.iter().all(|e| !e.contains("comparator")), "{edits:?}"),
+        }
+        assert!(
+            edits[1..].iter().all(|e| !e.contains("comparator")),
+            "{edits:?}"
+        );
+    }
+}
+
+/// Byte order under a user's name, whose separators and successors are taken where they
+/// fall between two blocks and refused where they do not: index keys outside a block's
+/// range would send lookups to the wrong block.
+struct Separators {
+    /// Answers out of range: past `limit`, and before the key.
+    wrong: bool,
+}
+
+impl Comparator for Separators {
+    fn name(&self) -> &str {
+        "test.Separators"
+    }
+    fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        a.cmp(b)
+    }
+    fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+        match self.wrong {
+            true => *start = [limit, b"\xff"].concat(),
+            false => BytewiseComparator.find_shortest_separator(start, limit),
+        }
+    }
+    fn find_short_successor(&self, key: &mut Vec<u8>) {
+        match self.wrong {
+            true => key.truncate(1),
+            false => BytewiseComparator.find_short_successor(key),
+        }
+    }
+}
+
+#[test]
+fn separators_out_of_range_are_not_taken() {
+    for wrong in [false, true] {
+        let fs = MemFs::new();
+        let open = || Db::open("/db", options(&fs, Arc::new(Separators { wrong }))).unwrap();
+        let db = open();
+        let key = |i: u32| format!("key{:07}", i * 7919 % 100_000).into_bytes();
+        for i in 0..3000 {
+            db.put(&key(i), format!("value{i}").as_bytes()).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.close().unwrap();
+        let db = open();
+        for i in 0..3000 {
+            let got = db.get(&key(i)).unwrap();
+            assert_eq!(
+                got,
+                Some(format!("value{i}").into_bytes()),
+                "wrong {wrong}, key {i}"
+            );
+        }
+        let mut want: Vec<Vec<u8>> = (0..3000).map(key).collect();
+        want.sort();
+        assert_eq!(keys_of(&db), want);
+    }
 }

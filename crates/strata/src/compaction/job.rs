@@ -306,7 +306,7 @@ fn merge_inputs(
     // when the merge reaches its begin, and a file is not cut until the merge is past the
     // end of every tombstone in it: a file's range covers its tombstones whole, and files of
     // a level stay apart.
-    let tombstones = input_tombstones(c)?;
+    let tombstones = input_tombstones(c, &ctx.store.order)?;
     // Deeper inputs that a tombstone hides whole are left out of the merge, unread.
     let unread = |files: &[Arc<FileMeta>]| -> Result<Vec<Arc<FileMeta>>> {
         let mut kept = Vec::with_capacity(files.len());
@@ -430,7 +430,7 @@ fn hidden_whole(
 }
 
 /// The range tombstones of every input file, by begin.
-fn input_tombstones(c: &Compaction) -> Result<Vec<RangeTombstone>> {
+fn input_tombstones(c: &Compaction, order: &KeyOrder) -> Result<Vec<RangeTombstone>> {
     let mut all = Vec::new();
     for (_, f) in c.input_files() {
         if f.range_deletions > 0
@@ -439,7 +439,7 @@ fn input_tombstones(c: &Compaction) -> Result<Vec<RangeTombstone>> {
             all.extend(t.list.iter().cloned());
         }
     }
-    all.sort_by(|a, b| c.version.order.user(&a.begin, &b.begin));
+    all.sort_by(|a, b| order.user(&a.begin, &b.begin));
     Ok(all)
 }
 

@@ -54,8 +54,16 @@ impl Db {
         families: Vec<(String, Options)>,
     ) -> Result<Db> {
         options.validate()?;
-        for (_, o) in &families {
+        for (name, o) in &families {
             o.validate()?;
+            if o.comparator.name() != options.comparator.name() {
+                return Err(Error::InvalidArgument(format!(
+                    "column family {name} asks for comparator {}; every family of a \
+                     database orders keys by one, here {}",
+                    o.comparator.name(),
+                    options.comparator.name()
+                )));
+            }
         }
         let db = Db::open_inner(path.as_ref(), options, &families)?;
         for (name, o) in families {
@@ -67,7 +75,8 @@ impl Db {
     }
 
     /// The column families of the database in `path`, the default one first, read from its
-    /// MANIFEST without opening it (RocksDB's `ListColumnFamilies`).
+    /// MANIFEST without opening it (RocksDB's `ListColumnFamilies`). `options` must carry the
+    /// database's comparator, as for [`Db::open`].
     pub fn list_families(path: impl AsRef<Path>, options: &Options) -> Result<Vec<String>> {
         let dir = path.as_ref().to_path_buf();
         let store = Arc::new(TableStore::new(
@@ -125,7 +134,7 @@ impl Db {
         };
         let counters = Counters::default();
         // The families the MANIFEST holds, each with its options.
-        let families = families_of(&versions, &options, given)?;
+        let families = families_of(&versions, &options, given);
 
         // Replay the WALs that hold writes not yet in an SST.
         let names = fs.list(&dir).map_err(io_err("list", &dir))?;
@@ -270,27 +279,17 @@ pub(super) fn table_store(dir: &Path, options: &Options) -> Arc<TableStore> {
 
 /// The families the MANIFEST holds, each with its options: those `given` by name, the
 /// database's for the default family, and for the others the database's without a merge
-/// operator or compaction filter. Options that ask for another comparator than the
-/// database's are refused: every family shares one order.
+/// operator or compaction filter.
 fn families_of(
     versions: &VersionSet,
     options: &Options,
     given: &[(String, Options)],
-) -> Result<Vec<Arc<Family>>> {
+) -> Vec<Arc<Family>> {
     versions
         .families()
         .iter()
         .map(|(id, f)| {
             let opts = match given.iter().find(|(name, _)| *name == f.name) {
-                Some((_, o)) if *id != 0 && o.comparator.name() != options.comparator.name() => {
-                    return Err(Error::InvalidArgument(format!(
-                        "column family {} asks for comparator {}; every family of this \
-                         database orders keys by {}",
-                        f.name,
-                        o.comparator.name(),
-                        options.comparator.name()
-                    )));
-                }
                 Some((_, o)) if *id != 0 => o.clone(),
                 _ if *id == 0 => options.clone(),
                 _ => Options {
@@ -299,7 +298,7 @@ fn families_of(
                     ..options.clone()
                 },
             };
-            Ok(Arc::new(Family::new(*id, &f.name, opts, placeholder())))
+            Arc::new(Family::new(*id, &f.name, opts, placeholder()))
         })
         .collect()
 }
