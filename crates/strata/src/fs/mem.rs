@@ -73,8 +73,9 @@ struct MemState {
 /// remove only once its directory was synced. Appends wait in the writer, as in a buffered
 /// writer, until `flush` or `sync` hands them over, and a process crash
 /// ([`MemFs::process_crash_copy`]) loses what waits. Log files ([`FileSystem::create_log`])
-/// are reserved ahead with zeros, as [`StdFs`](crate::StdFs) reserves its mapped logs, and files can be
-/// mapped for reading ([`RandomAccessFile::map`]), so tests run the engine's production paths.
+/// are reserved ahead with zeros, as [`StdFs`](crate::StdFs) reserves its mapped logs, and
+/// files can be mapped for reading ([`RandomAccessFile::map`]), so tests run the engine's
+/// production paths.
 #[derive(Clone, Default)]
 pub struct MemFs {
     state: Arc<Mutex<MemState>>,
