@@ -2,28 +2,41 @@
 //! entries, `next()` gives the one after it and `prev()` the one before, over the engine's
 //! `DbIterator`, which sits on an entry.
 
-use strata::DbIterator;
+use std::sync::Arc;
 
-/// The key range of an iterator, as the engine's read options take it: an inclusive lower
-/// bound and an exclusive upper bound.
+use strata::{BytewiseComparator, Comparator, DbIterator};
+
+/// The key range of an iterator: an inclusive lower bound and an exclusive upper bound, as
+/// the engine's read options take them, and what the cursor itself leaves out besides.
 pub(crate) struct Bounds {
     pub lower: Option<Vec<u8>>,
     pub upper: Option<Vec<u8>>,
+    pub ends: Ends,
+}
+
+/// The ends of a range that the engine's bounds cannot say in an order other than bytewise,
+/// where no key is known to come right after another: an excluded start, an included stop.
+pub(crate) struct Ends {
+    skip: Option<Vec<u8>>,
+    through: Option<Vec<u8>>,
+    order: Arc<dyn Comparator>,
 }
 
 impl Bounds {
-    /// The bounds of `start`/`stop` (each inclusive or not) or of a `prefix`.
+    /// The bounds of `start`/`stop` (each inclusive or not) or of a `prefix`, in `order`.
+    /// A prefix covers the keys that begin with it in byte order, as plyvel's does whatever
+    /// the comparator.
     pub fn new(
         start: Option<Vec<u8>>,
         stop: Option<Vec<u8>>,
         prefix: Option<Vec<u8>>,
-        include_start: bool,
-        include_stop: bool,
+        (include_start, include_stop): (bool, bool),
+        order: &Arc<dyn Comparator>,
     ) -> Result<Bounds, &'static str> {
-        // The smallest key after `k`.
-        let after = |mut k: Vec<u8>| {
-            k.push(0);
-            k
+        let mut ends = Ends {
+            skip: None,
+            through: None,
+            order: order.clone(),
         };
         if let Some(prefix) = prefix {
             if start.is_some() || stop.is_some() {
@@ -32,12 +45,46 @@ impl Bounds {
             return Ok(Bounds {
                 upper: prefix_end(&prefix),
                 lower: Some(prefix),
+                ends,
             });
         }
+        // The smallest key after `k`, in byte order.
+        let after = |mut k: Vec<u8>| {
+            k.push(0);
+            k
+        };
+        if order.name() == BytewiseComparator::NAME {
+            return Ok(Bounds {
+                lower: start.map(|s| if include_start { s } else { after(s) }),
+                upper: stop.map(|s| if include_stop { after(s) } else { s }),
+                ends,
+            });
+        }
+        ends.skip = start.clone().filter(|_| !include_start);
+        ends.through = stop.clone().filter(|_| include_stop);
         Ok(Bounds {
-            lower: start.map(|s| if include_start { s } else { after(s) }),
-            upper: stop.map(|s| if include_stop { after(s) } else { s }),
+            lower: start,
+            upper: stop.filter(|_| !include_stop),
+            ends,
         })
+    }
+}
+
+impl Ends {
+    /// Whether the engine's iterator, after a movement, is on a key of the range: not past
+    /// it, and not on an excluded start (stepped over going `forward`, the end going back).
+    fn holds(&self, it: &mut DbIterator, forward: bool) -> strata::Result<bool> {
+        if it.valid() && self.skip.as_deref() == Some(it.key()) {
+            if !forward {
+                return Ok(false);
+            }
+            it.next()?;
+        }
+        Ok(it.valid()
+            && self
+                .through
+                .as_deref()
+                .is_none_or(|t| self.order.compare(it.key(), t).is_le()))
     }
 }
 
@@ -71,15 +118,17 @@ pub(crate) struct Cursor {
     it: Option<DbIterator>,
     reverse: bool,
     position: Position,
+    ends: Ends,
 }
 
 impl Cursor {
     /// A cursor at the start of the range (its end, for a reverse iterator, which begins
     /// with the largest key).
-    pub fn new(it: DbIterator, reverse: bool) -> Cursor {
+    pub fn new(it: DbIterator, reverse: bool, ends: Ends) -> Cursor {
         Cursor {
             it: Some(it),
             reverse,
+            ends,
             position: if reverse {
                 Position::End
             } else {
@@ -113,33 +162,38 @@ impl Cursor {
             Position::End => return Ok(None),
             Position::Before => {}
             Position::Start => {
-                settle(&mut self.position, it.seek_to_first(), it, Position::End)?;
+                let moved = it.seek_to_first().and_then(|()| self.ends.holds(it, true));
+                settle(&mut self.position, moved, Position::End)?;
                 if self.position == Position::End {
                     return Ok(None);
                 }
             }
         }
         let entry = (it.key().to_vec(), it.value().to_vec());
-        settle(&mut self.position, it.next(), it, Position::End)?;
+        let moved = it.next().and_then(|()| self.ends.holds(it, true));
+        settle(&mut self.position, moved, Position::End)?;
         Ok(Some(entry))
     }
 
     /// The entry before the cursor, moving the cursor back before it.
     fn backward(&mut self) -> Result<Option<Entry>, Closed> {
         let it = self.it.as_mut().ok_or(Closed::Iterator)?;
-        let r = match self.position {
-            Position::Start => return Ok(None),
-            Position::End => it.seek_to_last(),
-            Position::Before => it.prev(),
+        let r = match (self.position, &self.ends.through) {
+            (Position::Start, _) => return Ok(None),
+            (Position::End, None) => it.seek_to_last(),
+            (Position::End, Some(stop)) => it.seek_for_prev(stop),
+            (Position::Before, _) => it.prev(),
         };
-        settle(&mut self.position, r, it, Position::Start)?;
+        let moved = r.and_then(|()| self.ends.holds(it, false));
+        settle(&mut self.position, moved, Position::Start)?;
         Ok((self.position == Position::Before).then(|| (it.key().to_vec(), it.value().to_vec())))
     }
 
     /// Places the cursor just before `target`: after every key below it.
     pub fn seek(&mut self, target: &[u8]) -> Result<(), Closed> {
         let it = self.it.as_mut().ok_or(Closed::Iterator)?;
-        settle(&mut self.position, it.seek(target), it, Position::End)
+        let moved = it.seek(target).and_then(|()| self.ends.holds(it, true));
+        settle(&mut self.position, moved, Position::End)
     }
 
     /// Places the cursor before the range's first key.
@@ -175,22 +229,16 @@ impl From<strata::Error> for Closed {
     }
 }
 
-/// The position after a movement: before the entry the engine's iterator landed on, or
-/// `otherwise` when it ran off its range. A failed movement leaves the engine's iterator on
-/// no entry: the cursor is then at the end, and the error is returned.
+/// The position after a movement: before the entry the engine's iterator landed on (`moved`
+/// says whether it is in the range), or `otherwise` when it ran off its range. A failed
+/// movement leaves the engine's iterator on no entry: the cursor is then at the end, and the
+/// error is returned.
 fn settle(
     position: &mut Position,
-    moved: strata::Result<()>,
-    it: &DbIterator,
+    moved: strata::Result<bool>,
     otherwise: Position,
 ) -> Result<(), Closed> {
-    let landed = moved.map(|()| {
-        if it.valid() {
-            Position::Before
-        } else {
-            otherwise
-        }
-    });
+    let landed = moved.map(|holds| if holds { Position::Before } else { otherwise });
     *position = *landed.as_ref().unwrap_or(&Position::End);
     landed.map(|_| ()).map_err(Closed::Engine)
 }

@@ -13,14 +13,15 @@
 //! waited for the lock while holding the GIL could block the thread that holds the lock and
 //! needs the GIL to return.
 
+mod comparator;
 mod cursor;
 
 use std::borrow::Cow;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyError, PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 use strata::{Compression, Db, Options, ReadOptions, WriteOptions};
@@ -152,12 +153,8 @@ fn compression(name: Option<&str>) -> PyResult<Compression> {
 
 /// The engine's options from the constructor's arguments, under Strata's names or plyvel's.
 fn open_options(a: &OpenArgs<'_>) -> PyResult<Options> {
-    if a.comparator.is_some() || a.comparator_name.is_some() {
-        return Err(PyNotImplementedError::new_err(
-            "custom comparators are not available yet: keys sort bytewise",
-        ));
-    }
     let defaults = Options::default();
+    let comparator = comparator::from_args(a.comparator, a.comparator_name)?;
     let bits = a.bloom_bits.or(a.bloom_filter_bits);
     Ok(Options {
         create_if_missing: a.create_if_missing,
@@ -178,6 +175,7 @@ fn open_options(a: &OpenArgs<'_>) -> PyResult<Options> {
             .unwrap_or(defaults.block_restart_interval),
         max_open_files: a.max_open_files.unwrap_or(defaults.max_open_files),
         target_file_size: a.max_file_size.unwrap_or(defaults.target_file_size),
+        comparator: comparator.unwrap_or_else(|| defaults.comparator.clone()),
         ..defaults
     })
 }
@@ -224,6 +222,8 @@ struct PyDb {
     db: RwLock<Option<Db>>,
     path: String,
     sync: bool,
+    /// The order of the keys, which iterators' bounds follow.
+    comparator: Arc<dyn strata::Comparator>,
 }
 
 impl PyDb {
@@ -337,11 +337,13 @@ impl PyDb {
             comparator,
             comparator_name,
         })?;
+        let comparator = options.comparator.clone();
         let db = py.detach(|| Db::open(&path, options)).map_err(raise)?;
         Ok(PyDb {
             db: RwLock::new(Some(db)),
             path: path.display().to_string(),
             sync,
+            comparator,
         })
     }
 
@@ -554,8 +556,8 @@ impl PyDb {
             optional_bytes(start, "start")?,
             optional_bytes(stop, "stop")?,
             optional_bytes(prefix, "prefix")?,
-            include_start,
-            include_stop,
+            (include_start, include_stop),
+            &slf.get().comparator,
         )
         .map_err(PyTypeError::new_err)?;
         let snapshot = match snapshot {
@@ -724,7 +726,9 @@ impl PyDb {
 
     /// The keys, in order.
     fn __iter__(slf: Py<Self>, py: Python<'_>) -> PyResult<PyIterator> {
-        let bounds = Bounds::new(None, None, None, true, false).map_err(PyTypeError::new_err)?;
+        let order = slf.get().comparator.clone();
+        let bounds =
+            Bounds::new(None, None, None, (true, false), &order).map_err(PyTypeError::new_err)?;
         PyIterator::open(slf, py, bounds, None, false, (true, false), true)
     }
 }
@@ -1009,7 +1013,7 @@ impl PyIterator {
         let it = db.get().with(py, |db| Ok(db.iter(&options)?))?;
         Ok(PyIterator {
             db,
-            cursor: Mutex::new(Cursor::new(it, reverse)),
+            cursor: Mutex::new(Cursor::new(it, reverse, bounds.ends)),
             include,
         })
     }
@@ -1132,7 +1136,9 @@ fn raw_iterator<'py>(
     snapshot: Option<strata::Snapshot>,
     fill_cache: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let bounds = Bounds::new(None, None, None, true, false).map_err(PyTypeError::new_err)?;
+    let order = db.get().comparator.clone();
+    let bounds =
+        Bounds::new(None, None, None, (true, false), &order).map_err(PyTypeError::new_err)?;
     let it = PyIterator::open(db, py, bounds, snapshot, false, (true, true), fill_cache)?;
     py.import("strata")?.getattr("RawIterator")?.call1((it,))
 }

@@ -290,8 +290,6 @@ def test_plyvel_constructor_names_and_get_arguments(tmp_path):
             db.write_batch(True)
         with pytest.raises(TypeError):
             db.get(b"k", None, False)
-    with pytest.raises(NotImplementedError):
-        strata.DB(path, comparator=lambda a, b: 0, comparator_name=b"none")
     with pytest.raises(ValueError):
         strata.DB(path, compression="brotli")
 
@@ -950,3 +948,96 @@ def test_help_is_useful():
     assert "len(db)" in strata.DB.__doc__
     assert strata.DB.iterator.__doc__
     assert strata.DB.write_batch.__doc__
+
+
+# --- comparators: Python callables ordering the keys, as plyvel takes them ---------------
+
+
+def by_number(a, b):
+    """Keys that are decimal numbers, in numeric order (not the order of their bytes)."""
+    x, y = int(a), int(b)
+    return (x > y) - (x < y)
+
+
+def test_a_python_comparator_orders_every_read(path):
+    numbers = [int(x) for x in random.Random(7).sample(range(100000), 3000)]
+    with strata.DB(path, comparator=by_number, comparator_name=b"test.ByNumber",
+                   write_buffer_size=64 << 10, block_size=512) as db:
+        for n in numbers:
+            db.put(b"%d" % n, b"v%d" % n)
+        db.compact_range()
+        for n in numbers[:300]:
+            db.put(b"%d" % n, b"w%d" % n)
+        want = sorted(numbers)
+        assert [int(k) for k in db.iterator(include_value=False)] == want
+        assert [int(k) for k in db.iterator(reverse=True, include_value=False)] == want[::-1]
+        assert db.get(b"%d" % numbers[0]) == b"w%d" % numbers[0]
+        assert db.get(b"%d" % numbers[-1]) == b"v%d" % numbers[-1]
+        # Bounds in numeric order: 9 < 10 < 99 < 100, which bytes would order 10 < 100 < 9.
+        lo, hi = want[100], want[200]
+        for include_start in (True, False):
+            for include_stop in (True, False):
+                for reverse in (False, True):
+                    got = [int(k) for k in db.iterator(
+                        start=b"%d" % lo, stop=b"%d" % hi, include_start=include_start,
+                        include_stop=include_stop, reverse=reverse, include_value=False)]
+                    expect = [n for n in want
+                              if (lo < n or include_start and n == lo)
+                              and (n < hi or include_stop and n == hi)]
+                    assert got == (expect[::-1] if reverse else expect), (
+                        include_start, include_stop, reverse)
+        it = db.iterator(start=b"%d" % lo, include_start=False)
+        it.seek(b"%d" % lo)
+        assert int(next(it)[0]) == want[101]
+        it.seek_to_stop()
+        assert int(it.prev()[0]) == want[-1]
+    # The name is recorded: another comparator, or none, is refused.
+    with pytest.raises(strata.Error, match="test.ByNumber"):
+        strata.DB(path)
+    with pytest.raises(strata.Error, match="test.ByNumber"):
+        strata.DB(path, comparator=by_number, comparator_name=b"test.Other")
+    with strata.DB(path, comparator=by_number, comparator_name="test.ByNumber") as db:
+        assert len(list(db.iterator())) == len(numbers)
+
+
+def test_comparator_arguments_are_checked_as_plyvels(path):
+    with pytest.raises(ValueError):
+        strata.DB(path, comparator=by_number)
+    with pytest.raises(ValueError):
+        strata.DB(path, comparator_name=b"test.ByNumber")
+    with pytest.raises(TypeError):
+        strata.DB(path, comparator=42, comparator_name=b"test.ByNumber")
+    with pytest.raises(TypeError):
+        strata.DB(path, comparator=by_number, comparator_name=7)
+
+
+def test_repair_db_rebuilds_under_the_comparator(path):
+    with strata.DB(path, comparator=by_number, comparator_name=b"test.ByNumber") as db:
+        for n in range(0, 2000, 7):
+            db.put(b"%d" % n, b"v")
+        db.compact_range()
+    for name in os.listdir(path):
+        if name == "CURRENT" or name.startswith("MANIFEST-"):
+            os.remove(os.path.join(path, name))
+    strata.repair_db(path, comparator=by_number, comparator_name=b"test.ByNumber")
+    with strata.DB(path, comparator=by_number, comparator_name=b"test.ByNumber") as db:
+        assert [int(k) for k in db.iterator(include_value=False)] == list(range(0, 2000, 7))
+
+
+def test_a_comparator_that_raises_stops_the_process(path):
+    """plyvel's rule: keys cannot be ordered without the comparator, so nothing goes on."""
+    script = f"""
+import strata
+def bad(a, b):
+    raise RuntimeError("no order today")
+db = strata.DB({path!r}, comparator=bad, comparator_name=b"test.Bad")
+db.put(b"a", b"1")
+db.put(b"b", b"2")
+print(list(db.iterator()))
+print("not reached")
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == -signal.SIGABRT, (run.returncode, run.stderr)
+    assert "no order today" in run.stderr and "test.Bad" in run.stderr, run.stderr
+    assert "not reached" not in run.stdout

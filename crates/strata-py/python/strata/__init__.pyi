@@ -51,7 +51,12 @@ class DB:
         """plyvel's names are taken too: ``lru_cache_size`` (``cache_size``),
         ``bloom_filter_bits`` (``bloom_bits``), ``"snappy"`` compression (written as lz4),
         ``paranoid_checks`` and ``verify_checksums`` (every read is checked anyway).
-        ``comparator`` raises ``NotImplementedError``: keys sort bytewise."""
+        ``comparator`` is a callable ``comparator(a, b)`` giving a number below, at or above
+        zero, and ``comparator_name`` (bytes or str) its name, which the database records:
+        opening it later under another name, or without a comparator, raises ``Error``. The
+        engine calls the comparator from its own threads too; one that raises stops the
+        process, as in plyvel. Iterators' bounds follow its order; ``prefix`` covers the keys
+        that begin with it, as plyvel's does."""
     @property
     def name(self) -> str: ...
     @property
