@@ -739,3 +739,76 @@ fn stress_mixed_operations_from_many_threads() {
     );
     assert!(s.flushes > 0 && s.compactions > 0);
 }
+
+/// Unsynced writes, a memtable switch whose flush never finishes, then a synced write in
+/// the new WAL: after a power loss the writes before the synced one are all there (the
+/// switch syncs the old WAL; were it left unsynced, the synced write would have to sync it).
+#[test]
+fn a_synced_write_after_a_switch_keeps_the_unsynced_writes_before_it() {
+    synced_after_a_switch(false);
+}
+
+/// The same for `sync_wal` (a server's `everysec`) after unsynced writes.
+#[test]
+fn sync_wal_after_a_switch_keeps_the_writes_before_it() {
+    synced_after_a_switch(true);
+}
+
+fn synced_after_a_switch(by_sync_wal: bool) {
+    let mem = MemFs::new();
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    let db = Db::open("/db", options(Arc::new(fault.clone()))).unwrap();
+    // The flush of the first memtable waits at the gate: its writes are in its WAL only.
+    // The gate opens before the database closes, whatever the test's outcome.
+    struct OpenOnDrop(FaultFs);
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            self.0.open_gate();
+        }
+    }
+    let gate = OpenOnDrop(fault.clone());
+    fault.close_gate(".sst");
+    let key = |i: u32| format!("key{i:05}").into_bytes();
+    let wals = || {
+        let names = mem.list(Path::new("/db")).unwrap();
+        names.iter().filter(|n| n.ends_with(".wal")).count()
+    };
+    let mut written = 0;
+    while wals() < 2 {
+        db.put(&key(written), &[b'v'; 100]).unwrap();
+        written += 1;
+    }
+    db.put(&key(written), &[b'v'; 100]).unwrap();
+    written += 1;
+    let mut synced = WriteBatch::new();
+    synced.put(b"synced", b"yes");
+    // The flush has reached the gate (it may not have by the time of the synced write,
+    // which asks nothing of it), and waits there while the power goes.
+    let start = std::time::Instant::now();
+    while fault.held_at_gate() == 0 {
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "the flush never reached the gate"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    match by_sync_wal {
+        false => db.write(synced, WriteOptions { sync: true }).unwrap(),
+        true => {
+            db.write(synced, WriteOptions { sync: false }).unwrap();
+            db.sync_wal().unwrap();
+        }
+    }
+    let lost_power = mem.power_loss_copy();
+    drop(gate);
+    drop(db);
+    let db = Db::open("/db", options(Arc::new(lost_power))).unwrap();
+    assert_eq!(db.get(b"synced").unwrap(), Some(b"yes".to_vec()));
+    for i in 0..written {
+        assert_eq!(
+            db.get(&key(i)).unwrap(),
+            Some(vec![b'v'; 100]),
+            "key {i} of {written}, written before the synced write, was lost"
+        );
+    }
+}

@@ -56,7 +56,8 @@ class DB:
         opening it later under another name, or without a comparator, raises ``Error``. The
         engine calls the comparator from its own threads too; one that raises stops the
         process, as in plyvel. Iterators' bounds follow its order; ``prefix`` covers the keys
-        that begin with it, as plyvel's does."""
+        that begin with it, as plyvel's does. Keys it calls equal must be equal bytes (point
+        reads find a key by its bytes)."""
     @property
     def name(self) -> str: ...
     @property
