@@ -492,32 +492,16 @@ fn run_ops_merging(
     policy: Option<strata::FilterPolicy>,
     merge_policy: MergePolicy,
 ) {
-    run_harness(
-        Harness {
-            fs: MemFs::new(),
-            db: None,
-            model: Model::new(),
-            snapshots: Vec::new(),
-            size_ratio,
-            index,
-            filter,
-            policy,
-            merge_policy,
-            partition_over_budget: false,
-            filter_format: strata::FilterFormat::Auto,
-            comparator: None,
-        },
-        ops,
-    );
+    let h = Harness {
+        policy,
+        merge_policy,
+        ..harness(size_ratio, index, filter)
+    };
+    run_harness(h, ops);
 }
 
-/// A harness whose engine orders keys by `comparator` (one that reverses byte order).
-fn ordered_by(
-    comparator: std::sync::Arc<dyn strata::Comparator>,
-    size_ratio: u64,
-    index: IndexKind,
-    filter: FilterKind,
-) -> Harness {
+/// A harness on an empty file system, with the options' defaults besides those given.
+fn harness(size_ratio: u64, index: IndexKind, filter: FilterKind) -> Harness {
     Harness {
         fs: MemFs::new(),
         db: None,
@@ -530,7 +514,20 @@ fn ordered_by(
         merge_policy: common::merge_policy(),
         partition_over_budget: false,
         filter_format: strata::FilterFormat::Auto,
+        comparator: None,
+    }
+}
+
+/// A harness whose engine orders keys by `comparator` (one that reverses byte order).
+fn ordered_by(
+    comparator: std::sync::Arc<dyn strata::Comparator>,
+    size_ratio: u64,
+    index: IndexKind,
+    filter: FilterKind,
+) -> Harness {
+    Harness {
         comparator: Some(comparator),
+        ..harness(size_ratio, index, filter)
     }
 }
 

@@ -30,6 +30,22 @@ fn options(kind: IndexKind, compression: Compression, filter: FilterKind) -> Tab
     }
 }
 
+/// The table at `path` in `fs`, opened as file `number` under `cache`, keys bytewise.
+fn open_table(
+    fs: &MemFs,
+    path: &Path,
+    number: u64,
+    cache: Arc<BlockCache>,
+) -> crate::Result<Table> {
+    Table::open(
+        fs.open(path).unwrap(),
+        path,
+        FileNumber(number),
+        cache,
+        KeyOrder::Bytewise,
+    )
+}
+
 /// A table at `/t/1.sst` of `entries` (internal key, value), opened.
 fn build_from(
     opts: TableOptions,
@@ -44,14 +60,7 @@ fn build_from(
     }
     b.finish().unwrap();
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let t = Table::open(
-        fs.open(path).unwrap(),
-        path,
-        FileNumber(1),
-        cache,
-        KeyOrder::Bytewise,
-    )
-    .unwrap();
+    let t = open_table(&fs, path, 1, cache).unwrap();
     (fs, Arc::new(t))
 }
 
@@ -147,13 +156,7 @@ fn tables_over_the_pin_budget_let_their_blocks_go_and_read_them_again() {
     let path = Path::new("/t/1.sst");
     let tables: Vec<Arc<Table>> = (1..=6)
         .map(|i| {
-            let t = Table::open(
-                fs.open(path).unwrap(),
-                path,
-                FileNumber(i),
-                cache.clone(),
-                KeyOrder::Bytewise,
-            );
+            let t = open_table(&fs, path, i, cache.clone());
             Arc::new(t.unwrap().with_budget(&budget))
         })
         .collect();
@@ -197,13 +200,7 @@ fn a_lookup_the_filter_refuses_never_reads_the_index() {
     let (fs, _) = build(500, IndexKind::Flat, Compression::None);
     let path = Path::new("/t/1.sst");
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let t = Table::open(
-        fs.open(path).unwrap(),
-        path,
-        FileNumber(2),
-        cache,
-        KeyOrder::Bytewise,
-    );
+    let t = open_table(&fs, path, 2, cache);
     {
         let t = Arc::new(t.unwrap());
         // Odd keys were never written; about 1% pass the filter (10 bits a key).
@@ -308,12 +305,11 @@ fn a_footer_handle_of_any_size_is_corruption() {
         let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
         f.append(&data).unwrap();
         drop(f);
-        let opened = Table::open(
-            fs2.open(Path::new("/t/1.sst")).unwrap(),
+        let opened = open_table(
+            &fs2,
             Path::new("/t/1.sst"),
-            FileNumber(1),
+            1,
             Arc::new(BlockCache::new(1 << 20)),
-            KeyOrder::Bytewise,
         );
         match opened {
             Err(Error::Corruption { reason, .. }) => {
@@ -347,13 +343,7 @@ fn flipped_bytes_are_reported(filter: FilterKind) {
         f.append(&data).unwrap();
         drop(f);
         let cache = Arc::new(BlockCache::new(1 << 20));
-        let opened = Table::open(
-            fs2.open(Path::new("/t/1.sst")).unwrap(),
-            Path::new("/t/1.sst"),
-            FileNumber(1),
-            cache,
-            KeyOrder::Bytewise,
-        );
+        let opened = open_table(&fs2, Path::new("/t/1.sst"), 1, cache);
         let res = opened.and_then(|t| Arc::new(t).verify());
         match res {
             Err(Error::Corruption { file, .. }) => {
@@ -431,14 +421,7 @@ fn aligned_data_blocks_read_back(filter: FilterKind) {
         .unwrap();
     fs.mutate_file(path, |b| b[gap as usize] ^= 1).unwrap();
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let damaged = Table::open(
-        fs.open(path).unwrap(),
-        path,
-        FileNumber(1),
-        cache,
-        KeyOrder::Bytewise,
-    )
-    .unwrap();
+    let damaged = open_table(&fs, path, 1, cache).unwrap();
     match Arc::new(damaged).verify() {
         Err(Error::Corruption { .. }) => {}
         other => panic!("a flipped zero at {gap} gave {other:?}"),
