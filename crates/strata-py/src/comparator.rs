@@ -25,25 +25,26 @@ impl strata::Comparator for PyComparator {
     /// go on with: keys already placed by it could not be found again. The exception is
     /// printed and the process aborted, as plyvel does.
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        Python::attach(|py| {
-            let order = self
-                .callable
+        let order = Python::try_attach(|py| {
+            self.callable
                 .call1(py, (PyBytes::new(py, a), PyBytes::new(py, b)))
-                .and_then(|r| sign(r.bind(py)));
-            match order {
-                Ok(o) => o,
-                Err(e) => {
-                    e.print(py);
-                    eprintln!(
-                        "fatal: the comparator {} raised an exception; the process stops, \
-                         since keys cannot be ordered without it",
-                        self.name
-                    );
-                    std::process::abort()
-                }
-            }
-        })
+                .and_then(|r| sign(r.bind(py)))
+                .map_err(|e| e.print(py))
+        });
+        match order {
+            Some(Ok(o)) => o,
+            Some(Err(())) => fatal(&self.name, "raised an exception"),
+            None => fatal(&self.name, "was called after the interpreter shut down"),
+        }
     }
+}
+
+fn fatal(name: &str, what: &str) -> ! {
+    eprintln!(
+        "fatal: the comparator {name} {what}; the process stops, since keys cannot be \
+         ordered without it"
+    );
+    std::process::abort()
 }
 
 /// The order a comparator's result stands for.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use strata::{BytewiseComparator, Comparator, DbIterator};
+use strata::{BytewiseComparator, Comparator, DbIterator, ReverseBytewiseComparator};
 
 /// The key range of an iterator: an inclusive lower bound and an exclusive upper bound, as
 /// the engine's read options take them, and what the cursor itself leaves out besides.
@@ -24,8 +24,9 @@ pub(crate) struct Ends {
 
 impl Bounds {
     /// The bounds of `start`/`stop` (each inclusive or not) or of a `prefix`, in `order`.
-    /// A prefix covers the keys that begin with it in byte order, as plyvel's does whatever
-    /// the comparator.
+    /// A prefix covers `[prefix, the prefix with its last byte raised)` in `order`, as
+    /// plyvel's does: in byte order, the keys that begin with it.
+    /// A comparator under a built-in name orders as the built-in does, as in the engine.
     pub fn new(
         start: Option<Vec<u8>>,
         stop: Option<Vec<u8>>,
@@ -33,10 +34,14 @@ impl Bounds {
         (include_start, include_stop): (bool, bool),
         order: &Arc<dyn Comparator>,
     ) -> Result<Bounds, &'static str> {
+        let order: Arc<dyn Comparator> = match order.name() {
+            ReverseBytewiseComparator::NAME => Arc::new(ReverseBytewiseComparator),
+            _ => order.clone(),
+        };
         let mut ends = Ends {
             skip: None,
             through: None,
-            order: order.clone(),
+            order,
         };
         if let Some(prefix) = prefix {
             if start.is_some() || stop.is_some() {
@@ -53,7 +58,7 @@ impl Bounds {
             k.push(0);
             k
         };
-        if order.name() == BytewiseComparator::NAME {
+        if ends.order.name() == BytewiseComparator::NAME {
             return Ok(Bounds {
                 lower: start.map(|s| if include_start { s } else { after(s) }),
                 upper: stop.map(|s| if include_stop { after(s) } else { s }),

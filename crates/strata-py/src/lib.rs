@@ -226,6 +226,23 @@ struct PyDb {
     comparator: Arc<dyn strata::Comparator>,
 }
 
+impl Drop for PyDb {
+    /// A database collected without `close()` closes here, with the GIL let go: closing waits
+    /// for the engine's threads, which may be inside a Python comparator waiting for it.
+    fn drop(&mut self) {
+        let db = self
+            .db
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(db) = db {
+            // Past the interpreter's shutdown there is no GIL to let go of: the database is
+            // dropped as the closure is.
+            let _ = Python::try_attach(|py| py.detach(|| drop(db)));
+        }
+    }
+}
+
 impl PyDb {
     /// Runs `f` on the open engine with the GIL released.
     fn with<T: Send>(
@@ -1095,9 +1112,11 @@ impl PyIterator {
         self.position(py, Cursor::seek_to_stop)
     }
 
-    /// Releases the files the iterator holds; any later use raises ``ClosedError``.
-    fn close(&self) {
-        lock(&self.cursor).close();
+    /// Releases the files the iterator holds; any later use raises ``ClosedError``. The
+    /// cursor is waited for with the GIL let go: another thread may be moving it, inside a
+    /// Python comparator that needs the GIL.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| lock(&self.cursor).close());
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -1105,8 +1124,8 @@ impl PyIterator {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close();
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
         false
     }
 }

@@ -1041,3 +1041,48 @@ print("not reached")
     assert run.returncode == -signal.SIGABRT, (run.returncode, run.stderr)
     assert "no order today" in run.stderr and "test.Bad" in run.stderr, run.stderr
     assert "not reached" not in run.stdout
+
+
+def test_a_database_with_a_comparator_closes_when_collected(path):
+    """A DB dropped without close() while its engine compacts, calling the comparator from
+    its own threads, closes without waiting on the GIL its collector holds: the child ends,
+    and reopens the database at once."""
+    script = f"""
+import gc, strata
+def by_number(a, b):
+    x, y = int(a), int(b)
+    return (x > y) - (x < y)
+def fill():
+    db = strata.DB({path!r}, comparator=by_number, comparator_name=b"test.ByNumber",
+                   write_buffer_size=32 << 10)
+    for n in range(20000):
+        db.put(b"%d" % n, b"v" * 50)
+fill()
+gc.collect()
+db = strata.DB({path!r}, comparator=by_number, comparator_name=b"test.ByNumber")
+print(sum(1 for _ in db.iterator()))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["20000"], run.stdout
+
+
+def test_seeks_and_prefixes_under_a_comparator(path):
+    with strata.DB(path, comparator=by_number, comparator_name=b"test.ByNumber") as db:
+        for n in range(0, 200, 10):
+            db.put(b"%d" % n, b"v")
+        it = db.iterator(start=b"50", include_start=False, include_value=False)
+        it.seek(b"20")  # before the excluded start: the iterator's first key comes next
+        assert next(it) == b"60"
+        it = db.iterator(reverse=True, stop=b"150", include_stop=True, include_value=False)
+        it.seek(b"95")  # a reverse iterator gives the last key before the target
+        assert [next(it), next(it)] == [b"90", b"80"]
+        # Past the included stop, going back: the stop itself, then the keys below it.
+        it = db.iterator(stop=b"150", include_stop=True, include_value=False)
+        it.seek_to_stop()
+        assert [it.prev(), it.prev()] == [b"150", b"140"]
+        # A prefix is plyvel's range [prefix, prefix with its last byte raised) in the
+        # comparator's order: numbers from 10 to below 11 here, so not 100, which begins
+        # with "10".
+        assert list(db.iterator(prefix=b"10", include_value=False)) == [b"10"]

@@ -55,9 +55,11 @@ class DB:
         zero, and ``comparator_name`` (bytes or str) its name, which the database records:
         opening it later under another name, or without a comparator, raises ``Error``. The
         engine calls the comparator from its own threads too; one that raises stops the
-        process, as in plyvel. Iterators' bounds follow its order; ``prefix`` covers the keys
-        that begin with it, as plyvel's does. Keys it calls equal must be equal bytes (point
-        reads find a key by its bytes)."""
+        process, as in plyvel. Iterators' bounds follow its order; ``prefix`` covers
+        ``[prefix, prefix with its last byte raised)`` in its order, as plyvel's does (in byte
+        order, the keys that begin with the prefix). Keys it calls equal must be equal bytes
+        (point reads find a key by its bytes), and it must be a consistent total order: the
+        engine's sorts stop the database on one that is not."""
     @property
     def name(self) -> str: ...
     @property
