@@ -155,16 +155,6 @@ pub(crate) fn trailer(ikey: &[u8]) -> u64 {
     crate::coding::u64_at(ikey, ikey.len().saturating_sub(TRAILER_BYTES)).unwrap_or(0)
 }
 
-/// The order of internal keys under byte order (tests compare with it; the engine asks its
-/// [`KeyOrder`](crate::comparator::KeyOrder)).
-#[cfg(test)]
-pub(crate) fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
-    match compare_bytes(user_key(a), user_key(b)) {
-        Ordering::Equal => trailer(b).cmp(&trailer(a)),
-        o => o,
-    }
-}
-
 /// Bytewise order (as `a.cmp(b)`), eight bytes at a step. Keys are short, and for them a call
 /// to the C library's `memcmp` cost more than the comparison: it was a tenth of a scan.
 #[inline]
@@ -184,6 +174,7 @@ pub(crate) fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::comparator::KeyOrder;
 
     /// The lookup key built in place is the one built on the heap, byte for byte, for keys
     /// shorter than, as long as and longer than its room.
@@ -237,10 +228,10 @@ mod tests {
         let a = internal_key(b"k", SeqNo(5), ValueKind::Value);
         let b = internal_key(b"k", SeqNo(3), ValueKind::Value);
         let c = internal_key(b"ka", SeqNo(9), ValueKind::Value);
-        assert_eq!(compare_internal(&a, &b), Ordering::Less);
-        assert_eq!(compare_internal(&b, &c), Ordering::Less);
+        assert_eq!(KeyOrder::Bytewise.internal(&a, &b), Ordering::Less);
+        assert_eq!(KeyOrder::Bytewise.internal(&b, &c), Ordering::Less);
         let d = internal_key(b"k", SeqNo(5), ValueKind::Delete);
-        assert_eq!(compare_internal(&a, &d), Ordering::Less);
+        assert_eq!(KeyOrder::Bytewise.internal(&a, &d), Ordering::Less);
     }
 
     /// Regression: blocks of foreign bytes hold keys shorter than a trailer, and comparing
@@ -248,8 +239,8 @@ mod tests {
     #[test]
     fn short_keys_compare_without_panicking() {
         assert_eq!(user_key(b"abc"), b"");
-        let _ = compare_internal(b"", b"abc");
-        let _ = compare_internal(b"abcdefghij", b"x");
+        let _ = KeyOrder::Bytewise.internal(b"", b"abc");
+        let _ = KeyOrder::Bytewise.internal(b"abcdefghij", b"x");
     }
 
     #[test]

@@ -309,7 +309,7 @@ mod tests {
         fn seek(&mut self, target: &[u8]) -> Result<()> {
             self.pos = self
                 .keys
-                .partition_point(|k| crate::key::compare_internal(k, target).is_lt());
+                .partition_point(|k| KeyOrder::Bytewise.internal(k, target).is_lt());
             Ok(())
         }
         fn next(&mut self) -> Result<()> {

@@ -1,11 +1,11 @@
-//! Internal iterators: cursors over internal keys in [`compare_internal`] order, from
+//! Internal iterators: cursors over internal keys in the order of [`KeyOrder::internal`], from
 //! memtables, blocks, tables and levels, merged into one stream and finally turned into the
 //! user's view by [`db_iter`].
 //!
 //! Every movement can fail (a block read from disk may be damaged), so movements return
 //! `Result`; after an error the cursor is invalid.
 //!
-//! [`compare_internal`]: crate::key::compare_internal
+//! [`KeyOrder::internal`]: crate::comparator::KeyOrder::internal
 
 pub(crate) mod db_iter;
 pub(crate) mod level;

@@ -2,8 +2,8 @@ use super::arena::CHUNK_BYTES;
 use super::iter::MemTableIter;
 use super::*;
 use crate::iter::InternalIterator;
+use crate::key::lookup_key;
 use crate::key::user_key;
-use crate::key::{compare_internal, lookup_key};
 
 /// The user key of the entry a memtable cursor is on (test helper).
 fn current_user_key(it: &MemTableIter) -> Vec<u8> {
@@ -187,7 +187,7 @@ fn iterators_see_every_entry_added_before_them_across_batches() {
         let keys = listed_keys(&m);
         assert_eq!(keys.len(), model.len());
         let mut want: Vec<Vec<u8>> = model.iter().cloned().collect();
-        want.sort_by(|a, b| compare_internal(a, b));
+        want.sort_by(|a, b| KeyOrder::Bytewise.internal(a, b));
         assert_eq!(keys, want, "after {seq} entries");
     }
 }
@@ -224,7 +224,7 @@ fn concurrent_inserts_and_reads_lose_nothing() {
     let mut last: Option<Vec<u8>> = None;
     while it.valid() {
         if let Some(l) = &last {
-            assert_eq!(compare_internal(l, it.key()), CmpOrdering::Less);
+            assert_eq!(KeyOrder::Bytewise.internal(l, it.key()), CmpOrdering::Less);
         }
         last = Some(it.key().to_vec());
         n += 1;

@@ -197,7 +197,7 @@ impl Block {
             // No entries: the index of a table that holds only range tombstones.
             return Ok(self);
         }
-        // The user key as `compare_internal` sees it, so that heads order as it does.
+        // The user key as `KeyOrder::internal` sees it, so that heads order as it does.
         let user_key = |i| self.restart_key(i).map(crate::key::user_key);
         let (lo, hi) = if self.num_restarts >= 4 {
             (1, self.num_restarts - 2)
