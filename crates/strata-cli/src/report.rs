@@ -77,10 +77,11 @@ pub fn stats_text(s: &Stats) -> String {
     }
     let _ = writeln!(
         out,
-        "memtable          {} ({} immutable, {})",
+        "memtable          {} ({} immutable, {}; {} kept for reuse)",
         human_bytes(s.memtable_bytes),
         s.immutable_memtables,
-        human_bytes(s.immutable_memtable_bytes)
+        human_bytes(s.immutable_memtable_bytes),
+        human_bytes(s.recycled_memtable_bytes)
     );
     let _ = writeln!(
         out,

@@ -81,6 +81,9 @@ pub struct Stats {
     pub immutable_memtables: usize,
     /// Bytes charged to those memtables.
     pub immutable_memtable_bytes: u64,
+    /// Memory of flushed memtables kept for the next ones to fill while writes go on: at
+    /// most a write buffer's worth, and given back by the first flush after writes stop.
+    pub recycled_memtable_bytes: u64,
     /// Block cache lookups that found their block.
     pub block_cache_hits: u64,
     /// Block cache lookups that went to the file.

@@ -59,7 +59,12 @@ fn batch_ops(seed: u64, i: u64) -> Vec<(Vec<u8>, Write)> {
                 }
             }
             _ => {
-                let len = rng.below(200) as usize;
+                // Now and then a value large enough that the write group after its own
+                // goes to the WAL with a system call rather than through its mapping.
+                let len = match rng.below(10) {
+                    0 => 4_100 + rng.below(4_000),
+                    _ => rng.below(200),
+                } as usize;
                 let v = format!("v{i}-{j}-{}", "x".repeat(len)).into_bytes();
                 ops.push((key, Write::Put(v)));
             }

@@ -1153,3 +1153,68 @@ fn a_compaction_filter_removal_over_older_versions_leaves_a_tombstone() {
     assert!(entries.iter().all(|e| e.value != b"dead"));
     assert!(entries.iter().any(|e| e.key == b"a" && e.deletion));
 }
+
+/// Under a stream of writes a flushed memtable's memory is kept for the next memtables to
+/// fill; once writes stop, it is let go: after a while, or by the next flush.
+#[test]
+fn flushed_memtables_memory_is_reused_while_writes_go_on_and_let_go_after() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            write_buffer_size: 8 << 20,
+            // No merge when writes stop, whose flush would let go of the memory first.
+            idle_merge_after: None,
+            ..no_auto_compaction(common::options())
+        },
+    )
+    .unwrap();
+    let value = [7u8; 200];
+    let mut next = 0u64;
+    let mut put = |n: u64| {
+        for _ in 0..n {
+            db.put(format!("{next:016}").as_bytes(), &value).unwrap();
+            next += 1;
+        }
+    };
+    let wait_for = |what: &str, done: &dyn Fn(u64) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let kept = db.stats().recycled_memtable_bytes;
+            if done(kept) {
+                return kept;
+            }
+            assert!(Instant::now() < deadline, "{what}: {kept} bytes kept");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    // Writes until a memtable's flush has ended while its successor takes writes; the flush
+    // thread lets go of the memtable just after.
+    let mut written = || {
+        let flushes = db.stats().flushes;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            put(1_000);
+            let s = db.stats();
+            if s.flushes > flushes && s.immutable_memtables == 0 && s.memtable_bytes > 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no flush ended within a minute");
+        }
+    };
+    written();
+    let kept = wait_for("a flush while writes went on", &|kept| kept > 0);
+    // The successor took at most a chunk or two since.
+    assert!(
+        kept >= 4 << 20,
+        "kept {kept} bytes of a flushed 8 MiB memtable"
+    );
+    // Writes stop: the pool goes unused, and is let go.
+    wait_for("no writes for a while", &|kept| kept == 0);
+    // The flush of the last memtable, leaving an empty one, lets go at once.
+    written();
+    wait_for("a flush while writes went on", &|kept| kept > 0);
+    db.flush().unwrap();
+    assert_eq!(db.stats().recycled_memtable_bytes, 0);
+}

@@ -199,6 +199,12 @@ impl DbInner {
                     st = self.switch_memtable_from_flush_thread(st).0;
                 }
                 st = self.check_idle(st);
+                if self.chunk_pool.bytes() > 0 {
+                    // Unmapped without holding up writers.
+                    drop(st);
+                    self.chunk_pool.release_if_idle();
+                    st = lock(&self.state);
+                }
             }
             self.flush_generation(st);
             self.writer_cv.notify_all();
@@ -278,18 +284,9 @@ impl DbInner {
                 .sync_dir(&self.dir)
                 .map_err(io_err("fsync", &self.dir));
         }
-        let remove_tables = |files: &[NewFile]| {
-            self.store.forget_warmed(files.iter().map(|f| f.number));
-            for f in files {
-                let _ = self
-                    .store
-                    .fs
-                    .remove(&self.dir.join(table_file_name(f.number)));
-            }
-        };
         let mut st = lock(&self.state);
         if let Err(e) = result {
-            remove_tables(&files);
+            self.remove_new_tables(&files);
             self.poison(&mut st, &e);
             return;
         }
@@ -297,7 +294,7 @@ impl DbInner {
         let (files, orphans): (Vec<NewFile>, Vec<NewFile>) = files
             .into_iter()
             .partition(|f| st.family(f.family).is_some());
-        remove_tables(&orphans);
+        self.remove_new_tables(&orphans);
         let size: u64 = files.iter().map(|f| f.size).sum();
         let tables = files.len();
         // WALs before the next generation's are no longer needed once this is logged.
@@ -320,14 +317,44 @@ impl DbInner {
         if tables > 0 {
             self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         }
-        for f in st.families_mut() {
-            f.imm.pop_front();
-        }
+        let writing = Self::drop_flushed_memtables(&mut st);
         if jobs.iter().any(|j| j.family.opts.merge_operator.is_some()) {
             st.horizon = st.horizon.max(oldest);
         }
         self.install_super_version(&st);
         self.retire_wal(old_wal);
+        if !writing {
+            // Unmapped without holding up writers.
+            drop(st);
+            self.chunk_pool.clear();
+        }
+    }
+
+    /// Removes tables a flush wrote and will not log.
+    fn remove_new_tables(&self, files: &[NewFile]) {
+        self.store.forget_warmed(files.iter().map(|f| f.number));
+        for f in files {
+            let _ = self
+                .store
+                .fs
+                .remove(&self.dir.join(table_file_name(f.number)));
+        }
+    }
+
+    /// Takes the flushed generation's memtables off the lists. While its family takes
+    /// writes, a flushed memtable's memory goes to the next memtables; once no family does,
+    /// it leaves the process. True when some family's active memtable holds writes.
+    fn drop_flushed_memtables(st: &mut State) -> bool {
+        let mut writing = false;
+        for f in st.families_mut() {
+            if let Some(m) = f.imm.pop_front()
+                && !f.mem.is_empty()
+            {
+                m.recycle_on_drop();
+                writing = true;
+            }
+        }
+        writing
     }
 
     /// Turns the active memtable immutable, for the flush thread to flush; true when it did.

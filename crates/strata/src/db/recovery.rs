@@ -19,7 +19,7 @@ use crate::comparator::KeyOrder;
 use crate::error::{Error, Result};
 use crate::key::{FileNumber, NUM_LEVELS, SeqNo};
 use crate::log::{LogKind, RecoveryMode, read_log, strip_header};
-use crate::memtable::MemTable;
+use crate::memtable::{ChunkPool, MemTable, Recycling};
 use crate::mutex::lock;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
@@ -158,12 +158,12 @@ impl Db {
         edit.log_number = Some(wal_number);
         edit.last_sequence = Some(last_seq);
         versions.log_and_apply(edit)?;
-
+        let chunk_pool = Arc::new(ChunkPool::new(options.write_buffer_size));
         let mut family_states: VecDeque<FamilyState> = families
             .iter()
             .map(|f| FamilyState {
                 family: f.clone(),
-                mem: memtable_on(f, wal_number),
+                mem: memtable_on(f, wal_number, Some(&chunk_pool)),
                 imm: VecDeque::new(),
                 busy_levels: [false; NUM_LEVELS],
                 read_compaction: None,
@@ -206,6 +206,7 @@ impl Db {
             counters,
             shutting_down: AtomicBool::new(false),
             retired_wals: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            chunk_pool,
             _lock: file_lock,
             opts: options,
         });
@@ -388,22 +389,27 @@ fn replay_wals(
 }
 
 fn empty_memtable(f: &Family) -> Arc<MemTable> {
-    memtable_on(f, FileNumber(0))
+    memtable_on(f, FileNumber(0), None)
 }
 
-/// An empty memtable of family `f` for writes logged in WAL `wal`.
-fn memtable_on(f: &Family, wal: FileNumber) -> Arc<MemTable> {
+/// An empty memtable of family `f` for writes logged in WAL `wal`, its arena taking chunks
+/// from `pool` first.
+fn memtable_on(f: &Family, wal: FileNumber, pool: Option<&Arc<ChunkPool>>) -> Arc<MemTable> {
     Arc::new(MemTable::new(
         wal,
         f.opts.write_buffer_size,
         f.opts.key_order(),
+        pool.map(|pool| Recycling {
+            pool: pool.clone(),
+            family: f.id,
+        }),
     ))
 }
 
 /// What a family's readers see before the database is open: nothing.
 fn placeholder() -> SuperVersion {
     SuperVersion {
-        mem: Arc::new(MemTable::new(FileNumber(0), 1024, KeyOrder::Bytewise)),
+        mem: Arc::new(MemTable::new(FileNumber(0), 1024, KeyOrder::Bytewise, None)),
         imm: Vec::new(),
         version: Arc::new(crate::version::Version::default()),
         horizon: SeqNo(0),

@@ -315,7 +315,7 @@ fn table_options(options: &Options) -> TableOptions {
 
 fn placeholder() -> super::family::SuperVersion {
     super::family::SuperVersion {
-        mem: Arc::new(MemTable::new(FileNumber(0), 1024, KeyOrder::Bytewise)),
+        mem: Arc::new(MemTable::new(FileNumber(0), 1024, KeyOrder::Bytewise, None)),
         imm: Vec::new(),
         version: Arc::new(Version::default()),
         horizon: SeqNo(0),
@@ -429,7 +429,12 @@ fn replay_wals(
     let mut mems: BTreeMap<u32, Replayed> = families
         .iter()
         .map(|(id, _)| {
-            let mem = Arc::new(MemTable::new(FileNumber(0), 1 << 20, store.order.clone()));
+            let mem = Arc::new(MemTable::new(
+                FileNumber(0),
+                1 << 20,
+                store.order.clone(),
+                None,
+            ));
             (
                 *id,
                 Replayed {

@@ -71,7 +71,8 @@ impl Db {
             (_, "sstables") => sstables(&sv),
             ("leveldb", "approximate-memory-usage") => {
                 let stats = stats();
-                (memtable_bytes + stats.block_cache_bytes + stats.table_pinned_bytes).to_string()
+                let held = memtable_bytes + stats.recycled_memtable_bytes;
+                (held + stats.block_cache_bytes + stats.table_pinned_bytes).to_string()
             }
             ("rocksdb", "estimate-num-keys") => {
                 let (entries, deletions) =

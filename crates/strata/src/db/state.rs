@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::fs::FileLock;
 use crate::key::{FileNumber, NUM_LEVELS, SeqNo};
 use crate::log::LogWriter;
-use crate::memtable::MemTable;
+use crate::memtable::{ChunkPool, MemTable, Recycling};
 use crate::mutex::lock;
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
@@ -137,6 +137,8 @@ pub(crate) struct DbInner {
     pub(super) shutting_down: AtomicBool,
     /// WALs whose writes are in tables, kept for `Db::updates_since`, oldest first.
     pub(super) retired_wals: Mutex<VecDeque<Retired>>,
+    /// Arena chunks of flushed memtables, for the next memtables to fill.
+    pub(super) chunk_pool: Arc<ChunkPool>,
     pub(super) _lock: Box<dyn FileLock>,
 }
 
@@ -235,10 +237,14 @@ impl DbInner {
             .default_family()
             .imm
             .iter()
-            .map(|m| Arc::new(MemTable::new(m.wal_number(), size, order.clone())))
+            .map(|m| Arc::new(MemTable::new(m.wal_number(), size, order.clone(), None)))
             .collect();
+        let pool = Some(Recycling {
+            pool: self.chunk_pool.clone(),
+            family: family.id,
+        });
         FamilyState {
-            mem: Arc::new(MemTable::new(st.wal_number, size, order)),
+            mem: Arc::new(MemTable::new(st.wal_number, size, order, pool)),
             imm,
             busy_levels: [false; NUM_LEVELS],
             read_compaction: None,
@@ -284,7 +290,7 @@ impl DbInner {
             name,
             options,
             SuperVersion {
-                mem: Arc::new(MemTable::new(st.wal_number, 1024, order)),
+                mem: Arc::new(MemTable::new(st.wal_number, 1024, order, None)),
                 imm: Vec::new(),
                 version: st.versions.current(id),
                 horizon: st.horizon,
@@ -337,7 +343,12 @@ impl DbInner {
         // Handles of the family now read an empty tree, and hold none of its files: they go
         // once the last iterator over them does.
         family.set_super_version(SuperVersion {
-            mem: Arc::new(MemTable::new(st.wal_number, 1024, family.opts.key_order())),
+            mem: Arc::new(MemTable::new(
+                st.wal_number,
+                1024,
+                family.opts.key_order(),
+                None,
+            )),
             imm: Vec::new(),
             version: Arc::new(Version::default()),
             horizon: st.horizon,

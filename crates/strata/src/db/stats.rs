@@ -113,6 +113,7 @@ impl DbInner {
                 .iter()
                 .map(|m| m.approximate_size() as u64)
                 .sum(),
+            recycled_memtable_bytes: self.chunk_pool.bytes() as u64,
             block_cache_hits: self.store.cache.hits(),
             block_cache_misses: self.store.cache.misses(),
             block_cache_bytes: self.store.cache.usage() as u64,

@@ -10,7 +10,7 @@ use super::state::{DbInner, State};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
-use crate::memtable::MemTable;
+use crate::memtable::{MemTable, Recycling};
 use crate::mutex::lock;
 use crate::wal::create_wal;
 
@@ -415,6 +415,10 @@ impl DbInner {
                     number,
                     opts.write_buffer_size,
                     opts.key_order(),
+                    Some(Recycling {
+                        pool: self.chunk_pool.clone(),
+                        family: f.family.id,
+                    }),
                 ));
                 let old = std::mem::replace(&mut f.mem, fresh);
                 f.imm.push_back(old);

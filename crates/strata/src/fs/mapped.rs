@@ -24,6 +24,13 @@ use super::WritableFile;
 /// Bytes mapped (and reserved) at a time; a multiple of the page size.
 pub(super) const CHUNK: usize = 1 << 20;
 
+/// Write groups of at least this many bytes make the next group go out with one `pwrite`
+/// rather than through the mapping. A store into the mapping saves a system call, but each
+/// page it reaches costs a fault into the file system first (reading the reserve's zeros in,
+/// then making the page writable) and an unmapping after; a system call that writes pages
+/// whole skips both. Single puts stay far below this; batches of dozens of entries reach it.
+const GATHER_BYTES: u64 = 4096;
+
 pub(crate) struct MappedLog {
     file: File,
     /// A descriptor of its own for [`WritableFile::begin_sync`].
@@ -33,15 +40,23 @@ pub(crate) struct MappedLog {
     chunk_start: u64,
     /// Bytes appended.
     len: u64,
+    /// The end of the reserved chunks, a multiple of [`CHUNK`]: what the file covers until
+    /// it is dropped and cut back to `len`.
+    reserved: u64,
+    /// Bytes appended since the last flush or sync: the size of the write group.
+    group: u64,
+    /// True when the last group was large: what comes next is gathered in `pending` and
+    /// written with one `pwrite` at the next flush or sync (see [`GATHER_BYTES`]).
+    large_groups: bool,
     /// True when the last record was synced rather than flushed: what comes next is
     /// gathered in `pending` and written with one `pwrite` at the next flush or sync, not
     /// stored into the mapping. `fdatasync` write-protects the pages it cleans, and the
     /// first store into one faults into the file system, which costs more than the
     /// system call (docs/design.md, "Constants and their reasons").
     after_sync: bool,
-    /// Bytes appended after a sync and not yet written: a record's header and payload
-    /// come as separate appends, and one system call for the three pieces is cheaper
-    /// than three.
+    /// Bytes appended after a sync or a large group and not yet written: a record's header
+    /// and payload come as separate appends, and one system call for the pieces is
+    /// cheaper than one for each.
     pending: Vec<u8>,
 }
 
@@ -65,10 +80,13 @@ impl MappedLog {
             map: ptr::null_mut(),
             chunk_start: 0,
             len: 0,
+            reserved: 0,
+            group: 0,
+            large_groups: false,
             after_sync: false,
             pending: Vec::new(),
         };
-        match log.map_chunk(0, false) {
+        match log.map_chunk(false) {
             Ok(()) => Ok(Some(log)),
             // No fallocate, or no shared mappings, on this file system.
             Err(e)
@@ -83,17 +101,33 @@ impl MappedLog {
         }
     }
 
-    /// Reserves and maps the chunk at `start`, replacing the current mapping.
-    fn map_chunk(&mut self, start: u64, populate: bool) -> io::Result<()> {
-        self.unmap();
-        let fd = self.file.as_raw_fd();
-        let offset = libc::off_t::try_from(start)
+    /// Reserves the chunk that starts at the log's end, when the end has reached the file's.
+    fn reserve(&mut self) -> io::Result<()> {
+        if self.len < self.reserved {
+            return Ok(());
+        }
+        // Chunks are laid end to end from offset 0, so the end of the reserve starts the
+        // next one (or, after a failed attempt, the one that failed).
+        let offset = libc::off_t::try_from(self.reserved)
             .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: plain system calls on a descriptor this value owns.
-        let r = unsafe { libc::fallocate(fd, 0, offset, CHUNK as libc::off_t) };
+        // SAFETY: a plain system call on a descriptor this value owns.
+        let r = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, CHUNK as libc::off_t) };
         if r != 0 {
             return Err(io::Error::last_os_error());
         }
+        self.reserved += CHUNK as u64;
+        Ok(())
+    }
+
+    /// Reserves (if need be) and maps the chunk that holds the log's end, replacing the
+    /// current mapping.
+    fn map_chunk(&mut self, populate: bool) -> io::Result<()> {
+        self.unmap();
+        self.reserve()?;
+        let start = self.len - self.len % CHUNK as u64;
+        let fd = self.file.as_raw_fd();
+        let offset = libc::off_t::try_from(start)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: a new shared mapping of a range the file now covers; nothing else
         // maps it, and it is unmapped before the file is closed.
         let p = unsafe {
@@ -139,10 +173,8 @@ impl MappedLog {
     /// them, and counts in `written` how many made it.
     fn write_at_end(&mut self, bytes: &[u8], written: &mut usize) -> io::Result<()> {
         while let Some(rest) = bytes.get(*written..).filter(|r| !r.is_empty()) {
-            if self.map.is_null() || self.len == self.chunk_start + CHUNK as u64 {
-                self.map_chunk(self.len - self.len % CHUNK as u64, false)?;
-            }
-            let room = (self.chunk_start + CHUNK as u64 - self.len) as usize;
+            self.reserve()?;
+            let room = (self.reserved - self.len) as usize;
             let (head, _) = rest.split_at(rest.len().min(room));
             // Within the reserved chunk: the file's length does not change.
             self.file.write_all_at(head, self.len)?;
@@ -150,6 +182,12 @@ impl MappedLog {
             *written += head.len();
         }
         Ok(())
+    }
+
+    /// Picks how the next write group goes out, by the size of the one just written.
+    fn end_group(&mut self) {
+        self.large_groups = self.group >= GATHER_BYTES;
+        self.group = 0;
     }
 
     fn unmap(&mut self) {
@@ -163,16 +201,16 @@ impl MappedLog {
 
 impl WritableFile for MappedLog {
     fn append(&mut self, mut data: &[u8]) -> io::Result<()> {
-        if self.after_sync {
+        self.group += data.len() as u64;
+        if self.after_sync || self.large_groups {
             self.pending.extend_from_slice(data);
             return Ok(());
         }
         while !data.is_empty() {
             let chunk_end = self.chunk_start + CHUNK as u64;
-            if self.map.is_null() || self.len == chunk_end {
-                // Chunks are laid end to end from offset 0, so `len` starts the next one
-                // (or, after a failed attempt, the one that failed).
-                self.map_chunk(self.len - self.len % CHUNK as u64, true)?;
+            // `pwrite`s may have moved the end past the mapped chunk.
+            if self.map.is_null() || self.len >= chunk_end || self.len < self.chunk_start {
+                self.map_chunk(true)?;
             }
             let at = (self.len - self.chunk_start) as usize;
             let n = data.len().min(CHUNK - at);
@@ -189,11 +227,13 @@ impl WritableFile for MappedLog {
         // Stores into a shared mapping are in the page cache already.
         self.write_pending()?;
         self.after_sync = false;
+        self.end_group();
         Ok(())
     }
 
     fn sync(&mut self) -> io::Result<()> {
         self.write_pending()?;
+        self.end_group();
         // On Linux, fdatasync writes back pages dirtied through a mapping too.
         self.after_sync = true;
         self.file.sync_data()
@@ -201,6 +241,7 @@ impl WritableFile for MappedLog {
 
     fn begin_sync(&mut self) -> io::Result<super::PendingSync> {
         self.write_pending()?;
+        self.end_group();
         self.after_sync = true;
         Ok(super::PendingSync::of(self.syncer.clone()))
     }

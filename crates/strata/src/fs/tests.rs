@@ -123,16 +123,18 @@ fn a_mapped_log_keeps_every_byte_across_chunks_and_ends_at_its_length_synced_or_
     let mut expect = Vec::new();
     {
         let mut log = StdFs.create_log(&path).unwrap();
-        // Pieces of awkward sizes, so that some straddle the chunk boundaries.
+        // Pieces of awkward sizes, so that some straddle the chunk boundaries, and some
+        // large enough that the record after them goes out with pwrite.
         for i in 0..2_000usize {
-            let piece: Vec<u8> = (0..(i * 37) % 3001 + 1).map(|j| (i + j) as u8).collect();
+            let piece: Vec<u8> = (0..(i * 37) % 9001 + 1).map(|j| (i + j) as u8).collect();
             // A record comes in pieces, as the log writer appends a header and payload.
             let (head, tail) = piece.split_at(piece.len() / 3);
             log.append(head).unwrap();
             log.append(tail).unwrap();
             expect.extend_from_slice(&piece);
-            // Synced and flushed records mixed: a record after a synced one is gathered
-            // and written with pwrite, one after a flushed one stored into the mapping.
+            // Synced and flushed records mixed: a record after a synced one, or after a
+            // large one, is gathered and written with pwrite; one after a small flushed
+            // one is stored into the mapping.
             if i % 3 == 0 {
                 log.sync().unwrap();
             } else {

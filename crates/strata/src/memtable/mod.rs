@@ -34,6 +34,7 @@ mod skiplist;
 mod tests;
 
 use std::cmp::Ordering as CmpOrdering;
+use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,6 +46,7 @@ use crate::mutex::lock;
 use crate::range_del::{Fragmented, RangeTombstone};
 
 use arena::{Arena, Pages};
+pub(crate) use arena::{ChunkPool, Recycling};
 use skiplist::{Link, MAX_HEIGHT, Node, sort_prefix};
 
 /// Hash buckets per byte of write buffer: about one bucket per entry of 128 bytes.
@@ -94,7 +96,7 @@ pub(crate) struct MemTable {
     head: *mut Node,
     /// Chains of nodes by user key, newest first: `bucket_mask + 1` links (a power of two),
     /// all null at first.
-    buckets: Pages,
+    buckets: ManuallyDrop<Pages>,
     bucket_mask: usize,
     /// Nodes in the hash chains but not yet in the list.
     pending: Mutex<Vec<*mut Node>>,
@@ -118,6 +120,14 @@ pub(crate) struct MemTable {
     order: KeyOrder,
 }
 
+impl Drop for MemTable {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; nothing reads the buckets after.
+        let buckets = unsafe { ManuallyDrop::take(&mut self.buckets) };
+        self.arena.release_buckets(buckets);
+    }
+}
+
 // SAFETY: nodes are reached only through atomics with Acquire/Release ordering, are immutable
 // after publication, and are freed only with the arena, when no other reference exists.
 unsafe impl Send for MemTable {}
@@ -127,16 +137,23 @@ unsafe impl Sync for MemTable {}
 impl MemTable {
     /// An empty memtable for writes logged in `wal`, with hash buckets sized for about
     /// `capacity_bytes` of entries.
-    pub(crate) fn new(wal: FileNumber, capacity_bytes: usize, order: KeyOrder) -> Self {
-        let arena = Arena::new();
+    /// Its arena takes chunks from `pool` first.
+    pub(crate) fn new(
+        wal: FileNumber,
+        capacity_bytes: usize,
+        order: KeyOrder,
+        pool: Option<Recycling>,
+    ) -> Self {
+        let arena = Arena::new(pool);
         let head = Node::create(&arena, MAX_HEIGHT, &[], &[]);
         let buckets = (capacity_bytes / BYTES_PER_BUCKET)
             .next_power_of_two()
             .max(64);
+        let bucket_pages = ManuallyDrop::new(arena.buckets(buckets));
         MemTable {
             arena,
             head,
-            buckets: Pages::new(buckets),
+            buckets: bucket_pages,
             bucket_mask: buckets - 1,
             pending: Mutex::new(Vec::with_capacity(LIST_BATCH)),
             listing: Mutex::new(()),
@@ -151,6 +168,12 @@ impl MemTable {
             fragmented: Mutex::new(None),
             order,
         }
+    }
+
+    /// Gives the arena's chunks to its pool when the memtable is dropped: the database is
+    /// taking writes, and its next memtables will fill them.
+    pub(crate) fn recycle_on_drop(&self) {
+        self.arena.recycle_on_drop();
     }
 
     /// The range tombstones, fragmented; `None` when there are none.

@@ -50,7 +50,7 @@ impl Node {
         size_of::<Node>() + height * size_of::<Link>() + key_len + value_len
     }
 
-    /// Writes a node into fresh arena memory. The tower is zeroed, that is, all null.
+    /// Writes a node into fresh arena memory, its tower all null.
     /// Requires: the key parts together at most `MAX_KEY_BYTES + 8` bytes, the value at most
     /// `MAX_VALUE_BYTES`, `height` at most `MAX_HEIGHT` (as `WriteBatch` and WAL decoding
     /// check).
@@ -72,6 +72,8 @@ impl Node {
                 hash_next: AtomicPtr::new(ptr::null_mut()),
                 prev: AtomicPtr::new(ptr::null_mut()),
             });
+            // Arena memory may be a recycled chunk's, holding an older memtable's bytes.
+            ptr::write_bytes(node.add(1).cast::<Link>(), 0, height);
             let mut dst = Node::data(node);
             for part in key {
                 ptr::copy_nonoverlapping(part.as_ptr(), dst, part.len());

@@ -12,7 +12,7 @@ fn current_user_key(it: &MemTableIter) -> Vec<u8> {
 
 #[test]
 fn get_sees_the_newest_visible_version() {
-    let m = MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise);
+    let m = MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise, None);
     m.add(SeqNo(1), ValueKind::Value, b"k", b"v1");
     m.add(SeqNo(2), ValueKind::Value, b"k", b"v2");
     m.add(SeqNo(3), ValueKind::Delete, b"k", b"");
@@ -32,7 +32,7 @@ fn get_sees_the_newest_visible_version() {
 #[test]
 fn hash_lookups_agree_with_the_list_at_every_snapshot() {
     // A tiny table: few buckets, long chains mixing keys and versions.
-    let m = MemTable::new(FileNumber(1), 64, KeyOrder::Bytewise);
+    let m = MemTable::new(FileNumber(1), 64, KeyOrder::Bytewise, None);
     let mut seq = 0;
     for round in 0..5u64 {
         for k in 0..200u64 {
@@ -68,7 +68,7 @@ fn hash_lookups_agree_with_the_list_at_every_snapshot() {
 
 #[test]
 fn large_and_small_entries_share_the_arena() {
-    let m = MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise);
+    let m = MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise, None);
     let big = vec![7u8; CHUNK_BYTES];
     for i in 0..3000u64 {
         let key = format!("{i:06}");
@@ -93,7 +93,7 @@ fn large_and_small_entries_share_the_arena() {
 
 #[test]
 fn iterates_in_order_both_ways() {
-    let m = Arc::new(MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise));
+    let m = Arc::new(MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise, None));
     for (i, k) in [5u8, 1, 9, 3, 7].iter().enumerate() {
         m.add(SeqNo(i as u64 + 1), ValueKind::Value, &[*k], b"");
     }
@@ -158,7 +158,12 @@ fn sort_prefixes_order_keys_as_the_keys_do() {
 
 #[test]
 fn iterators_see_every_entry_added_before_them_across_batches() {
-    let m = Arc::new(MemTable::new(FileNumber(1), 1 << 20, KeyOrder::Bytewise));
+    let m = Arc::new(MemTable::new(
+        FileNumber(1),
+        1 << 20,
+        KeyOrder::Bytewise,
+        None,
+    ));
     let mut model = std::collections::BTreeSet::new();
     let mut x = 7u64;
     let mut seq = 0;
@@ -194,7 +199,7 @@ fn iterators_see_every_entry_added_before_them_across_batches() {
 
 #[test]
 fn concurrent_inserts_and_reads_lose_nothing() {
-    let m = Arc::new(MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise));
+    let m = Arc::new(MemTable::new(FileNumber(1), 4096, KeyOrder::Bytewise, None));
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             let m = m.clone();
@@ -231,4 +236,119 @@ fn concurrent_inserts_and_reads_lose_nothing() {
         it.next().unwrap();
     }
     assert_eq!(n, total);
+}
+
+fn recycling(pool: &Arc<ChunkPool>, family: u32) -> Option<Recycling> {
+    Some(Recycling {
+        pool: pool.clone(),
+        family,
+    })
+}
+
+#[test]
+fn a_memtable_on_recycled_memory_holds_only_its_own_entries() {
+    let pool = Arc::new(ChunkPool::new(64 << 20));
+    let capacity = 1 << 20;
+    // The old memtable's nodes fill chunks with towers of live pointers, and its keys fill
+    // the hash chains.
+    let old = MemTable::new(
+        FileNumber(1),
+        capacity,
+        KeyOrder::Bytewise,
+        recycling(&pool, 0),
+    );
+    for i in 0..30_000u64 {
+        let key = format!("old{:08}", i * 7_919 % 30_011);
+        old.add(SeqNo(i + 1), ValueKind::Value, key.as_bytes(), &[0xab; 100]);
+    }
+    old.recycle_on_drop();
+    drop(old);
+    let kept = pool.bytes();
+    assert!(kept >= 3 * CHUNK_BYTES, "the pool kept {kept} bytes");
+    let buckets = capacity / BYTES_PER_BUCKET * 8;
+    assert_eq!(pool.bucket_bytes(), buckets);
+
+    let m = Arc::new(MemTable::new(
+        FileNumber(2),
+        capacity,
+        KeyOrder::Bytewise,
+        recycling(&pool, 0),
+    ));
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..20_000u64 {
+        let key = format!("new{:08}", i * 104_729 % 20_011);
+        let value = format!("value {i}");
+        m.add(
+            SeqNo(i + 1),
+            ValueKind::Value,
+            key.as_bytes(),
+            value.as_bytes(),
+        );
+        model.insert(key, value);
+    }
+    assert!(
+        pool.bytes() < kept - buckets,
+        "the new memtable took no chunk from the pool"
+    );
+    assert_eq!(
+        pool.bucket_bytes(),
+        0,
+        "the new memtable took no bucket table"
+    );
+    // A tower or a bucket left as the old memtable had it would lead to its entries.
+    let keys: Vec<Vec<u8>> = listed_keys(&m)
+        .iter()
+        .map(|k| user_key(k).to_vec())
+        .collect();
+    let want: Vec<Vec<u8>> = model.keys().map(|k| k.as_bytes().to_vec()).collect();
+    assert_eq!(keys, want);
+    for (key, value) in &model {
+        match m.get(key.as_bytes(), SeqNo::MAX) {
+            Lookup::Found(v, _) => assert_eq!(v, value.as_bytes(), "{key}"),
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    for i in (0..30_011u64).step_by(13) {
+        let key = format!("old{i:08}");
+        assert_eq!(m.get(key.as_bytes(), SeqNo::MAX), Lookup::Absent, "{key}");
+    }
+}
+
+#[test]
+fn only_a_memtable_marked_for_recycling_gives_its_memory_to_the_pool() {
+    let pool = Arc::new(ChunkPool::new(64 << 20));
+    let on_pool = |family| {
+        MemTable::new(
+            FileNumber(1),
+            1 << 20,
+            KeyOrder::Bytewise,
+            recycling(&pool, family),
+        )
+    };
+    for recycle in [false, true] {
+        let m = on_pool(0);
+        for i in 0..20_000u64 {
+            m.add(
+                SeqNo(i + 1),
+                ValueKind::Value,
+                format!("{i:08}").as_bytes(),
+                &[1; 100],
+            );
+        }
+        if recycle {
+            m.recycle_on_drop();
+        }
+        drop(m);
+        assert_eq!(pool.bytes() > 2 * CHUNK_BYTES, recycle);
+    }
+    // Another family's memtable takes no bucket table, and no chunk for its first.
+    let kept = pool.bytes();
+    let other = on_pool(1);
+    other.add(SeqNo(1), ValueKind::Value, b"k", b"v");
+    assert_eq!(pool.bytes(), kept);
+    let m = on_pool(0);
+    assert_eq!(pool.bucket_bytes(), 0);
+    drop(m);
+    pool.clear();
+    assert_eq!(pool.bytes(), 0);
 }
