@@ -2,6 +2,7 @@
 //! entries, `next()` gives the one after it and `prev()` the one before, over the engine's
 //! `DbIterator`, which sits on an entry.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use strata::{BytewiseComparator, Comparator, DbIterator, ReverseBytewiseComparator};
@@ -122,8 +123,79 @@ pub(crate) struct Cursor {
     /// `None` once closed.
     it: Option<DbIterator>,
     reverse: bool,
+    /// Where the engine's iterator stands: past the entries read ahead, if any.
     position: Position,
     ends: Ends,
+    /// Entries `next` has moved over already, for the calls after it.
+    ahead: Ahead,
+    /// A failure met reading ahead, after the entries before it: the call that finds none
+    /// of them left, or that moves the cursor back over them, returns it.
+    failed: Option<Closed>,
+}
+
+/// Entries read ahead, so that a scan moves the engine's iterator (and lets the GIL go) once
+/// per run of entries rather than once per entry: their keys and values end to end in one
+/// buffer, and each one's lengths.
+#[derive(Default)]
+struct Ahead {
+    bytes: Vec<u8>,
+    lengths: VecDeque<(usize, usize)>,
+    /// Where the first entry in `lengths` starts in `bytes`.
+    start: usize,
+    /// How many entries the next run reads: one at first and after every other movement,
+    /// doubling up to [`MAX_AHEAD`], so that a `next()` or two after a seek read no more
+    /// than they give.
+    run: usize,
+}
+
+/// Entries read ahead at most in one run.
+const MAX_AHEAD: usize = 256;
+
+/// Bytes read ahead at most in one run (one entry may exceed it).
+const MAX_AHEAD_BYTES: usize = 256 << 10;
+
+impl Ahead {
+    fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// Hands the first entry to `f` and drops it.
+    fn pop<R>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> R) -> Option<R> {
+        let (k, v) = self.lengths.pop_front()?;
+        let key = self.bytes.get(self.start..self.start + k)?;
+        let value = self.bytes.get(self.start + k..self.start + k + v)?;
+        let r = f(key, value);
+        self.start += k + v;
+        Some(r)
+    }
+
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
+        self.lengths.push_back((key.len(), value.len()));
+    }
+
+    /// Empties the buffer (keeping its memory) for the next run, and sizes that run.
+    fn begin_run(&mut self) {
+        self.clear();
+        self.run = (self.run * 2).clamp(1, MAX_AHEAD);
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.lengths.clear();
+        self.start = 0;
+    }
+
+    /// Empties the buffer and starts the runs over from one entry.
+    fn reset(&mut self) {
+        self.clear();
+        self.run = 0;
+        // A buffer grown for large values is not kept for the iterator's life.
+        if self.bytes.capacity() > 2 * MAX_AHEAD_BYTES {
+            self.bytes = Vec::new();
+        }
+    }
 }
 
 impl Cursor {
@@ -139,29 +211,103 @@ impl Cursor {
             } else {
                 Position::Start
             },
+            ahead: Ahead::default(),
+            failed: None,
         }
     }
 
-    /// The iterator's next entry, moving the cursor over it; `None` past the last.
+    /// The iterator's next entry, moving the cursor over it; `None` past the last. Reads a
+    /// run of entries ahead when none is left.
     pub fn next(&mut self) -> Result<Option<Entry>, Closed> {
-        if self.reverse {
-            self.backward()
-        } else {
-            self.forward()
+        self.it.as_ref().ok_or(Closed::Iterator)?;
+        if self.ahead.len() == 0 {
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
+            self.read_ahead()?;
         }
+        Ok(self.ahead.pop(|k, v| (k.to_vec(), v.to_vec())))
+    }
+
+    /// [`Cursor::next`] for an entry read ahead, handed to `f`: `None` when none is left.
+    pub fn next_read_ahead<R>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> R) -> Option<R> {
+        self.ahead.pop(f)
+    }
+
+    /// Moves the engine's iterator over the next run of entries, keeping them. A failure
+    /// after some entries keeps those and leaves the engine's iterator at the end, as a
+    /// failed movement does; the error waits in `failed`.
+    fn read_ahead(&mut self) -> Result<(), Closed> {
+        self.ahead.begin_run();
+        let mut ahead = std::mem::take(&mut self.ahead);
+        let mut result = Ok(());
+        while ahead.len() < ahead.run && ahead.bytes.len() < MAX_AHEAD_BYTES {
+            match self.step(false, |k, v| ahead.push(k, v)) {
+                Ok(Some(())) => {}
+                Ok(None) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.ahead = ahead;
+        match result {
+            Err(e) if self.ahead.len() == 0 => Err(e),
+            Err(e) => {
+                self.failed = Some(e);
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Drops the entries read ahead and puts the cursor back where the caller last saw it:
+    /// just before the first of them in the order of `next`. One seek does it, wherever
+    /// the engine's iterator stopped (even after a failure reading ahead, which is then
+    /// dropped: the seek reads again).
+    fn unread(&mut self) -> Result<(), Closed> {
+        let first = self.ahead.pop(|k, _| k.to_vec());
+        let failed = self.failed.take();
+        self.forget_ahead();
+        let Some(key) = first else {
+            // Every entry before a failure was given: the failure comes now, as it would
+            // have with the next `next()`, and leaves the cursor at the end.
+            return failed.map_or(Ok(()), Err);
+        };
+        // `seek` puts the cursor just before the key, in key order: where a forward
+        // iterator's `next` gives it. A reverse iterator's gives the key before the cursor,
+        // so the cursor goes over it.
+        self.seek(&key)?;
+        if self.reverse {
+            self.forward(|_, _| ())?;
+        }
+        Ok(())
     }
 
     /// The entry `next` gave last, moving the cursor back over it; `None` before the first.
     pub fn prev(&mut self) -> Result<Option<Entry>, Closed> {
-        if self.reverse {
-            self.forward()
+        self.it.as_ref().ok_or(Closed::Iterator)?;
+        self.unread()?;
+        self.step(true, |k, v| (k.to_vec(), v.to_vec()))
+    }
+
+    /// Moves the engine's iterator over one entry, in the direction of `next` or (`back`)
+    /// of `prev`, and hands it to `f`.
+    fn step<R>(
+        &mut self,
+        back: bool,
+        f: impl FnOnce(&[u8], &[u8]) -> R,
+    ) -> Result<Option<R>, Closed> {
+        if self.reverse != back {
+            self.backward(f)
         } else {
-            self.backward()
+            self.forward(f)
         }
     }
 
     /// The entry after the cursor, moving the cursor past it.
-    fn forward(&mut self) -> Result<Option<Entry>, Closed> {
+    fn forward<R>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> R) -> Result<Option<R>, Closed> {
         let it = self.it.as_mut().ok_or(Closed::Iterator)?;
         match self.position {
             Position::End => return Ok(None),
@@ -174,14 +320,14 @@ impl Cursor {
                 }
             }
         }
-        let entry = (it.key().to_vec(), it.value().to_vec());
+        let entry = f(it.key(), it.value());
         let moved = it.next().and_then(|()| self.ends.holds(it, true));
         settle(&mut self.position, moved, Position::End)?;
         Ok(Some(entry))
     }
 
     /// The entry before the cursor, moving the cursor back before it.
-    fn backward(&mut self) -> Result<Option<Entry>, Closed> {
+    fn backward<R>(&mut self, f: impl FnOnce(&[u8], &[u8]) -> R) -> Result<Option<R>, Closed> {
         let it = self.it.as_mut().ok_or(Closed::Iterator)?;
         let r = match (self.position, &self.ends.through) {
             (Position::Start, _) => return Ok(None),
@@ -191,11 +337,12 @@ impl Cursor {
         };
         let moved = r.and_then(|()| self.ends.holds(it, false));
         settle(&mut self.position, moved, Position::Start)?;
-        Ok((self.position == Position::Before).then(|| (it.key().to_vec(), it.value().to_vec())))
+        Ok((self.position == Position::Before).then(|| f(it.key(), it.value())))
     }
 
     /// Places the cursor just before `target`: after every key below it.
     pub fn seek(&mut self, target: &[u8]) -> Result<(), Closed> {
+        self.forget_ahead();
         let it = self.it.as_mut().ok_or(Closed::Iterator)?;
         let moved = it.seek(target).and_then(|()| self.ends.holds(it, true));
         settle(&mut self.position, moved, Position::End)
@@ -204,6 +351,7 @@ impl Cursor {
     /// Places the cursor before the range's first key.
     pub fn seek_to_start(&mut self) -> Result<(), Closed> {
         self.it.as_ref().ok_or(Closed::Iterator)?;
+        self.forget_ahead();
         self.position = Position::Start;
         Ok(())
     }
@@ -211,12 +359,21 @@ impl Cursor {
     /// Places the cursor after the range's last key.
     pub fn seek_to_stop(&mut self) -> Result<(), Closed> {
         self.it.as_ref().ok_or(Closed::Iterator)?;
+        self.forget_ahead();
         self.position = Position::End;
         Ok(())
     }
 
+    /// Drops what was read ahead, before a movement that does not depend on it.
+    fn forget_ahead(&mut self) {
+        self.ahead.reset();
+        self.failed = None;
+    }
+
     pub fn close(&mut self) {
         self.it = None;
+        self.ahead = Ahead::default();
+        self.failed = None;
     }
 }
 

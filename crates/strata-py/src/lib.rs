@@ -1056,14 +1056,58 @@ impl PyIterator {
         let Some((key, value)) = entry else {
             return Ok(None);
         };
-        Ok(Some(match self.include {
-            (true, true) => (PyBytes::new(py, &key), PyBytes::new(py, &value))
-                .into_pyobject(py)?
-                .into_any()
-                .unbind(),
-            (true, false) => PyBytes::new(py, &key).into_any().unbind(),
-            _ => PyBytes::new(py, &value).into_any().unbind(),
-        }))
+        self.convert(py, &key, &value).map(Some)
+    }
+
+    /// An entry as the iterator gives it: a pair, the key or the value.
+    fn convert(&self, py: Python<'_>, key: &[u8], value: &[u8]) -> PyResult<Py<PyAny>> {
+        let (key, value) = self.bytes_of_entry(py, key, value);
+        Self::assemble(py, key, value)
+    }
+
+    /// The parts of an entry the iterator gives, as bytes objects. Making them runs no
+    /// Python code: bytes objects are not tracked by the garbage collector, so making one
+    /// never starts a collection (and with it `__del__` methods).
+    fn bytes_of_entry<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        value: &[u8],
+    ) -> (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>) {
+        (
+            self.include.0.then(|| PyBytes::new(py, key)),
+            self.include.1.then(|| PyBytes::new(py, value)),
+        )
+    }
+
+    fn assemble(
+        py: Python<'_>,
+        key: Option<Bound<'_, PyBytes>>,
+        value: Option<Bound<'_, PyBytes>>,
+    ) -> PyResult<Py<PyAny>> {
+        Ok(match (key, value) {
+            (Some(k), Some(v)) => (k, v).into_pyobject(py)?.into_any().unbind(),
+            (Some(k), None) => k.into_any().unbind(),
+            (None, Some(v)) => v.into_any().unbind(),
+            (None, None) => py.None(),
+        })
+    }
+
+    /// The next entry when the cursor has read it ahead, made into Python objects while the
+    /// GIL stays held: no engine call is made. `None` when there is none, or when the
+    /// database or the cursor is busy in another thread (which may be waiting for the GIL,
+    /// inside a Python comparator): the caller then takes the way that lets the GIL go.
+    /// The pair is built once both locks are let go: a tuple may start a collection,
+    /// whose `__del__` methods may use this iterator or close the database.
+    fn next_read_ahead(&self, py: Python<'_>) -> Option<PyResult<Option<Py<PyAny>>>> {
+        let db = self.db.get();
+        let open = db.db.try_read().ok()?;
+        open.as_ref()?;
+        let mut cursor = self.cursor.try_lock().ok()?;
+        let (key, value) = cursor.next_read_ahead(|k, v| self.bytes_of_entry(py, k, v))?;
+        drop(cursor);
+        drop(open);
+        Some(Self::assemble(py, key, value).map(Some))
     }
 
     fn position(
@@ -1082,7 +1126,10 @@ impl PyIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.step(py, Cursor::next)
+        match self.next_read_ahead(py) {
+            Some(entry) => entry,
+            None => self.step(py, Cursor::next),
+        }
     }
 
     /// The entry ``next()`` gave last, moving the cursor back over it (``next()`` then gives
