@@ -695,6 +695,7 @@ impl PyDb {
         d.set_item("wal_bytes", s.wal_bytes)?;
         d.set_item("memtable_bytes", s.memtable_bytes)?;
         d.set_item("immutable_memtables", s.immutable_memtables)?;
+        d.set_item("recycled_memtable_bytes", s.recycled_memtable_bytes)?;
         d.set_item("block_cache_hits", s.block_cache_hits)?;
         d.set_item("block_cache_misses", s.block_cache_misses)?;
         d.set_item("block_cache_bytes", s.block_cache_bytes)?;

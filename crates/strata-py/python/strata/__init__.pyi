@@ -164,7 +164,12 @@ class Snapshot:
     def __exit__(self, *exc: object) -> bool: ...
 
 class Iterator(_Iterator[Any]):
-    """Gives ``(key, value)`` tuples, or keys or values alone, pulled from the engine as it goes."""
+    """Gives ``(key, value)`` tuples, or keys or values alone, pulled from the engine as it goes.
+
+    Entries come from the iterator's own moment. It reads runs of entries ahead (up to 256, or
+    256 KiB), letting the GIL go once per run: a comparator may be called on keys past the
+    last one given, and an error met reading ahead is raised once the entries before it have
+    been given."""
 
     def __iter__(self) -> Self: ...
     def __next__(self) -> Any: ...

@@ -200,10 +200,11 @@ fn human(bytes: u64) -> String {
 fn memory_section(cx: &Ctx<'_, '_>, o: &mut String) -> Outcome {
     let shared = cx.shared;
     let s = shared.db.stats();
-    // What the server holds on purpose: memtables, the engine's block cache and pinned
-    // tables, and the hot-key cache; the resident set besides.
-    let used =
-        s.memtable_bytes + s.block_cache_bytes + s.table_pinned_bytes + shared.cache.bytes() as u64;
+    // What the server holds on purpose: memtables (and flushed ones' memory kept for the
+    // next), the engine's block cache and pinned tables, and the hot-key cache; the resident
+    // set besides.
+    let memtables = s.memtable_bytes + s.recycled_memtable_bytes;
+    let used = memtables + s.block_cache_bytes + s.table_pinned_bytes + shared.cache.bytes() as u64;
     let _ = write!(
         o,
         "# Memory\r\n\
