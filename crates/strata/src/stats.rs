@@ -82,7 +82,8 @@ pub struct Stats {
     /// Bytes charged to those memtables.
     pub immutable_memtable_bytes: u64,
     /// Memory of flushed memtables kept for the next ones to fill while writes go on: at
-    /// most a write buffer's worth, and given back by the first flush after writes stop.
+    /// most a write buffer's worth of arena chunks and one hash bucket table, given back by
+    /// a flush that finds no writes after it, a second after the last reuse, or at close.
     pub recycled_memtable_bytes: u64,
     /// Block cache lookups that found their block.
     pub block_cache_hits: u64,

@@ -564,6 +564,8 @@ impl Db {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // No flush thread is left to let go of the memory kept for new memtables.
+        self.inner.chunk_pool.clear();
         let mut wal = lock(&self.inner.wal);
         if let Some(w) = wal.as_mut() {
             w.sync()?;

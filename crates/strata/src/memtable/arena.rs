@@ -128,7 +128,8 @@ impl ChunkPool {
     /// How long the pool may go unused before [`ChunkPool::release_if_idle`] empties it.
     pub(crate) const IDLE: Duration = Duration::from_secs(1);
 
-    /// A pool that keeps at most `bytes` of chunks (rounded down to whole chunks).
+    /// A pool that keeps at most `bytes` of chunks (rounded down to whole chunks): the
+    /// database's write buffer size, whatever its families' own.
     pub(crate) fn new(bytes: usize) -> Self {
         ChunkPool {
             chunks: Mutex::new(Vec::new()),
@@ -294,8 +295,8 @@ impl Arena {
             };
             // A memtable's first chunk may hold a few nodes only (a family that takes few
             // writes): it is mapped fresh, and its pages join the resident set as they are
-            // written. The chunks after it fill up: they come from the pool (resident
-            // already) or are made resident at once.
+            // written. The chunks after it fill up: they come from the pool (written
+            // through by an earlier memtable, most of them) or are made resident at once.
             let recycled = match chunk_words == CHUNK_BYTES / 8 && !a.chunks.is_empty() {
                 true => self.pool.as_ref().and_then(|r| r.pool.take()),
                 false => None,
