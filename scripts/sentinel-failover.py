@@ -81,7 +81,8 @@ def start_sentinels(root, primary_port, count=3):
             f.write(
                 f"port {port}\ndir {root}\n"
                 f"sentinel monitor main 127.0.0.1 {primary_port} 2\n"
-                "sentinel down-after-milliseconds main 1000\n"
+                # Two seconds: a node busy for one on the two-core machine is not down.
+                "sentinel down-after-milliseconds main 2000\n"
                 "sentinel failover-timeout main 10000\n"
                 "sentinel parallel-syncs main 2\n"
             )
@@ -146,33 +147,45 @@ def run(args, root, primary, replicas, nodes, sports):
     host, port = sentinel.discover_master("main")
     assert port in (replicas[0].port, replicas[1].port), f"promoted: {host}:{port}"
     promoted = next(r for r in replicas if r.port == port)
-    other = next(r for r in replicas if r.port != port)
     print(f"sentinel-failover: {port} promoted {time.time() - killed_at:.1f} s after the kill")
     new = promoted.client()
     missing = [k for k, v in acked.items() if new.get(k) != v]
     assert not missing, f"{len(missing)} acknowledged writes lost, first {missing[:5]}"
-    assert promoted.role()[0] == "master"
-    # Sentinel's failover transaction rewrote the configuration files.
-    with open(promoted.conf) as f:
-        assert "replicaof" not in f.read(), "the promoted replica's file still follows"
-    wait_for("the other replica to follow the new primary", lambda: other.role()[2] == port)
-    with open(other.conf) as f:
-        assert f"replicaof 127.0.0.1 {port}" in f.read(), "the other replica's file"
-    # The old primary comes back, is told to follow, and converges.
+    # The old primary comes back and is told to follow. Sentinel may fail over once more
+    # meanwhile (on a loaded machine a new primary can miss its pings for a while): the
+    # checks follow whichever node it names once the three agree.
     primary.start()
-    wait_for(
-        "the old primary to follow the new one",
-        lambda: primary.role()[0] == "slave"
-        and primary.role()[2] == port
-        and primary.role()[3] == "connected",
-    )
-    assert new.execute_command("WAIT", 2, 10000) == 2, "both replicas acknowledge"
-    old = primary.client()
-    for n in (old, other.client()):
-        assert n.dbsize() == new.dbsize(), (n.dbsize(), new.dbsize())
-        values = n.mget(list(acked))
-        assert values == list(acked.values()), "a replica's values differ"
 
+    def head():
+        _, now = sentinel.discover_master("main")
+        return next(n for n in nodes if n.port == now)
+
+    def settled():
+        h = head()
+        return h.role()[0] == "master" and all(
+            n.role()[0] == "slave" and n.role()[2] == h.port and n.role()[3] == "connected"
+            for n in nodes
+            if n is not h
+        )
+
+    wait_for("the old primary to follow the new one", settled)
+    h = head()
+    if h is not promoted:
+        print(f"sentinel-failover: Sentinel failed over again, to {h.port}")
+    # Sentinel's failover transactions rewrote the configuration files.
+    with open(h.conf) as f:
+        assert "replicaof" not in f.read(), "the primary's file still follows"
+    new = h.client()
+    assert new.execute_command("WAIT", 2, 10000) == 2, "both replicas acknowledge"
+    for n in nodes:
+        if n is h:
+            continue
+        with open(n.conf) as f:
+            assert f"replicaof 127.0.0.1 {h.port}" in f.read(), f"{n.port}'s file"
+        c = n.client()
+        assert c.dbsize() == new.dbsize(), (c.dbsize(), new.dbsize())
+        values = c.mget(list(acked))
+        assert values == list(acked.values()), "a replica's values differ"
 
 if __name__ == "__main__":
     main()
