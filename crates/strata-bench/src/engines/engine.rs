@@ -11,6 +11,9 @@ pub struct Settings {
     pub block_size: usize,
     /// `none`, `lz4` or `zstd`.
     pub compression: String,
+    /// With zstd, each table's dictionary bytes for Strata and RocksDB (`None`: each
+    /// engine's default).
+    pub max_dict_bytes: Option<usize>,
     /// Strata's budget for the filters and root indexes open tables hold
     /// (`Options::table_pinned_bytes`). The other engines keep theirs by their own defaults:
     /// RocksDB holds every open table's, LevelDB those of up to 1,000 open tables.
@@ -58,6 +61,7 @@ impl Settings {
             bloom_bits: 10,
             block_size: 4096,
             compression: "none".into(),
+            max_dict_bytes: None,
             table_pinned_bytes: None,
             partition_index_and_filters: false,
             whole_metadata: false,

@@ -86,6 +86,13 @@ impl RocksEngine {
             "zstd" => DBCompressionType::Zstd,
             other => return Err(format!("rocksdb: compression {other:?} not offered here")),
         });
+        if let Some(bytes) = s.max_dict_bytes {
+            // RocksDB's defaults but the dictionary (window bits -14, its default level,
+            // strategy 0), trained on 100 times its size.
+            let dict = i32::try_from(bytes).map_err(|e| e.to_string())?;
+            opts.set_compression_options(-14, 32767, 0, dict);
+            opts.set_zstd_max_train_bytes(dict.saturating_mul(100));
+        }
         let mut table = BlockBasedOptions::default();
         table.set_block_size(s.block_size);
         table.set_block_cache(&Cache::new_lru_cache(s.cache_size));

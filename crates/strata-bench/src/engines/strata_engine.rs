@@ -68,6 +68,7 @@ pub fn options(s: &Settings, idle_merge: bool) -> Result<Options> {
         },
         block_size: s.block_size,
         compression,
+        zstd_dictionary_bytes: s.max_dict_bytes.unwrap_or(defaults.zstd_dictionary_bytes),
         table_pinned_bytes: s.table_pinned_bytes.unwrap_or(defaults.table_pinned_bytes),
         partition_over_budget: !s.whole_metadata,
         filter_format,

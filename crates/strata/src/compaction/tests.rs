@@ -223,6 +223,7 @@ fn flush_base(bits: f64) -> crate::sstable::TableOptions {
         index_kind: o.index_kind,
         filter_kind: o.filter_kind,
         align_blocks: false,
+        zstd_dictionary_bytes: o.zstd_dictionary_bytes,
         order: crate::comparator::KeyOrder::Bytewise,
     }
 }

@@ -109,6 +109,7 @@ pub(crate) fn table_options(opts: &Options) -> TableOptions {
         align_blocks: opts.block_align
             && opts.compression == crate::Compression::None
             && opts.block_size == crate::sstable::PAGE_BYTES,
+        zstd_dictionary_bytes: opts.zstd_dictionary_bytes,
         order: opts.key_order(),
     }
 }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::block::{Block, BlockData};
 use super::format::{
-    BLOCK_TRAILER_BYTES, BlockHandle, Compression, check_block, decompress_block, unwrap_block,
+    BLOCK_TRAILER_BYTES, BlockHandle, Coding, Compression, ZstdDictionary, check_block,
+    decompress_block, unwrap_block,
 };
 use super::mapped::{MappedPages, MappedTable};
 use super::parallel_read::ReadRequest;
@@ -70,15 +71,78 @@ impl Table {
         handle: BlockHandle,
         stored: std::io::Result<Vec<u8>>,
     ) -> Result<Vec<u8>> {
-        let stored = stored.map_err(|e| match e.kind() {
+        let mut stored = stored.map_err(|e| self.read_error(handle, e))?;
+        let (body, kind) =
+            check_block(&stored, true).map_err(|e| e.at(&self.path, handle.offset))?;
+        if kind == Coding::Alone(Compression::None) {
+            // The block is the bytes read, less the trailer: no copy.
+            let n = body.len();
+            stored.truncate(n);
+            return Ok(stored);
+        }
+        self.decompress(body, kind, handle)
+    }
+
+    fn read_error(&self, handle: BlockHandle, e: std::io::Error) -> Error {
+        match e.kind() {
             std::io::ErrorKind::UnexpectedEof => Error::corruption(
                 &self.path,
                 handle.offset,
                 "block extends past the end of the file",
             ),
             _ => Error::io("read", &self.path, e),
-        })?;
-        unwrap_block(stored).map_err(|e| e.at(&self.path, handle.offset))
+        }
+    }
+
+    /// Uncompresses the checked body of the block at `handle`, with the table's dictionary
+    /// if it was compressed with it.
+    fn decompress(&self, body: &[u8], kind: Coding, handle: BlockHandle) -> Result<Vec<u8>> {
+        let dictionary = match kind {
+            Coding::ZstdDict => Some(self.zstd_dictionary()?),
+            _ => None,
+        };
+        decompress_block(body, kind, dictionary.as_deref())
+            .map_err(|e| e.at(&self.path, handle.offset))
+    }
+
+    /// The table's zstd dictionary, read from the file on first use. The properties that
+    /// name it and its own block are read as blocks that need no dictionary, so that a
+    /// damaged or foreign file cannot lead this read back to itself.
+    pub(super) fn zstd_dictionary(&self) -> Result<Arc<ZstdDictionary>> {
+        if let Some(d) = self.zstd_dictionary.get() {
+            return Ok(d.clone());
+        }
+        let props = self.footer.properties;
+        if !self.footer.zstd_dictionary {
+            let why = "zstd block in a table without a dictionary";
+            return Err(Error::corruption(&self.path, props.offset, why));
+        }
+        let block =
+            Block::new(self.read_plain(props)?).map_err(|e| e.at(&self.path, props.offset))?;
+        let at = self.named_block(
+            &self.properties_of(&block)?,
+            super::builder::prop::ZSTD_DICT_OFFSET,
+            super::builder::prop::ZSTD_DICT_SIZE,
+            "zstd dictionary",
+        )?;
+        // A dictionary in zstd's format has an id; bytes without one would be taken for a
+        // dictionary of raw content, and decode every block into other bytes.
+        let dictionary = ZstdDictionary::try_create(&self.read_plain(at)?)
+            .filter(|d| d.get_dict_id().is_some())
+            .ok_or_else(|| Error::corruption(&self.path, at.offset, "damaged zstd dictionary"))?;
+        // Two readers may both read it; the first one kept is everyone's.
+        Ok(self
+            .zstd_dictionary
+            .get_or_init(|| Arc::new(dictionary))
+            .clone())
+    }
+
+    /// A block that needs no dictionary, read with `pread` and checked.
+    fn read_plain(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+        let len = self.stored_len(handle)?;
+        let stored =
+            (self.file.read_at(handle.offset, len)).map_err(|e| self.read_error(handle, e))?;
+        unwrap_block(stored, None).map_err(|e| e.at(&self.path, handle.offset))
     }
 
     /// A block read in place from the mapping; checked, as every block read from the file,
@@ -106,13 +170,11 @@ impl Table {
             table.mark_checked(start, len);
         }
         let data = match kind {
-            Compression::None => {
+            Coding::Alone(Compression::None) => {
                 let body_len = body.len();
                 BlockData::Mapped(stored.truncated(body_len))
             }
-            _ => BlockData::Owned(
-                decompress_block(body, kind).map_err(|e| e.at(&self.path, handle.offset))?,
-            ),
+            _ => BlockData::Owned(self.decompress(body, kind, handle)?),
         };
         pages.touch(table, start, len);
         Ok(data)

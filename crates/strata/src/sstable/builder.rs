@@ -6,7 +6,8 @@ use super::TableOptions;
 use super::block::BlockBuilder;
 use super::filter::FilterBuilder;
 use super::format::{
-    BLOCK_TRAILER_BYTES, BlockHandle, FilterKind, Footer, IndexKind, block_trailer, compress_block,
+    BLOCK_TRAILER_BYTES, BlockHandle, Coding, Compression, FilterKind, Footer, IndexKind,
+    block_trailer, compress_block, compress_block_with, dictionary_compressor,
 };
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
@@ -28,6 +29,8 @@ pub(crate) mod prop {
     pub const RANGE_DEL_OFFSET: &str = "strata.range-del-offset";
     pub const RANGE_DEL_SIZE: &str = "strata.range-del-size";
     pub const LARGEST_SEQ: &str = "strata.largest-seq";
+    pub const ZSTD_DICT_OFFSET: &str = "strata.zstd-dict-offset";
+    pub const ZSTD_DICT_SIZE: &str = "strata.zstd-dict-size";
 }
 
 /// The page that aligned data blocks stay within ([`TableOptions::align_blocks`]).
@@ -36,6 +39,66 @@ pub(crate) const PAGE_BYTES: usize = 4096;
 /// The most an entry adds to a block besides its key and value: three length varints and a
 /// restart point.
 const ENTRY_OVERHEAD_BYTES: usize = 3 * 5 + 4;
+
+/// Uncompressed data-block bytes (and at least [`DICTIONARY_SAMPLE_BLOCKS`] blocks) a zstd
+/// table compresses on their own and then trains its dictionary on
+/// ([`TableOptions::zstd_dictionary_bytes`]); the blocks after them are compressed with it.
+const DICTIONARY_SAMPLE_BYTES: usize = 256 * 1024;
+const DICTIONARY_SAMPLE_BLOCKS: usize = 16;
+
+/// A zstd table's dictionary: made from the table's first data blocks, stored in the table,
+/// and used for the blocks after them. Small blocks compressed alone each carry (and each
+/// read decodes) their own entropy tables; with a dictionary they take the dictionary's, and
+/// share its strings too.
+enum Dictionary {
+    /// No dictionary: another compression, the option off, or a training that failed.
+    Off,
+    /// Raw data blocks, one after the other, and their lengths.
+    Sampling { samples: Vec<u8>, sizes: Vec<usize> },
+    /// The dictionary, a compressor with it loaded, and whether a block was compressed with
+    /// it (a table whose blocks all went out alone or stored needs none).
+    Made {
+        bytes: Vec<u8>,
+        compressor: Box<zstd::bulk::Compressor<'static>>,
+        used: bool,
+    },
+}
+
+impl Dictionary {
+    fn new(opts: &TableOptions) -> Dictionary {
+        if opts.compression != Compression::Zstd || opts.zstd_dictionary_bytes == 0 {
+            return Dictionary::Off;
+        }
+        Dictionary::Sampling {
+            samples: Vec::new(),
+            sizes: Vec::new(),
+        }
+    }
+
+    /// Counts `raw` among the samples, and trains the dictionary once there are enough.
+    fn sample(&mut self, raw: &[u8], max_bytes: usize) {
+        let Dictionary::Sampling { samples, sizes } = self else {
+            return;
+        };
+        samples.extend_from_slice(raw);
+        sizes.push(raw.len());
+        if samples.len() < DICTIONARY_SAMPLE_BYTES || sizes.len() < DICTIONARY_SAMPLE_BLOCKS {
+            return;
+        }
+        // A training zstd refuses (samples too alike or too few) leaves the table without.
+        *self = zstd::dict::from_continuous(samples, sizes, max_bytes)
+            .ok()
+            .and_then(|bytes| {
+                let compressor = Box::new(dictionary_compressor(&bytes)?);
+                Some(Dictionary::Made {
+                    bytes,
+                    compressor,
+                    used: false,
+                })
+            })
+            .unwrap_or(Dictionary::Off);
+    }
+}
 
 /// What a finished table holds.
 #[derive(Debug, Clone, Default)]
@@ -72,6 +135,7 @@ pub(crate) struct TableBuilder {
     range_dels: Vec<RangeTombstone>,
     /// The newest sequence number of an entry or tombstone.
     largest_seq: SeqNo,
+    dictionary: Dictionary,
 }
 
 impl TableBuilder {
@@ -79,6 +143,7 @@ impl TableBuilder {
         TableBuilder {
             file,
             path,
+            dictionary: Dictionary::new(&opts),
             data: BlockBuilder::new(opts.restart_interval),
             filter: FilterBuilder::new(opts.bloom_bits_per_key, opts.filter_format),
             opts,
@@ -185,7 +250,7 @@ impl TableBuilder {
         }
         self.summary.range_deletions = list.len() as u64;
         let raw = block.finish();
-        self.write_block(&raw, super::Compression::None).map(Some)
+        self.write_block(&raw, Compression::None).map(Some)
     }
 
     /// Adds an entry. Requires: internal keys arrive in increasing order.
@@ -248,7 +313,19 @@ impl TableBuilder {
         if self.opts.align_blocks {
             self.skip_to_page_holding(raw.len() + BLOCK_TRAILER_BYTES)?;
         }
-        let handle = self.write_block(&raw, self.opts.compression)?;
+        self.dictionary
+            .sample(&raw, self.opts.zstd_dictionary_bytes);
+        let (stored, kind) = match &mut self.dictionary {
+            Dictionary::Made {
+                compressor, used, ..
+            } => {
+                let (stored, kind) = compress_block_with(&raw, compressor);
+                *used |= kind == Coding::ZstdDict;
+                (stored, kind)
+            }
+            _ => compress_block(&raw, self.opts.compression),
+        };
+        let handle = self.write_stored(&stored, kind)?;
         // A partition ends with a data block once it holds a block's worth of filter bits.
         let per_partition =
             ((self.opts.block_size * 8) as f64 / self.opts.bloom_bits_per_key.max(1.0)) as usize;
@@ -278,30 +355,34 @@ impl TableBuilder {
     fn write_filter(&mut self) -> Result<BlockHandle> {
         if self.opts.filter_kind == FilterKind::Whole {
             let filter = self.filter.finish();
-            return self.write_block(&filter, super::Compression::None);
+            return self.write_block(&filter, Compression::None);
         }
         if self.filter.keys() > 0 {
             self.cut_partition(self.summary.largest.clone());
         }
         let mut index = BlockBuilder::new(1);
         for (last, block) in std::mem::take(&mut self.partitions) {
-            let handle = self.write_block(&block, super::Compression::None)?;
+            let handle = self.write_block(&block, Compression::None)?;
             let mut v = Vec::with_capacity(20);
             handle.encode_varint(&mut v);
             index.add(&last, &v);
         }
         let raw = index.finish();
-        self.write_block(&raw, super::Compression::None)
+        self.write_block(&raw, Compression::None)
     }
 
-    fn write_block(&mut self, raw: &[u8], compression: super::Compression) -> Result<BlockHandle> {
+    fn write_block(&mut self, raw: &[u8], compression: Compression) -> Result<BlockHandle> {
         let (stored, kind) = compress_block(raw, compression);
-        let trailer = block_trailer(&stored, kind);
+        self.write_stored(&stored, kind)
+    }
+
+    fn write_stored(&mut self, stored: &[u8], kind: Coding) -> Result<BlockHandle> {
+        let trailer = block_trailer(stored, kind);
         let handle = BlockHandle {
             offset: self.offset,
             size: stored.len() as u64,
         };
-        self.append(&stored)?;
+        self.append(stored)?;
         self.append(&trailer)?;
         Ok(handle)
     }
@@ -363,14 +444,14 @@ impl TableBuilder {
                 let last = i + 1 == count;
                 if last || (!single && block.estimated_size() >= self.opts.block_size) {
                     let raw = block.finish();
-                    let h = self.write_block(&raw, super::Compression::None)?;
+                    let h = self.write_block(&raw, Compression::None)?;
                     next_level.push((key.clone(), h));
                 }
             }
             if next_level.is_empty() {
                 // A table with no entries still gets an empty root.
                 let raw = block.finish();
-                let h = self.write_block(&raw, super::Compression::None)?;
+                let h = self.write_block(&raw, Compression::None)?;
                 return Ok((h, depth));
             }
             if next_level.len() == 1 {
@@ -395,6 +476,12 @@ impl TableBuilder {
         let index_start = self.offset;
         let (index_handle, index_depth) = self.write_index()?;
         let index_bytes = self.offset - index_start;
+        let dictionary = match std::mem::replace(&mut self.dictionary, Dictionary::Off) {
+            Dictionary::Made {
+                bytes, used: true, ..
+            } => Some(self.write_block(&bytes, Compression::None)?),
+            _ => None,
+        };
         let range_dels = self.write_range_dels()?;
         let mut props = BlockBuilder::new(1);
         let mut pairs = vec![
@@ -416,6 +503,12 @@ impl TableBuilder {
                 (prop::RANGE_DEL_SIZE, h.size),
             ]);
         }
+        if let Some(h) = dictionary {
+            pairs.extend([
+                (prop::ZSTD_DICT_OFFSET, h.offset),
+                (prop::ZSTD_DICT_SIZE, h.size),
+            ]);
+        }
         pairs.sort_by_key(|(name, _)| *name);
         for (name, value) in pairs {
             let mut v = Vec::new();
@@ -423,7 +516,7 @@ impl TableBuilder {
             props.add(name.as_bytes(), &v);
         }
         let raw = props.finish();
-        let props_handle = self.write_block(&raw, super::Compression::None)?;
+        let props_handle = self.write_block(&raw, Compression::None)?;
         let footer = Footer {
             filter: filter_handle,
             index: index_handle,
@@ -432,6 +525,7 @@ impl TableBuilder {
             index_depth,
             filter_kind: self.opts.filter_kind,
             range_deletions: range_dels.is_some(),
+            zstd_dictionary: dictionary.is_some(),
         };
         self.append(&footer.encode())?;
         self.file
@@ -468,10 +562,11 @@ mod tests {
             restart_interval: 16,
             bloom_bits_per_key: 10.0,
             filter_format: crate::FilterFormat::default(),
-            compression: super::super::Compression::None,
+            compression: super::Compression::None,
             index_kind: IndexKind::Flat,
             filter_kind: FilterKind::Whole,
             align_blocks: true,
+            zstd_dictionary_bytes: 0,
             order: crate::comparator::KeyOrder::Bytewise,
         };
         let mut b = TableBuilder::new(file, "/t.sst".into(), opts);

@@ -33,6 +33,9 @@ pub(crate) struct TableOptions {
     /// Data blocks stay within a page of [`PAGE_BYTES`] ([`crate::Options::block_align`], for
     /// uncompressed tables of page-sized blocks).
     pub align_blocks: bool,
+    /// The most bytes of a zstd table's dictionary ([`crate::Options::zstd_dictionary_bytes`];
+    /// 0: none).
+    pub zstd_dictionary_bytes: usize,
     /// The order of the keys.
     pub order: crate::comparator::KeyOrder,
 }

@@ -58,6 +58,8 @@ pub(crate) struct Table {
     pub(super) false_positives: Option<Arc<AtomicU64>>,
     /// The order of the table's keys.
     pub(super) order: KeyOrder,
+    /// The zstd dictionary of a table that has one, read with the first block that needs it.
+    pub(super) zstd_dictionary: std::sync::OnceLock<Arc<super::format::ZstdDictionary>>,
 }
 
 /// A table's range tombstones, as written and fragmented.
@@ -216,6 +218,7 @@ impl Table {
             range_dels: Mutex::new(None),
             false_positives: None,
             order,
+            zstd_dictionary: std::sync::OnceLock::new(),
         })
     }
 
@@ -243,21 +246,12 @@ impl Table {
         if let Some(r) = held.as_ref() {
             return Ok(Some(r.clone()));
         }
-        let props = self.properties()?;
-        let prop = |name: &str| props.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-        let handle = match (
-            prop(super::builder::prop::RANGE_DEL_OFFSET),
-            prop(super::builder::prop::RANGE_DEL_SIZE),
-        ) {
-            (Some(offset), Some(size)) => BlockHandle { offset, size },
-            _ => {
-                return Err(Error::corruption(
-                    &self.path,
-                    self.footer.properties.offset,
-                    "range-deletion block not named in the properties",
-                ));
-            }
-        };
+        let handle = self.named_block(
+            &self.properties()?,
+            super::builder::prop::RANGE_DEL_OFFSET,
+            super::builder::prop::RANGE_DEL_SIZE,
+            "range-deletion block",
+        )?;
         let block = self.read_block(handle, false)?;
         let mut it = block.iter(self.block_order());
         let mut list = Vec::new();
@@ -282,6 +276,25 @@ impl Table {
         });
         *held = Some(r.clone());
         Ok(Some(r))
+    }
+
+    /// The block whose offset and size the properties `props` hold under these names.
+    pub(super) fn named_block(
+        &self,
+        props: &[(String, u64)],
+        offset: &str,
+        size: &str,
+        what: &str,
+    ) -> Result<BlockHandle> {
+        let prop = |name: &str| props.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        match (prop(offset), prop(size)) {
+            (Some(offset), Some(size)) => Ok(BlockHandle { offset, size }),
+            _ => Err(Error::corruption(
+                &self.path,
+                self.footer.properties.offset,
+                format!("{what} not named in the properties"),
+            )),
+        }
     }
 
     /// Counts in `counter` the lookups whose key the filter passed and the table did not
@@ -648,8 +661,12 @@ impl Table {
 
     /// Reads the properties block as (name, value) pairs.
     pub(crate) fn properties(&self) -> Result<Vec<(String, u64)>> {
-        let block = self.read_block(self.footer.properties, false)?;
-        let mut it = block.iter(BlockOrder::Plain);
+        self.properties_of(&*self.read_block(self.footer.properties, false)?)
+    }
+
+    /// The (name, value) pairs of `block`, the properties block.
+    pub(super) fn properties_of(&self, block: &Block) -> Result<Vec<(String, u64)>> {
+        let mut it = block.iter_ref(BlockOrder::Plain);
         let mut out = Vec::new();
         it.seek_to_first()
             .map_err(|e| self.with_path(e, self.footer.properties.offset))?;
@@ -687,6 +704,9 @@ impl Table {
         self.warm()?;
         self.properties()?;
         self.range_tombstones()?;
+        if self.footer.zstd_dictionary {
+            self.zstd_dictionary()?;
+        }
         for h in self.filter_partition_handles()? {
             self.probe_partition(&*self.read_block(h, false)?, h, b"")?;
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::comparator::KeyOrder;
 
 use super::builder::TableBuilder;
-use super::format::{BLOCK_TRAILER_BYTES, FOOTER_BYTES, Footer};
+use super::format::{BLOCK_TRAILER_BYTES, BlockHandle, Coding, FOOTER_BYTES, Footer};
 use super::reader::*;
 use super::{Compression, FilterKind, IndexKind, TableOptions};
 use crate::cache::BlockCache;
@@ -26,6 +26,7 @@ fn options(kind: IndexKind, compression: Compression, filter: FilterKind) -> Tab
         index_kind: kind,
         filter_kind: filter,
         align_blocks: false,
+        zstd_dictionary_bytes: crate::Options::default().zstd_dictionary_bytes,
         order: crate::comparator::KeyOrder::Bytewise,
     }
 }
@@ -474,4 +475,171 @@ fn index_keys_are_short_separators_that_find_every_key() {
             }
         }
     }
+}
+
+/// `n` entries whose 100-byte values come from a pool of 512: they repeat across the table
+/// but seldom within a block, as what a dictionary made from the first blocks finds again in
+/// the later ones.
+fn pooled_entries(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let pool: Vec<Vec<u8>> = (0..512)
+        .map(|_| (0..100).map(|_| b'a' + (next() % 26) as u8).collect())
+        .collect();
+    (0..n)
+        .map(|i| {
+            let key = format!("key{i:08}");
+            let k = internal_key(key.as_bytes(), SeqNo(u64::from(i) + 1), ValueKind::Value);
+            (k, pool[(next() % 512) as usize].clone())
+        })
+        .collect()
+}
+
+fn zstd_options(dictionary_bytes: usize) -> TableOptions {
+    TableOptions {
+        block_size: 4096,
+        zstd_dictionary_bytes: dictionary_bytes,
+        ..options(IndexKind::Flat, Compression::Zstd, FilterKind::Whole)
+    }
+}
+
+/// The kind byte of each data block's trailer, in order.
+fn block_kinds(t: &Table) -> Vec<u8> {
+    let handles = t.data_block_handles().unwrap();
+    let kind = |h: &BlockHandle| t.file.read_at(h.offset + h.size, 1).unwrap()[0];
+    handles.iter().map(kind).collect()
+}
+
+#[test]
+fn a_zstd_table_compresses_its_later_blocks_with_a_dictionary_of_its_first() {
+    let entries = pooled_entries(30_000);
+    let (fs, t) = build_from(zstd_options(16 << 10), entries.iter().cloned());
+    let (plain_fs, plain) = build_from(zstd_options(0), entries.iter().cloned());
+    assert!(t.footer().zstd_dictionary && t.footer().version() == 4);
+    assert!(!plain.footer().zstd_dictionary && plain.footer().version() == 1);
+    // The first 256 KiB of blocks (about 63 of 4 KiB) go out alone, the rest with the
+    // dictionary made from them; without one, every block alone.
+    let kinds = block_kinds(&t);
+    let alone = kinds
+        .iter()
+        .take_while(|&&k| k == Compression::Zstd as u8)
+        .count();
+    assert!(
+        (55..=64).contains(&alone),
+        "{alone} blocks before the dictionary"
+    );
+    assert!(kinds.len() > 3 * alone, "{} blocks", kinds.len());
+    assert!(kinds[alone..].iter().all(|&k| k == Coding::ZstdDict.byte()));
+    assert!(
+        block_kinds(&plain)
+            .iter()
+            .all(|&k| k == Compression::Zstd as u8)
+    );
+    // Every entry reads back, looked up and in order both ways.
+    for (k, v) in &entries {
+        let uk = crate::key::user_key(k);
+        let e = t
+            .get(&lookup_key(uk, SeqNo::MAX), uk, true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(&e.value, v);
+    }
+    let mut it = t.iter(true);
+    it.seek_to_first().unwrap();
+    let mut forward = Vec::new();
+    while it.valid() {
+        forward.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    assert!(forward == entries, "a forward scan read other entries");
+    it.seek_to_last().unwrap();
+    let mut back = Vec::new();
+    while it.valid() {
+        back.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev().unwrap();
+    }
+    back.reverse();
+    assert!(back == entries, "a backward scan read other entries");
+    // The whole file, the dictionary's own bytes in it, is smaller.
+    let size = |fs: &MemFs| fs.file_size(Path::new("/t/1.sst")).unwrap();
+    let (with, without) = (size(&fs), size(&plain_fs));
+    assert!(
+        with * 10 < without * 9,
+        "{with} bytes with a dictionary, {without} without"
+    );
+}
+
+/// Damage anywhere in a table with a dictionary, the dictionary's block among the places, is
+/// reported as corruption of the file when the table is checked: never a panic, never other
+/// entries. So are blocks whose kind says otherwise than how they were written, with their
+/// checksums made right again: metadata that claims to need the dictionary (which must not
+/// send the dictionary's own read back to itself), and a block compressed with the
+/// dictionary that claims to be compressed alone.
+#[test]
+fn damaged_tables_with_a_dictionary_are_reported() {
+    let entries = pooled_entries(6_000);
+    let (fs, t) = build_from(zstd_options(16 << 10), entries.into_iter());
+    assert!(t.footer().zstd_dictionary);
+    assert_eq!(t.verify().unwrap(), 6_000);
+    let props = t.properties().unwrap();
+    let prop = |name: &str| props.iter().find(|(n, _)| n == name).unwrap().1;
+    let dictionary = BlockHandle {
+        offset: prop(super::builder::prop::ZSTD_DICT_OFFSET),
+        size: prop(super::builder::prop::ZSTD_DICT_SIZE),
+    };
+    let kinds = block_kinds(&t);
+    let with_dictionary = kinds.iter().position(|&k| k == Coding::ZstdDict.byte());
+    let data_block = t.data_block_handles().unwrap()[with_dictionary.unwrap()];
+    let properties = t.footer().properties;
+    let size = fs.file_size(Path::new("/t/1.sst")).unwrap() as usize;
+    drop(t);
+    let original = fs.read_all(Path::new("/t/1.sst")).unwrap();
+    let reported = |data: &[u8], what: &str| {
+        let fs2 = MemFs::new();
+        fs2.create_dir_all(Path::new("/t")).unwrap();
+        let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
+        f.append(data).unwrap();
+        drop(f);
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let opened = open_table(&fs2, Path::new("/t/1.sst"), 1, cache);
+        match opened.and_then(|t| Arc::new(t).verify()) {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, Path::new("/t/1.sst")),
+            Err(other) => panic!("{what}: unexpected error {other}"),
+            Ok(_) => panic!("{what}: not detected"),
+        }
+    };
+    let (start, len) = (dictionary.offset as usize, dictionary.size as usize);
+    for pos in (0..size)
+        .step_by(size / 150)
+        .chain((start..start + len).step_by(997))
+    {
+        let mut data = original.clone();
+        data[pos] ^= 0x40;
+        reported(&data, &format!("a flip at {pos}"));
+    }
+    let relabelled = [
+        (properties, Coding::ZstdDict),
+        (dictionary, Coding::ZstdDict),
+        (data_block, Coding::Alone(Compression::Zstd)),
+    ];
+    for (h, kind) in relabelled {
+        let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
+        let mut data = original.clone();
+        let trailer = super::format::block_trailer(&data[start..end], kind);
+        data[end..end + BLOCK_TRAILER_BYTES].copy_from_slice(&trailer);
+        reported(&data, &format!("the block at {start} relabelled {kind:?}"));
+    }
+    // A dictionary block whose bytes lost zstd's dictionary magic, resealed: not a
+    // dictionary of raw content either.
+    let (start, end) = (start, start + len);
+    let mut data = original.clone();
+    data[start..start + 4].fill(0);
+    let trailer = super::format::block_trailer(&data[start..end], Coding::Alone(Compression::None));
+    data[end..end + BLOCK_TRAILER_BYTES].copy_from_slice(&trailer);
+    reported(&data, "a dictionary without its magic");
 }
