@@ -96,3 +96,50 @@ fn a_reader_that_drops_the_last_reference_to_compacted_tables_does_not_delete_th
     );
     db.close().unwrap();
 }
+
+/// Tables made and removed slowly, as on a loaded disk.
+struct SlowTables;
+
+impl Hooks for SlowTables {
+    fn creating(&self, _path: &Path) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    fn removing(&self, _path: &Path) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `wait_for_compactions` returns once the flushes and compactions the writes called for are
+/// done and the tables they replaced are deleted, however slowly: the directory then holds
+/// exactly the tables of the tree.
+#[test]
+fn waiting_for_compactions_waits_for_what_they_replaced_to_be_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        fs: Arc::new(WatchedFs::new(SlowTables)),
+        write_buffer_size: 64 << 10,
+        target_file_size: 64 << 10,
+        level1_max_bytes: 256 << 10,
+        idle_merge_after: None,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut rng = common::Rng(common::seed("waiting_for_compactions"));
+    for _ in 0..30_000u32 {
+        let key = format!("key{:06}", rng.below(20_000));
+        db.put(key.as_bytes(), &[b'v'; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let stats = db.stats();
+    assert!(!stats.compaction_pending);
+    assert!(stats.compactions > 0, "the writes called for no compaction");
+    let mut live: Vec<PathBuf> = stats
+        .families
+        .iter()
+        .flat_map(|f| &f.files)
+        .map(|f| dir.path().join(format!("{:06}.sst", f.number)))
+        .collect();
+    live.sort();
+    assert_eq!(tables(dir.path()), live);
+}

@@ -154,13 +154,10 @@ impl Engine for StrataEngine {
         Ok(it.valid())
     }
     fn wait_for_compaction(&self) -> Result<()> {
-        // `compaction_pending` is the flush and compaction work the tree's shape calls for,
-        // queued or running; with the idle merge on (`strata-idle`) it includes that too.
+        // The flush and compaction work the tree's shape calls for, queued or running (with
+        // the idle merge on, `strata-idle`, that too), and the deletion of what it replaced.
         self.db.flush().map_err(err)?;
-        while self.db.stats().compaction_pending {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Ok(())
+        self.db.wait_for_compactions().map_err(err)
     }
     fn compact(&self) -> Result<()> {
         self.db.compact_range(None, None).map_err(err)?;

@@ -502,6 +502,16 @@ impl Db {
         Ok(())
     }
 
+    /// Waits until no flush or compaction is queued or running in any column family (with the
+    /// idle merge on, until it has merged what it would), and the tables they replaced that
+    /// no reader holds are deleted; as RocksDB's `WaitForCompact`. Returns the error that
+    /// stopped the background work, if one did.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.wait_for_compactions()?;
+        self.inner.store.purge.wait_idle();
+        Ok(())
+    }
+
     /// [`Db::compact_range`] in column family `cf`.
     pub fn compact_range_cf(
         &self,

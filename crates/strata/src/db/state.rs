@@ -403,6 +403,31 @@ impl DbInner {
     }
 
     /// Whether family `f` has background work running or due.
+    /// Waits until no family has flush or compaction work pending (see
+    /// [`DbInner::work_pending`]), or a background error stopped them.
+    pub(super) fn wait_for_compactions(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Poisoned(e.to_string()));
+            }
+            if st.closed {
+                return Err(Error::Closed);
+            }
+            if !st.families().any(|f| self.work_pending(&st, f)) {
+                return Ok(());
+            }
+            // Each finished job notifies; the timeout covers work that becomes due with
+            // time alone (an idle merge), which nothing notifies.
+            self.bg_cv.notify_all();
+            st = self
+                .writer_cv
+                .wait_timeout(st, std::time::Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     pub(super) fn work_pending(&self, st: &State, f: &FamilyState) -> bool {
         let v = st.versions.current(f.family.id);
         !f.imm.is_empty()

@@ -15,6 +15,8 @@ pub trait Hooks: Send + Sync {
     }
     /// A file is about to be removed.
     fn removing(&self, _path: &Path) {}
+    /// A file (not a log) is about to be created.
+    fn creating(&self, _path: &Path) {}
 }
 
 /// `StdFs` with `hooks`.
@@ -31,6 +33,7 @@ impl<H: Hooks> WatchedFs<H> {
 
 impl<H: Hooks> FileSystem for WatchedFs<H> {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.hooks.creating(path);
         self.fs.create(path)
     }
     fn create_log(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
