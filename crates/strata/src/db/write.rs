@@ -318,18 +318,25 @@ impl DbInner {
             .wal_bytes
             .fetch_add(bytes as u64 + 8, Ordering::Relaxed);
         let mut user = 0u64;
+        // The default family's entries of a group of several are counted and queued for its
+        // list together; a single entry goes in alone, without a list of its own.
+        let mut default = (batch.len() > 1).then(|| mems.default.adds(batch.len()));
         for (seq, op) in (first_seq.0..).zip(batch.iter()) {
             let op = op.map_err(|e| e.at(&self.dir, 0))?;
-            let mem = match op.family {
-                0 => Some(&mems.default),
-                id => mems.others.iter().find(|(f, _)| *f == id).map(|(_, m)| m),
-            };
-            // A family dropped since the batch was checked takes nothing, as at recovery.
-            if let Some(mem) = mem {
-                mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            let seq = SeqNo(seq);
+            match (op.family, default.as_mut()) {
+                (0, Some(adds)) => adds.add(seq, op.kind, op.key, op.value),
+                (0, None) => mems.default.add(seq, op.kind, op.key, op.value),
+                // A family dropped since the batch was checked takes nothing, as at recovery.
+                (id, _) => {
+                    if let Some((_, m)) = mems.others.iter().find(|(f, _)| *f == id) {
+                        m.add(seq, op.kind, op.key, op.value);
+                    }
+                }
             }
             user += (op.key.len() + op.value.len()) as u64;
         }
+        drop(default);
         self.counters.user_bytes.fetch_add(user, Ordering::Relaxed);
         Ok(())
     }

@@ -90,6 +90,32 @@ pub(crate) enum Lookup {
     Absent,
 }
 
+/// Entries added to a memtable by one writer, counted and queued for its list when this
+/// drops (see [`MemTable::adds`]).
+pub(crate) struct Adds<'m> {
+    mem: &'m MemTable,
+    bytes: usize,
+    nodes: Vec<*mut Node>,
+}
+
+impl Adds<'_> {
+    pub(crate) fn add(&mut self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
+        if let Some((node, bytes)) = self.mem.chain(seq, kind, key, value) {
+            self.nodes.push(node);
+            self.bytes += bytes;
+        }
+    }
+}
+
+impl Drop for Adds<'_> {
+    fn drop(&mut self) {
+        if !self.nodes.is_empty() {
+            let entries = self.nodes.len() as u64;
+            self.mem.publish(&self.nodes, self.bytes, entries);
+        }
+    }
+}
+
 /// A concurrent sorted map of internal keys to values.
 pub(crate) struct MemTable {
     arena: Arena,
@@ -259,6 +285,33 @@ impl MemTable {
     /// The engine assigns sequence numbers and inserts a group's writes in one thread, in
     /// order, so both hold for its callers; different keys may be added from many threads.
     pub(crate) fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
+        if let Some((node, bytes)) = self.chain(seq, kind, key, value) {
+            self.publish(&[node], bytes, 1);
+        }
+    }
+
+    /// Adds made one after the other by one writer (a write group's entries, in order), as
+    /// [`MemTable::add`] makes them, but counted and queued for the list together when the
+    /// returned value drops: one update of the counters and of the pending nodes for the whole
+    /// group rather than one per entry. Each entry is in its key's hash chain, for lookups,
+    /// as soon as it is added. `entries` is about how many will come.
+    pub(crate) fn adds(&self, entries: usize) -> Adds<'_> {
+        Adds {
+            mem: self,
+            bytes: 0,
+            nodes: Vec::with_capacity(entries),
+        }
+    }
+
+    /// Puts a new node for the entry in its key's hash chain; returns it and the bytes it
+    /// takes, or `None` for a range tombstone, which is kept apart (and counted) here.
+    fn chain(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        key: &[u8],
+        value: &[u8],
+    ) -> Option<(*mut Node, usize)> {
         if kind == ValueKind::RangeDelete {
             lock(&self.range_dels).push(RangeTombstone {
                 begin: key.to_vec(),
@@ -270,7 +323,7 @@ impl MemTable {
             self.size
                 .fetch_add(key.len() + value.len() + 32, Ordering::Relaxed);
             self.entries.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         }
         let trailer = pack_trailer(seq, kind).to_le_bytes();
         let height = self.random_height();
@@ -288,14 +341,19 @@ impl MemTable {
                 Err(now) => head = now,
             }
         }
-        self.size.fetch_add(
+        Some((
+            node,
             Node::bytes(height, key.len() + trailer.len(), value.len()),
-            Ordering::Relaxed,
-        );
-        self.entries.fetch_add(1, Ordering::Relaxed);
+        ))
+    }
+
+    /// Counts `nodes`, of `bytes` in all, and queues them for the list.
+    fn publish(&self, nodes: &[*mut Node], bytes: usize, entries: u64) {
+        self.size.fetch_add(bytes, Ordering::Relaxed);
+        self.entries.fetch_add(entries, Ordering::Relaxed);
         let full = {
             let mut pending = lock(&self.pending);
-            pending.push(node);
+            pending.extend_from_slice(nodes);
             pending.len() >= (self.len() as usize / 2).clamp(LIST_BATCH, MAX_LIST_BATCH)
         };
         // A writer that finds the list busy leaves its batch to the next add.

@@ -352,3 +352,52 @@ fn only_a_memtable_marked_for_recycling_gives_its_memory_to_the_pool() {
     pool.clear();
     assert_eq!(pool.bytes(), 0);
 }
+
+/// Entries added together (`MemTable::adds`) are in their hash chains for lookups as each is
+/// added, and once the adds drop, counted and listed exactly as the same entries added one by
+/// one: the same entries in the same order, the same length and bytes, through batches that
+/// reach the list's threshold.
+#[test]
+fn entries_added_together_read_and_count_as_entries_added_alone() {
+    let alone = Arc::new(MemTable::new(
+        FileNumber(1),
+        1 << 20,
+        KeyOrder::Bytewise,
+        None,
+    ));
+    let together = Arc::new(MemTable::new(
+        FileNumber(1),
+        1 << 20,
+        KeyOrder::Bytewise,
+        None,
+    ));
+    let mut x = 11u64;
+    let mut seq = 0;
+    for group in [1usize, 100, LIST_BATCH + 3, 7, 2 * LIST_BATCH] {
+        let mut adds = together.adds(group);
+        for _ in 0..group {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            seq += 1;
+            let key = format!("{:08}", (x >> 33) % 80_000);
+            let value = format!("v{seq}");
+            let kind = match seq % 9 {
+                0 => ValueKind::Delete,
+                _ => ValueKind::Value,
+            };
+            alone.add(SeqNo(seq), kind, key.as_bytes(), value.as_bytes());
+            adds.add(SeqNo(seq), kind, key.as_bytes(), value.as_bytes());
+            assert_eq!(
+                together.get(key.as_bytes(), SeqNo(seq)),
+                alone.get(key.as_bytes(), SeqNo(seq)),
+                "a lookup of an entry just added"
+            );
+        }
+        drop(adds);
+        assert_eq!(together.len(), alone.len());
+        assert_eq!(together.approximate_size(), alone.approximate_size());
+        assert!(
+            listed_keys(&together) == listed_keys(&alone),
+            "after {seq} entries"
+        );
+    }
+}
