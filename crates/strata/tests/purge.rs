@@ -131,15 +131,41 @@ fn waiting_for_compactions_waits_for_what_they_replaced_to_be_deleted() {
     }
     db.flush().unwrap();
     db.wait_for_compactions().unwrap();
+    assert!(
+        db.stats().compactions > 0,
+        "the writes called for no compaction"
+    );
+    let (levels, live) = tree(&db, dir.path());
+    assert_eq!(tables(dir.path()), live);
+    assert!(levels.len() > 1, "the tree is in levels {levels:?}");
+
+    // A compact_range of another thread, which leaves one level, is waited for too.
+    let db = Arc::new(db);
+    let compacting = {
+        let db = db.clone();
+        std::thread::spawn(move || db.compact_range(None, None).unwrap())
+    };
+    // Long enough for it to start, not to end: its tables are made slowly.
+    std::thread::sleep(Duration::from_millis(150));
+    db.wait_for_compactions().unwrap();
+    let (levels, live) = tree(&db, dir.path());
+    assert_eq!(
+        levels.len(),
+        1,
+        "the wait returned with tables in levels {levels:?}"
+    );
+    assert_eq!(tables(dir.path()), live);
+    compacting.join().unwrap();
+}
+
+/// The levels that hold tables, and the paths of the tables, sorted.
+fn tree(db: &Db, dir: &Path) -> (std::collections::BTreeSet<usize>, Vec<PathBuf>) {
     let stats = db.stats();
-    assert!(!stats.compaction_pending);
-    assert!(stats.compactions > 0, "the writes called for no compaction");
-    let mut live: Vec<PathBuf> = stats
-        .families
-        .iter()
-        .flat_map(|f| &f.files)
-        .map(|f| dir.path().join(format!("{:06}.sst", f.number)))
+    let files = stats.families.iter().flat_map(|f| &f.files);
+    let levels = files.clone().map(|f| f.level).collect();
+    let mut live: Vec<PathBuf> = files
+        .map(|f| dir.join(format!("{:06}.sst", f.number)))
         .collect();
     live.sort();
-    assert_eq!(tables(dir.path()), live);
+    (levels, live)
 }

@@ -502,9 +502,11 @@ impl Db {
         Ok(())
     }
 
-    /// Waits until no flush or compaction is queued or running in any column family (with the
-    /// idle merge on, until it has merged what it would), and the tables they replaced that
-    /// no reader holds are deleted; as RocksDB's `WaitForCompact`. Returns the error that
+    /// Waits until no flush or compaction is queued or running in any column family, a
+    /// `compact_range` of another thread's included, and the tables they replaced that no
+    /// reader holds are deleted; as RocksDB's `WaitForCompact`. With the idle merge on
+    /// (`Options::idle_merge_after`), that includes the merge it would make once writes have
+    /// stopped for that long, so writes that go on keep it waiting. Returns the error that
     /// stopped the background work, if one did.
     pub fn wait_for_compactions(&self) -> Result<()> {
         self.inner.wait_for_compactions()?;

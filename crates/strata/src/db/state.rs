@@ -402,9 +402,9 @@ impl DbInner {
         lock(&self.state).versions.new_file_number()
     }
 
-    /// Whether family `f` has background work running or due.
     /// Waits until no family has flush or compaction work pending (see
-    /// [`DbInner::work_pending`]), or a background error stopped them.
+    /// [`DbInner::work_pending`]) and no manual compaction runs, or a background error
+    /// stopped them.
     pub(super) fn wait_for_compactions(&self) -> Result<()> {
         let mut st = lock(&self.state);
         loop {
@@ -414,7 +414,7 @@ impl DbInner {
             if st.closed {
                 return Err(Error::Closed);
             }
-            if !st.families().any(|f| self.work_pending(&st, f)) {
+            if !st.manual_compaction && !st.families().any(|f| self.work_pending(&st, f)) {
                 return Ok(());
             }
             // Each finished job notifies; the timeout covers work that becomes due with
@@ -428,6 +428,7 @@ impl DbInner {
         }
     }
 
+    /// Whether family `f` has background work running or due.
     pub(super) fn work_pending(&self, st: &State, f: &FamilyState) -> bool {
         let v = st.versions.current(f.family.id);
         !f.imm.is_empty()
