@@ -656,12 +656,7 @@ impl DbInner {
         {
             let mut st = lock(&self.state);
             loop {
-                if let Some(e) = &st.bg_error {
-                    return Err(Error::Poisoned(e.to_string()));
-                }
-                if st.closed {
-                    return Err(Error::Closed);
-                }
+                super::state::running(&st)?;
                 let busy = st.families().any(|f| f.busy_levels.iter().any(|b| *b));
                 if !st.manual_compaction && !busy {
                     break;

@@ -408,12 +408,7 @@ impl DbInner {
     pub(super) fn wait_for_compactions(&self) -> Result<()> {
         let mut st = lock(&self.state);
         loop {
-            if let Some(e) = &st.bg_error {
-                return Err(Error::Poisoned(e.to_string()));
-            }
-            if st.closed {
-                return Err(Error::Closed);
-            }
+            running(&st)?;
             if !st.manual_compaction && !st.families().any(|f| self.work_pending(&st, f)) {
                 return Ok(());
             }
@@ -444,4 +439,16 @@ impl DbInner {
                 )
                 .is_some())
     }
+}
+
+/// What a thread waiting on the database's background work returns once that work cannot
+/// come: the error that stopped it, or the close.
+pub(super) fn running(st: &State) -> Result<()> {
+    if let Some(e) = &st.bg_error {
+        return Err(Error::Poisoned(e.to_string()));
+    }
+    if st.closed {
+        return Err(Error::Closed);
+    }
+    Ok(())
 }
