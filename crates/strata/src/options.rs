@@ -97,6 +97,8 @@ pub struct Options {
     /// from the file again at their next lookup (as LevelDB's table cache closes tables past
     /// `max_open_files`); with [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a
     /// table holds is two small blocks, and such lookups read about 4 KiB per table instead.
+    /// A table's zstd dictionary (see [`Options::zstd_dictionary_bytes`]) counts too, from
+    /// the first read that needs it until the table closes; it is never let go before.
     pub table_pinned_bytes: usize,
     /// When the tree's filters and indexes, held whole, would take more than
     /// [`Options::table_pinned_bytes`], compactions write partitioned filters and B-tree

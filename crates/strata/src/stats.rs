@@ -94,7 +94,8 @@ pub struct Stats {
     /// The block cache's budget.
     pub block_cache_capacity: u64,
     /// Bytes of Bloom filters and root index blocks held by open tables, outside the block
-    /// cache (about 2.3 bytes per entry with 10 filter bits per key and 4 KiB blocks), under
+    /// cache (about 2.3 bytes per entry with 10 filter bits per key and 4 KiB blocks), and
+    /// the zstd dictionaries of tables that have read theirs, under
     /// [`crate::Options::table_pinned_bytes`].
     pub table_pinned_bytes: u64,
     /// Table files the table cache holds open now (at most

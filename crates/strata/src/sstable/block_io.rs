@@ -130,10 +130,16 @@ impl Table {
         let dictionary = ZstdDictionary::try_create(&self.read_plain(at)?)
             .filter(|d| d.get_dict_id().is_some())
             .ok_or_else(|| Error::corruption(&self.path, at.offset, "damaged zstd dictionary"))?;
-        // Two readers may both read it; the first one kept is everyone's.
+        // Two readers may both read it; the first one kept is everyone's, and counts against
+        // the budget of the metadata tables hold (given back when the table closes).
         Ok(self
             .zstd_dictionary
-            .get_or_init(|| Arc::new(dictionary))
+            .get_or_init(|| {
+                if let Some(budget) = &self.budget {
+                    budget.charge(dictionary.sizeof());
+                }
+                Arc::new(dictionary)
+            })
             .clone())
     }
 

@@ -41,8 +41,9 @@ pub(crate) const PAGE_BYTES: usize = 4096;
 const ENTRY_OVERHEAD_BYTES: usize = 3 * 5 + 4;
 
 /// Uncompressed data-block bytes (and at least [`DICTIONARY_SAMPLE_BLOCKS`] blocks) a zstd
-/// table compresses on their own and then trains its dictionary on
-/// ([`TableOptions::zstd_dictionary_bytes`]); the blocks after them are compressed with it.
+/// table trains its dictionary on ([`TableOptions::zstd_dictionary_bytes`]). The blocks
+/// before the one that completes the samples are compressed on their own; that block and
+/// every later one with the dictionary.
 const DICTIONARY_SAMPLE_BYTES: usize = 256 * 1024;
 const DICTIONARY_SAMPLE_BLOCKS: usize = 16;
 

@@ -740,7 +740,8 @@ impl Table {
 impl Drop for Table {
     fn drop(&mut self) {
         if let Some(budget) = &self.budget {
-            budget.release(self.unpin());
+            let dictionary = self.zstd_dictionary.get().map_or(0, |d| d.sizeof());
+            budget.release(self.unpin() + dictionary);
         }
     }
 }

@@ -574,6 +574,52 @@ fn a_zstd_table_compresses_its_later_blocks_with_a_dictionary_of_its_first() {
     );
 }
 
+/// A table's zstd dictionary counts against the budget of what open tables hold, from the
+/// read that needs it until the table closes.
+#[test]
+fn a_zstd_dictionary_counts_against_the_pin_budget_while_its_table_is_open() {
+    let entries = pooled_entries(30_000);
+    let (fs, built) = build_from(zstd_options(16 << 10), entries.iter().cloned());
+    let stored = built
+        .properties()
+        .unwrap()
+        .into_iter()
+        .find(|(name, _)| name == super::builder::prop::ZSTD_DICT_SIZE)
+        .map(|(_, size)| size as usize)
+        .expect("the table stores a dictionary");
+    drop(built);
+    let budget = Arc::new(PinBudget::new(1 << 30));
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let path = Path::new("/t/1.sst");
+    let t = Arc::new(
+        open_table(&fs, path, 2, cache)
+            .unwrap()
+            .with_budget(&budget),
+    );
+    let get = |(k, v): &(Vec<u8>, Vec<u8>)| {
+        let uk = crate::key::user_key(k);
+        let e = t.get(&lookup_key(uk, SeqNo::MAX), uk, true).unwrap();
+        assert_eq!(e.map(|e| e.value).as_ref(), Some(v));
+    };
+    // The first block was compressed alone: its read needs no dictionary.
+    get(&entries[0]);
+    assert!(t.held_bytes() > 0);
+    assert_eq!(budget.held(), t.held_bytes(), "filter and index alone");
+    // The last was compressed with the dictionary.
+    get(entries.last().unwrap());
+    let dictionary = budget.held() - t.held_bytes();
+    assert!(
+        dictionary >= stored,
+        "{dictionary} bytes counted for a dictionary stored in {stored}"
+    );
+    drop(t);
+    assert_eq!(
+        budget.held(),
+        0,
+        "a closed table gives its dictionary's bytes back"
+    );
+}
+
 /// Damage anywhere in a table with a dictionary, the dictionary's block among the places, is
 /// reported as corruption of the file when the table is checked: never a panic, never other
 /// entries. So are blocks whose kind says otherwise than how they were written, with their
