@@ -63,7 +63,7 @@ pub struct Options {
     pub compression: Compression,
     /// With zstd compression, the most bytes of each table's dictionary (16 KiB; 0: none,
     /// else at least 256). A table trains its dictionary on its first 256 KiB of data blocks
-    /// (compressed alone, all but the last) and compresses the blocks from there on with it:
+    /// (at most 16 KiB of each; compressed alone, all but the last) and compresses the blocks from there on with it:
     /// 4 KiB blocks then share the dictionary's entropy tables rather than each carrying and
     /// decoding its own, and come out smaller and decompress faster (docs/design.md, "zstd
     /// dictionaries").
@@ -97,8 +97,8 @@ pub struct Options {
     /// from the file again at their next lookup (as LevelDB's table cache closes tables past
     /// `max_open_files`); with [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a
     /// table holds is two small blocks, and such lookups read about 4 KiB per table instead.
-    /// A table's zstd dictionary (see [`Options::zstd_dictionary_bytes`]) counts too, from
-    /// the first read that needs it until the table closes; it is never let go before.
+    /// A table's zstd dictionary (see [`Options::zstd_dictionary_bytes`]) counts too, and is
+    /// let go with them.
     pub table_pinned_bytes: usize,
     /// When the tree's filters and indexes, held whole, would take more than
     /// [`Options::table_pinned_bytes`], compactions write partitioned filters and B-tree

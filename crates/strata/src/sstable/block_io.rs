@@ -105,13 +105,33 @@ impl Table {
             .map_err(|e| e.at(&self.path, handle.offset))
     }
 
-    /// The table's zstd dictionary, read from the file on first use. The properties that
-    /// name it and its own block are read as blocks that need no dictionary, so that a
-    /// damaged or foreign file cannot lead this read back to itself.
+    /// The table's zstd dictionary, read from the file on first use and held like the
+    /// filter and the index: counted against the metadata budget, and let go with them
+    /// ([`Table::unpin`]). It joins no queue of the budget's itself: a table reads its index
+    /// before any data block, and that read puts the table in the queue.
     pub(super) fn zstd_dictionary(&self) -> Result<Arc<ZstdDictionary>> {
-        if let Some(d) = self.zstd_dictionary.get() {
-            return Ok(d.clone());
+        if let Some(d) = self.zstd_dictionary.load_full() {
+            return Ok(d);
         }
+        let loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        // A racing read may have loaded it while this one waited.
+        if let Some(d) = self.zstd_dictionary.load_full() {
+            return Ok(d);
+        }
+        let dictionary = Arc::new(self.read_zstd_dictionary()?);
+        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(budget) = &self.budget {
+            budget.charge(dictionary.sizeof());
+        }
+        self.zstd_dictionary.store(Some(dictionary.clone()));
+        drop(loading);
+        Ok(dictionary)
+    }
+
+    /// Reads the zstd dictionary from the file. The properties that name it and its own
+    /// block are read as blocks that need no dictionary, so that a damaged or foreign file
+    /// cannot lead this read back to itself.
+    fn read_zstd_dictionary(&self) -> Result<ZstdDictionary> {
         let props = self.footer.properties;
         if !self.footer.zstd_dictionary {
             let why = "zstd block in a table without a dictionary";
@@ -127,20 +147,9 @@ impl Table {
         )?;
         // A dictionary in zstd's format has an id; bytes without one would be taken for a
         // dictionary of raw content, and decode every block into other bytes.
-        let dictionary = ZstdDictionary::try_create(&self.read_plain(at)?)
+        ZstdDictionary::try_create(&self.read_plain(at)?)
             .filter(|d| d.get_dict_id().is_some())
-            .ok_or_else(|| Error::corruption(&self.path, at.offset, "damaged zstd dictionary"))?;
-        // Two readers may both read it; the first one kept is everyone's, and counts against
-        // the budget of the metadata tables hold (given back when the table closes).
-        Ok(self
-            .zstd_dictionary
-            .get_or_init(|| {
-                if let Some(budget) = &self.budget {
-                    budget.charge(dictionary.sizeof());
-                }
-                Arc::new(dictionary)
-            })
-            .clone())
+            .ok_or_else(|| Error::corruption(&self.path, at.offset, "damaged zstd dictionary"))
     }
 
     /// A block that needs no dictionary, read with `pread` and checked.

@@ -46,6 +46,10 @@ const ENTRY_OVERHEAD_BYTES: usize = 3 * 5 + 4;
 /// every later one with the dictionary.
 const DICTIONARY_SAMPLE_BYTES: usize = 256 * 1024;
 const DICTIONARY_SAMPLE_BLOCKS: usize = 16;
+/// The most bytes one block gives the samples (its first ones): a table of large values,
+/// whose blocks are each one value, would otherwise keep its first sixteen values whole and
+/// train on all of them, megabytes of memory and training time for each table.
+const DICTIONARY_SAMPLE_PER_BLOCK: usize = DICTIONARY_SAMPLE_BYTES / DICTIONARY_SAMPLE_BLOCKS;
 
 /// A zstd table's dictionary: made from the table's first data blocks, stored in the table,
 /// and used for the blocks after them. Small blocks compressed alone each carry (and each
@@ -81,8 +85,9 @@ impl Dictionary {
         let Dictionary::Sampling { samples, sizes } = self else {
             return;
         };
-        samples.extend_from_slice(raw);
-        sizes.push(raw.len());
+        let sample = raw.get(..DICTIONARY_SAMPLE_PER_BLOCK).unwrap_or(raw);
+        samples.extend_from_slice(sample);
+        sizes.push(sample.len());
         if samples.len() < DICTIONARY_SAMPLE_BYTES || sizes.len() < DICTIONARY_SAMPLE_BLOCKS {
             return;
         }
@@ -584,5 +589,43 @@ mod tests {
         // The bound of an end `k` + 0x00 is `k`.
         assert_eq!(user_key(&s.largest), b"k");
         assert_eq!(user_key(&s.smallest), b"a");
+    }
+
+    /// Blocks of one large value each give the dictionary's samples their first 16 KiB, not
+    /// their whole megabyte; sixteen of them still train it.
+    #[test]
+    fn large_blocks_give_the_dictionary_their_first_bytes() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let words = [
+            "strata", "level", "table", "block", "filter", "index", "key", "value",
+        ];
+        let mut block = || -> Vec<u8> {
+            let mut out = Vec::with_capacity(1 << 20);
+            while out.len() < 1 << 20 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                out.extend_from_slice(words[(state % 8) as usize].as_bytes());
+                out.extend_from_slice(format!(" {} ", state % 1000).as_bytes());
+            }
+            out
+        };
+        let mut d = Dictionary::Sampling {
+            samples: Vec::new(),
+            sizes: Vec::new(),
+        };
+        for _ in 0..15 {
+            d.sample(&block(), 16 << 10);
+        }
+        let Dictionary::Sampling { samples, sizes } = &d else {
+            panic!("trained before sixteen blocks");
+        };
+        assert_eq!(sizes, &vec![16 << 10; 15]);
+        assert_eq!(samples.len(), 15 << 14);
+        d.sample(&block(), 16 << 10);
+        assert!(
+            matches!(d, Dictionary::Made { .. }),
+            "sixteen blocks train it"
+        );
     }
 }

@@ -58,8 +58,9 @@ pub(crate) struct Table {
     pub(super) false_positives: Option<Arc<AtomicU64>>,
     /// The order of the table's keys.
     pub(super) order: KeyOrder,
-    /// The zstd dictionary of a table that has one, read with the first block that needs it.
-    pub(super) zstd_dictionary: std::sync::OnceLock<Arc<super::format::ZstdDictionary>>,
+    /// The zstd dictionary of a table that has one, read with the first block that needs it
+    /// and held until the budget lets it go.
+    pub(super) zstd_dictionary: ArcSwapOption<super::format::ZstdDictionary>,
 }
 
 /// A table's range tombstones, as written and fragmented.
@@ -218,7 +219,7 @@ impl Table {
             range_dels: Mutex::new(None),
             false_positives: None,
             order,
-            zstd_dictionary: std::sync::OnceLock::new(),
+            zstd_dictionary: ArcSwapOption::empty(),
         })
     }
 
@@ -287,14 +288,25 @@ impl Table {
         what: &str,
     ) -> Result<BlockHandle> {
         let prop = |name: &str| props.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-        match (prop(offset), prop(size)) {
-            (Some(offset), Some(size)) => Ok(BlockHandle { offset, size }),
-            _ => Err(Error::corruption(
-                &self.path,
-                self.footer.properties.offset,
-                format!("{what} not named in the properties"),
-            )),
+        let at = self.footer.properties.offset;
+        let (offset, size) = match (prop(offset), prop(size)) {
+            (Some(offset), Some(size)) => (offset, size),
+            _ => {
+                let why = format!("{what} not named in the properties");
+                return Err(Error::corruption(&self.path, at, why));
+            }
+        };
+        // Written before the properties, as every block they name: a handle that reaches
+        // past them is damage, and must not size a read (or its allocation) beyond the file.
+        if size
+            .checked_add(BLOCK_TRAILER_BYTES as u64)
+            .and_then(|len| offset.checked_add(len))
+            .is_none_or(|end| end > at)
+        {
+            let why = format!("{what} lies past the properties");
+            return Err(Error::corruption(&self.path, at, why));
         }
+        Ok(BlockHandle { offset, size })
     }
 
     /// Counts in `counter` the lookups whose key the filter passed and the table did not
@@ -450,11 +462,12 @@ impl Table {
         self.used.swap(false, atomic::Ordering::Relaxed)
     }
 
-    /// Lets the filter and root index go (lookups holding them keep them until they end);
-    /// returns the bytes they took.
+    /// Lets the filter, the root index and the zstd dictionary go (reads holding them keep
+    /// them until they end); returns the bytes they took.
     pub(super) fn unpin(&self) -> usize {
         self.filter.swap(None).map_or(0, |f| f.size())
             + self.index.swap(None).map_or(0, |r| r.size())
+            + self.zstd_dictionary.swap(None).map_or(0, |d| d.sizeof())
     }
 
     pub(super) fn with_path(&self, e: Error, offset: u64) -> Error {
@@ -740,8 +753,7 @@ impl Table {
 impl Drop for Table {
     fn drop(&mut self) {
         if let Some(budget) = &self.budget {
-            let dictionary = self.zstd_dictionary.get().map_or(0, |d| d.sizeof());
-            budget.release(self.unpin() + dictionary);
+            budget.release(self.unpin());
         }
     }
 }

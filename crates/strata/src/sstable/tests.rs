@@ -612,12 +612,53 @@ fn a_zstd_dictionary_counts_against_the_pin_budget_while_its_table_is_open() {
         dictionary >= stored,
         "{dictionary} bytes counted for a dictionary stored in {stored}"
     );
+    // Let go with the filter and index, all of it: the budget then holds nothing.
+    budget.release(t.unpin());
+    assert_eq!(
+        budget.held(),
+        0,
+        "a table that lets go gives its dictionary's bytes back"
+    );
+    // The next read that needs it (of a block the cache does not hold) reads it again, and
+    // counts it again.
+    get(&entries[entries.len() / 2]);
+    assert_eq!(budget.held() - t.held_bytes(), dictionary);
     drop(t);
     assert_eq!(
         budget.held(),
         0,
         "a closed table gives its dictionary's bytes back"
     );
+}
+
+/// A block the properties name must lie before them: a damaged handle is reported, and
+/// sizes no read.
+#[test]
+fn a_named_block_past_the_properties_is_damage() {
+    let (_fs, t) = build(500, IndexKind::Flat, Compression::None);
+    let props = t.footer().properties.offset;
+    let named = |offset: u64, size: u64| {
+        let found = [("at".to_string(), offset), ("len".to_string(), size)];
+        t.named_block(&found, "at", "len", "a block")
+    };
+    let whole = named(0, props - BLOCK_TRAILER_BYTES as u64).unwrap();
+    assert_eq!(
+        (whole.offset, whole.size),
+        (0, props - BLOCK_TRAILER_BYTES as u64)
+    );
+    for (offset, size) in [
+        (0, props - BLOCK_TRAILER_BYTES as u64 + 1),
+        (props, 0),
+        (1, u64::MAX - 3),
+        (u64::MAX, 1),
+        (0, 1 << 62),
+    ] {
+        let e = named(offset, size).unwrap_err();
+        assert!(
+            matches!(e, Error::Corruption { .. }),
+            "offset {offset} size {size}: {e}"
+        );
+    }
 }
 
 /// Damage anywhere in a table with a dictionary, the dictionary's block among the places, is
