@@ -5,6 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -98,10 +99,15 @@ fn a_reader_that_drops_the_last_reference_to_compacted_tables_does_not_delete_th
 }
 
 /// Tables made and removed slowly, as on a loaded disk.
-struct SlowTables;
+/// Slows the making and removing of files, and counts the tables made.
+#[derive(Clone, Default)]
+struct SlowTables(Arc<AtomicUsize>);
 
 impl Hooks for SlowTables {
-    fn creating(&self, _path: &Path) {
+    fn creating(&self, path: &Path) {
+        if path.extension().is_some_and(|e| e == "sst") {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     fn removing(&self, _path: &Path) {
@@ -115,8 +121,9 @@ impl Hooks for SlowTables {
 #[test]
 fn waiting_for_compactions_waits_for_what_they_replaced_to_be_deleted() {
     let dir = tempfile::tempdir().unwrap();
+    let slow = SlowTables::default();
     let opts = Options {
-        fs: Arc::new(WatchedFs::new(SlowTables)),
+        fs: Arc::new(WatchedFs::new(slow.clone())),
         write_buffer_size: 64 << 10,
         target_file_size: 64 << 10,
         level1_max_bytes: 256 << 10,
@@ -139,14 +146,21 @@ fn waiting_for_compactions_waits_for_what_they_replaced_to_be_deleted() {
     assert_eq!(tables(dir.path()), live);
     assert!(levels.len() > 1, "the tree is in levels {levels:?}");
 
-    // A compact_range of another thread, which leaves one level, is waited for too.
+    // A compact_range of another thread, which leaves one level, is waited for too: from
+    // its first table on, the one its flush makes of these writes, before its compaction
+    // has begun.
+    for i in 0..100u32 {
+        db.put(format!("key{i:06}").as_bytes(), b"newer").unwrap();
+    }
     let db = Arc::new(db);
+    let made = slow.0.load(Ordering::SeqCst);
     let compacting = {
         let db = db.clone();
         std::thread::spawn(move || db.compact_range(None, None).unwrap())
     };
-    // Long enough for it to start, not to end: its tables are made slowly.
-    std::thread::sleep(Duration::from_millis(150));
+    while slow.0.load(Ordering::SeqCst) == made {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     db.wait_for_compactions().unwrap();
     let (levels, live) = tree(&db, dir.path());
     assert_eq!(

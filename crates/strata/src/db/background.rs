@@ -242,6 +242,10 @@ impl DbInner {
                 table_options,
             });
         }
+        // Let go before the job's end: the last hold on tables a compaction replaced meanwhile
+        // would keep them from the purge, and `wait_for_compactions` would return before they
+        // were deleted.
+        drop(versions);
         let Some(old_wal) = st.default_family().imm.front().map(|m| m.wal_number()) else {
             return;
         };
@@ -644,10 +648,28 @@ impl DbInner {
         Ok(())
     }
 
+    /// A `compact_range` of `family`: the memtables flushed, then [`DbInner::compact_range`],
+    /// counted in `State::manual_compactions` from the start, so that a
+    /// `wait_for_compactions` from another thread waits for one begun before it.
+    pub(super) fn manual_compaction(
+        &self,
+        family: &Family,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        lock(&self.state).manual_compactions += 1;
+        let result = self
+            .flush()
+            .and_then(|()| self.compact_range(family, begin, end));
+        lock(&self.state).manual_compactions -= 1;
+        self.writer_cv.notify_all();
+        result
+    }
+
     /// Runs a manual compaction exclusively: background compactions finish what they
     /// started and pick nothing new until it is done, so that no data slips below the levels
     /// being merged.
-    pub(super) fn compact_range(
+    fn compact_range(
         &self,
         family: &Family,
         begin: Option<&[u8]>,

@@ -496,8 +496,8 @@ impl Db {
     /// without overwritten versions or deleted keys that no snapshot needs. It returns once
     /// the files of the compacted tables that no reader holds are deleted.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.flush()?;
-        self.inner.compact_range(&self.inner.default, begin, end)?;
+        self.inner
+            .manual_compaction(&self.inner.default, begin, end)?;
         self.inner.store.purge.wait_idle();
         Ok(())
     }
@@ -521,8 +521,7 @@ impl Db {
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Result<()> {
-        self.inner.flush()?;
-        self.inner.compact_range(&cf.family, begin, end)?;
+        self.inner.manual_compaction(&cf.family, begin, end)?;
         self.inner.store.purge.wait_idle();
         Ok(())
     }

@@ -184,6 +184,7 @@ impl Db {
             closed: false,
             horizon: SeqNo(0),
             manual_compaction: false,
+            manual_compactions: 0,
             compaction_turn: 0,
             last_allocated: last_seq,
             wal_number,

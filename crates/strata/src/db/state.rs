@@ -37,6 +37,9 @@ pub(super) struct State {
     pub(super) horizon: SeqNo,
     /// A manual compaction runs: background compactions pick nothing new meanwhile.
     pub(super) manual_compaction: bool,
+    /// `compact_range` calls under way, counted from before their flush: what
+    /// `wait_for_compactions` waits for besides the background work.
+    pub(super) manual_compactions: usize,
     /// The family the compaction thread looks at first next time (round-robin).
     pub(super) compaction_turn: usize,
     /// Sequence numbers handed out to write groups (visible or not yet).
@@ -409,7 +412,7 @@ impl DbInner {
         let mut st = lock(&self.state);
         loop {
             running(&st)?;
-            if !st.manual_compaction && !st.families().any(|f| self.work_pending(&st, f)) {
+            if st.manual_compactions == 0 && !st.families().any(|f| self.work_pending(&st, f)) {
                 return Ok(());
             }
             // Each finished job notifies; the timeout covers work that becomes due with

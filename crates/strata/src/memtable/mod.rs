@@ -103,16 +103,36 @@ impl Adds<'_> {
         if let Some((node, bytes)) = self.mem.chain(seq, kind, key, value) {
             self.nodes.push(node);
             self.bytes += bytes;
+            // A very large group goes to the list in parts of the size single adds make,
+            // rather than as one sort of all of it, which would hold the list (and a copy of
+            // the group's nodes) for as long.
+            if self.nodes.len() >= MAX_LIST_BATCH {
+                self.publish();
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        if !self.nodes.is_empty() {
+            let entries = self.nodes.len() as u64;
+            self.mem.publish(&self.nodes, self.bytes, entries);
+            self.nodes.clear();
+            self.bytes = 0;
         }
     }
 }
 
 impl Drop for Adds<'_> {
     fn drop(&mut self) {
-        if !self.nodes.is_empty() {
+        if std::thread::panicking() {
+            // Unwinding (from another family's comparator, say): queue the nodes without
+            // sorting them, which would call the comparator again, and a second panic while
+            // unwinding aborts the process.
             let entries = self.nodes.len() as u64;
-            self.mem.publish(&self.nodes, self.bytes, entries);
+            self.mem.queue(&self.nodes, self.bytes, entries);
+            return;
         }
+        self.publish();
     }
 }
 
@@ -347,20 +367,25 @@ impl MemTable {
         ))
     }
 
-    /// Counts `nodes`, of `bytes` in all, and queues them for the list.
+    /// Counts `nodes`, of `bytes` in all, and queues them for the list, listing the queue
+    /// when it is long enough.
     fn publish(&self, nodes: &[*mut Node], bytes: usize, entries: u64) {
-        self.size.fetch_add(bytes, Ordering::Relaxed);
-        self.entries.fetch_add(entries, Ordering::Relaxed);
-        let full = {
-            let mut pending = lock(&self.pending);
-            pending.extend_from_slice(nodes);
-            pending.len() >= (self.len() as usize / 2).clamp(LIST_BATCH, MAX_LIST_BATCH)
-        };
+        let full = self.queue(nodes, bytes, entries);
         // A writer that finds the list busy leaves its batch to the next add.
         if full && let Ok(_listing) = self.listing.try_lock() {
             let batch = std::mem::take(&mut *lock(&self.pending));
             self.insert_sorted(batch);
         }
+    }
+
+    /// Counts `nodes`, of `bytes` in all, and queues them for the list; true when the queue
+    /// is long enough to be listed.
+    fn queue(&self, nodes: &[*mut Node], bytes: usize, entries: u64) -> bool {
+        self.size.fetch_add(bytes, Ordering::Relaxed);
+        self.entries.fetch_add(entries, Ordering::Relaxed);
+        let mut pending = lock(&self.pending);
+        pending.extend_from_slice(nodes);
+        pending.len() >= (self.len() as usize / 2).clamp(LIST_BATCH, MAX_LIST_BATCH)
     }
 
     /// Inserts every pending node into the list and returns once no batch is in flight, so

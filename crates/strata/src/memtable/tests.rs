@@ -401,3 +401,82 @@ fn entries_added_together_read_and_count_as_entries_added_alone() {
         );
     }
 }
+
+/// A group larger than the list's largest batch is counted and queued in parts as it is
+/// added, not all at once when it ends.
+#[test]
+fn a_very_large_group_goes_to_the_list_in_parts() {
+    let m = Arc::new(MemTable::new(
+        FileNumber(1),
+        1 << 20,
+        KeyOrder::Bytewise,
+        None,
+    ));
+    let total = MAX_LIST_BATCH + 10;
+    let mut adds = m.adds(total);
+    for i in 0..total {
+        let key = format!("{i:08}");
+        adds.add(SeqNo(i as u64 + 1), ValueKind::Value, key.as_bytes(), b"v");
+    }
+    assert_eq!(
+        m.len(),
+        MAX_LIST_BATCH as u64,
+        "the first part, before the group ends"
+    );
+    drop(adds);
+    assert_eq!(m.len(), total as u64);
+    let want: Vec<Vec<u8>> = (0..total).map(|i| format!("{i:08}").into_bytes()).collect();
+    assert!(
+        listed_user_keys(&m) == want,
+        "the list holds every key in order"
+    );
+}
+
+fn listed_user_keys(m: &Arc<MemTable>) -> Vec<Vec<u8>> {
+    listed_keys(m)
+        .iter()
+        .map(|k| user_key(k).to_vec())
+        .collect()
+}
+
+/// Byte order, except that it panics while `PANICS` is set.
+struct PanickyOrder;
+
+static PANICS: AtomicBool = AtomicBool::new(false);
+
+impl crate::comparator::Comparator for PanickyOrder {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        assert!(!PANICS.load(Ordering::SeqCst), "the comparator fails");
+        a.cmp(b)
+    }
+}
+
+/// A writer that panics with a group half added (another family's comparator failing, in
+/// the database) leaves its entries queued and counted; the group's end does not call the
+/// comparator again, which would panic during the unwinding and abort the process.
+#[test]
+fn a_group_dropped_by_a_panic_queues_its_entries_without_sorting_them() {
+    let order = KeyOrder::Custom(Arc::new(PanickyOrder));
+    let m = Arc::new(MemTable::new(FileNumber(1), 1 << 20, order, None));
+    let total = LIST_BATCH + 10;
+    PANICS.store(true, Ordering::SeqCst);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut adds = m.adds(total);
+        for i in 0..total {
+            let key = format!("{i:08}");
+            adds.add(SeqNo(i as u64 + 1), ValueKind::Value, key.as_bytes(), b"v");
+        }
+        panic!("the writer fails");
+    }));
+    PANICS.store(false, Ordering::SeqCst);
+    assert!(unwound.is_err());
+    assert_eq!(m.len(), total as u64);
+    let want: Vec<Vec<u8>> = (0..total).map(|i| format!("{i:08}").into_bytes()).collect();
+    assert!(
+        listed_user_keys(&m) == want,
+        "the list holds every key in order"
+    );
+}
