@@ -1230,3 +1230,50 @@ fn flushed_memtables_memory_is_reused_while_writes_go_on_and_let_go_after() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Panics on the value `boom`: a user's compaction filter with a bug.
+struct Explodes;
+
+impl strata::CompactionFilter for Explodes {
+    fn filter(&self, _level: usize, _key: &[u8], value: &[u8]) -> strata::FilterDecision {
+        assert!(value != b"boom", "the filter met boom");
+        strata::FilterDecision::Keep
+    }
+}
+
+/// A background compaction whose filter (the user's code) panics stops the database with an
+/// error that says so: writes and waits for compactions fail, where they waited for ever on
+/// a compaction thread that was gone (writes once level 0 reached its stop trigger).
+#[test]
+fn a_panic_in_a_background_compaction_poisons_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = common::tiny_options(None, 10);
+    o.compaction_filter = Some(Arc::new(Explodes));
+    let db = Db::open(dir.path(), o).unwrap();
+    // On another thread, so that a write or wait that never ends fails the test.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        db.put(b"key", b"boom").unwrap();
+        // Enough writes for the tables holding `boom` to be compacted, unless one fails first.
+        for i in 0..20_000u32 {
+            if db
+                .put(format!("key{i:08}").as_bytes(), &[b'v'; 100])
+                .is_err()
+            {
+                break;
+            }
+        }
+        let waited = db.wait_for_compactions();
+        let put = db.put(b"a", b"b");
+        done.send((waited, put)).unwrap();
+    });
+    let (waited, put) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the writes and the wait still wait after a minute");
+    let e = waited.unwrap_err();
+    assert!(
+        matches!(&e, Error::Poisoned(m) if m.contains("thread panicked: the filter met boom")),
+        "{e}"
+    );
+    assert!(matches!(put, Err(Error::Poisoned(_))));
+}

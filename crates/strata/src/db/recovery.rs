@@ -338,13 +338,13 @@ fn start_threads(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     let i = inner.clone();
     threads.push(spawn(
         "strata-flush".into(),
-        Box::new(move || i.flush_loop()),
+        Box::new(move || i.poison_on_panic("flush", || i.flush_loop())),
     )?);
     for n in 0..inner.opts.max_background_compactions {
         let i = inner.clone();
         threads.push(spawn(
             format!("strata-compact-{n}"),
-            Box::new(move || i.compaction_loop()),
+            Box::new(move || i.poison_on_panic("compaction", || i.compaction_loop())),
         )?);
     }
     Ok(threads)

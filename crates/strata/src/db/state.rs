@@ -401,6 +401,25 @@ impl DbInner {
         self.writer_cv.notify_all();
     }
 
+    /// Runs a background thread's loop. A panic in it (in a comparator, merge operator or
+    /// compaction filter of the user's, or a bug of ours) poisons the database with an error
+    /// that names it, so that writers and `wait_for_compactions` stop waiting for a thread
+    /// that is gone; the thread then ends.
+    pub(super) fn poison_on_panic(&self, thread: &str, body: impl FnOnce()) {
+        let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) else {
+            return;
+        };
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let mut st = lock(&self.state);
+        let e = Error::Poisoned(format!("the {thread} thread panicked: {what}"));
+        self.poison(&mut st, &e);
+        self.bg_cv.notify_all();
+    }
+
     pub(super) fn new_file_number(&self) -> FileNumber {
         lock(&self.state).versions.new_file_number()
     }
