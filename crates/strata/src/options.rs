@@ -63,10 +63,10 @@ pub struct Options {
     pub compression: Compression,
     /// With zstd compression, the most bytes of each table's dictionary (16 KiB; 0: none,
     /// else at least 256). A table trains its dictionary on its first 256 KiB of data blocks
-    /// (at most 16 KiB of each; compressed alone, all but the last) and compresses the blocks from there on with it:
-    /// 4 KiB blocks then share the dictionary's entropy tables rather than each carrying and
-    /// decoding its own, and come out smaller and decompress faster (docs/design.md, "zstd
-    /// dictionaries").
+    /// (at most 16 KiB of each; compressed alone, all but the last) and compresses the blocks
+    /// from there on with it: 4 KiB blocks then share the dictionary's entropy tables rather
+    /// than each carrying and decoding its own, and come out smaller and decompress faster
+    /// (docs/design.md, "zstd dictionaries").
     pub zstd_dictionary_bytes: usize,
     /// How SST indexes are stored and searched (flat, binary-searched). Compactions write
     /// B-tree indexes in its place over the metadata budget unless

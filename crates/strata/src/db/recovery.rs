@@ -6,7 +6,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use super::Db;
 use super::background::write_level0;
@@ -175,24 +174,13 @@ impl Db {
             .filter(|f| f.family.id == 0)
             .ok_or_else(|| Error::corruption(&dir, 0, "the default column family is missing"))?;
         let default_family = default.family.clone();
-        let state = State {
+        let state = State::opened(
             versions,
             default,
-            others: family_states.into(),
-            queue: VecDeque::new(),
-            bg_error: None,
-            closed: false,
-            horizon: SeqNo(0),
-            manual_compaction: false,
-            manual_compactions: 0,
-            compaction_turn: 0,
-            last_allocated: last_seq,
+            family_states.into(),
+            last_seq,
             wal_number,
-            last_sync_group: 0,
-            spare_group: Vec::new(),
-            idle_mark: (SeqNo(0), Instant::now()),
-            idle_merges_given_up_in_a_row: 0,
-        };
+        );
         let inner = Arc::new(DbInner {
             dir,
             store,

@@ -78,6 +78,35 @@ pub(super) struct Counters {
 }
 
 impl State {
+    /// The state of a database just opened, with its families as recovery left them and
+    /// `wal_number` the log that takes writes after `last_seq`.
+    pub(super) fn opened(
+        versions: VersionSet,
+        default: FamilyState,
+        others: Vec<FamilyState>,
+        last_seq: SeqNo,
+        wal_number: FileNumber,
+    ) -> State {
+        State {
+            versions,
+            default,
+            others,
+            queue: VecDeque::new(),
+            bg_error: None,
+            closed: false,
+            horizon: SeqNo(0),
+            manual_compaction: false,
+            manual_compactions: 0,
+            compaction_turn: 0,
+            last_allocated: last_seq,
+            wal_number,
+            last_sync_group: 0,
+            spare_group: Vec::new(),
+            idle_mark: (SeqNo(0), Instant::now()),
+            idle_merges_given_up_in_a_row: 0,
+        }
+    }
+
     /// The default column family, which is never dropped.
     pub(super) fn default_family(&self) -> &FamilyState {
         &self.default
