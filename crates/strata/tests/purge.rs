@@ -183,3 +183,53 @@ fn tree(db: &Db, dir: &Path) -> (std::collections::BTreeSet<usize>, Vec<PathBuf>
     live.sort();
     (levels, live)
 }
+
+/// Panics on the first table it is asked to remove.
+#[derive(Default)]
+struct FirstRemovalPanics(std::sync::atomic::AtomicBool);
+
+impl Hooks for FirstRemovalPanics {
+    fn removing(&self, path: &Path) {
+        if path.extension().is_some_and(|e| e == "sst") && !self.0.swap(true, Ordering::SeqCst) {
+            panic!("the file system fails");
+        }
+    }
+}
+
+/// A panic on the purge thread (here the file system's) costs the deletion it was making,
+/// not the thread: later tables are still deleted, and waits for the purge end.
+#[test]
+fn a_panic_while_deleting_a_table_leaves_the_purge_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        fs: Arc::new(WatchedFs::new(FirstRemovalPanics::default())),
+        write_buffer_size: 64 << 10,
+        target_file_size: 64 << 10,
+        level1_max_bytes: 256 << 10,
+        idle_merge_after: None,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let path = dir.path().to_path_buf();
+    // On another thread, so that a wait that never ends fails the test.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rng = common::Rng(common::seed("purge_panics"));
+        for _ in 0..30_000u32 {
+            let key = format!("key{:06}", rng.below(20_000));
+            db.put(key.as_bytes(), &[b'v'; 100]).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_compactions().unwrap();
+        let (_, live) = tree(&db, &path);
+        done.send((db.stats().compactions, live)).unwrap();
+    });
+    let (compactions, live) = finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the writes and waits still wait after a minute");
+    assert!(compactions > 1, "{compactions} compactions");
+    // One table's deletion was lost with the panic; every other replaced table is gone.
+    let on_disk = tables(dir.path());
+    let strays: Vec<&PathBuf> = on_disk.iter().filter(|t| !live.contains(t)).collect();
+    assert_eq!(strays.len(), 1, "tables left behind: {strays:?}");
+}

@@ -8,6 +8,7 @@
 //! opening or closing, or tables used without a database), the last reference deletes the
 //! file itself, as then no reader waits.
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -78,7 +79,10 @@ impl Purge {
             let n = files.len() as u64;
             drop(q);
             for o in files {
-                delete(fs, cache, o);
+                // A panic while deleting one (in a file system of the user's) loses that
+                // deletion, which the next open makes (it removes files no version names),
+                // and not the thread: waits for the purge would otherwise never end.
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(|| delete(fs, cache, o)));
             }
             q = lock(&self.queue);
             q.deleted += n;
