@@ -96,9 +96,9 @@ pub struct Options {
     /// budget, the tables whose blocks were used least recently let them go, and read them
     /// from the file again at their next lookup (as LevelDB's table cache closes tables past
     /// `max_open_files`); with [`FilterKind::Partitioned`] and [`IndexKind::BTree`] what a
-    /// table holds is two small blocks, and such lookups read about 4 KiB per table instead.
-    /// A table's zstd dictionary (see [`Options::zstd_dictionary_bytes`]) counts too, and is
-    /// let go with them.
+    /// table holds is two small blocks (and a zstd table its dictionary, below), and such
+    /// lookups read about 4 KiB per table instead. A table's zstd dictionary (see
+    /// [`Options::zstd_dictionary_bytes`]) counts too, and is let go with them.
     pub table_pinned_bytes: usize,
     /// When the tree's filters and indexes, held whole, would take more than
     /// [`Options::table_pinned_bytes`], compactions write partitioned filters and B-tree

@@ -1242,38 +1242,72 @@ impl strata::CompactionFilter for Explodes {
 }
 
 /// A background compaction whose filter (the user's code) panics stops the database with an
-/// error that says so: writes and waits for compactions fail, where they waited for ever on
-/// a compaction thread that was gone (writes once level 0 reached its stop trigger).
+/// error that says so: writes, waits for compactions and a drop of the family fail, where
+/// they waited for ever on a compaction thread that was gone (writes once level 0 reached
+/// its stop trigger, the drop on the levels the compaction left busy).
 #[test]
 fn a_panic_in_a_background_compaction_poisons_the_database() {
     let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), common::tiny_options(None, 10)).unwrap();
     let mut o = common::tiny_options(None, 10);
     o.compaction_filter = Some(Arc::new(Explodes));
-    let db = Db::open(dir.path(), o).unwrap();
+    let family = db.create_family("exploding", o).unwrap();
     // On another thread, so that a write or wait that never ends fails the test.
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        db.put(b"key", b"boom").unwrap();
+        db.put_cf(&family, b"key", b"boom").unwrap();
         // Enough writes for the tables holding `boom` to be compacted, unless one fails first.
         for i in 0..20_000u32 {
-            if db
-                .put(format!("key{i:08}").as_bytes(), &[b'v'; 100])
-                .is_err()
-            {
+            let key = format!("key{i:08}");
+            if db.put_cf(&family, key.as_bytes(), &[b'v'; 100]).is_err() {
                 break;
             }
         }
         let waited = db.wait_for_compactions();
         let put = db.put(b"a", b"b");
-        done.send((waited, put)).unwrap();
+        done.send((waited, put, db.drop_family("exploding")))
+            .unwrap();
     });
-    let (waited, put) = finished
+    let (waited, put, dropped) = finished
         .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the writes and the wait still wait after a minute");
+        .expect("the writes, the wait or the drop still wait after a minute");
     let e = waited.unwrap_err();
     assert!(
         matches!(&e, Error::Poisoned(m) if m.contains("thread panicked: the filter met boom")),
         "{e}"
     );
-    assert!(matches!(put, Err(Error::Poisoned(_))));
+    assert!(matches!(put, Err(Error::Poisoned(_))), "{put:?}");
+    assert!(matches!(dropped, Err(Error::Poisoned(_))), "{dropped:?}");
+}
+
+/// A `compact_range` whose compaction filter panics, on the caller's thread, poisons the
+/// database and gives up its marks: waits for compactions end with the error instead of
+/// waiting for a manual compaction that will never finish.
+#[test]
+fn a_panic_in_compact_range_poisons_the_database_and_ends_its_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = no_auto_compaction(common::tiny_options(None, 10));
+    o.compaction_filter = Some(Arc::new(Explodes));
+    let db = Arc::new(Db::open(dir.path(), o).unwrap());
+    db.put(b"key", b"boom").unwrap();
+    for i in 0..200u32 {
+        db.put(format!("key{i:08}").as_bytes(), b"value").unwrap();
+    }
+    db.flush().unwrap();
+    let compacting = db.clone();
+    let panicked = std::thread::spawn(move || compacting.compact_range(None, None)).join();
+    assert!(panicked.is_err(), "the filter's panic reaches the caller");
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        done.send((db.wait_for_compactions(), db.put(b"a", b"b")))
+            .unwrap();
+    });
+    let (waited, put) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("still waiting after a minute");
+    assert!(
+        matches!(&waited, Err(Error::Poisoned(m)) if m.contains("compact_range panicked")),
+        "{waited:?}"
+    );
+    assert!(matches!(put, Err(Error::Poisoned(_))), "{put:?}");
 }

@@ -648,9 +648,11 @@ impl DbInner {
         Ok(())
     }
 
-    /// A `compact_range` of `family`: the memtables flushed, then [`DbInner::compact_range`],
-    /// counted in `State::manual_compactions` from the start, so that a
-    /// `wait_for_compactions` from another thread waits for one begun before it.
+    /// A `compact_range` of `family`: the memtables flushed, then the levels merged
+    /// exclusively (background compactions finish what they started and pick nothing new
+    /// until it is done, so that no data slips below the levels being merged). It counts in
+    /// `State::manual_compactions` from the start, so that a `wait_for_compactions` from
+    /// another thread waits for one begun before it.
     pub(super) fn manual_compaction(
         &self,
         family: &Family,
@@ -658,23 +660,11 @@ impl DbInner {
         end: Option<&[u8]>,
     ) -> Result<()> {
         lock(&self.state).manual_compactions += 1;
-        let result = self
-            .flush()
-            .and_then(|()| self.compact_range(family, begin, end));
-        lock(&self.state).manual_compactions -= 1;
-        self.writer_cv.notify_all();
-        result
-    }
-
-    /// Runs a manual compaction exclusively: background compactions finish what they
-    /// started and pick nothing new until it is done, so that no data slips below the levels
-    /// being merged.
-    fn compact_range(
-        &self,
-        family: &Family,
-        begin: Option<&[u8]>,
-        end: Option<&[u8]>,
-    ) -> Result<()> {
+        let mut marks = ManualMarks {
+            db: self,
+            exclusive: false,
+        };
+        self.flush()?;
         {
             let mut st = lock(&self.state);
             loop {
@@ -686,12 +676,9 @@ impl DbInner {
                 st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             st.manual_compaction = true;
+            marks.exclusive = true;
         }
-        let result = self.manual_compaction_levels(family, begin, end);
-        lock(&self.state).manual_compaction = false;
-        self.writer_cv.notify_all();
-        self.bg_cv.notify_all();
-        result
+        self.manual_compaction_levels(family, begin, end)
     }
 
     /// Merges every level down into the deepest one holding data in the range; the last step
@@ -843,5 +830,32 @@ impl DbInner {
         for n in retire {
             self.retire_wal(n);
         }
+    }
+}
+
+/// What a manual compaction marks in the state, undone when it ends, by returning or by a
+/// panic (in a comparator, merge operator or compaction filter of the user's, on the
+/// caller's thread). A panic also poisons the database: the levels it was merging are in
+/// no known state, and background compactions and waits must not go on as if it had ended.
+struct ManualMarks<'a> {
+    db: &'a DbInner,
+    /// It set `State::manual_compaction`.
+    exclusive: bool,
+}
+
+impl Drop for ManualMarks<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.db.state);
+        st.manual_compactions -= 1;
+        if self.exclusive {
+            st.manual_compaction = false;
+        }
+        if std::thread::panicking() {
+            let e = Error::Poisoned("a compact_range panicked".into());
+            self.db.poison(&mut st, &e);
+        }
+        drop(st);
+        self.db.writer_cv.notify_all();
+        self.db.bg_cv.notify_all();
     }
 }

@@ -354,9 +354,8 @@ impl DbInner {
             .family(family.id)
             .is_some_and(|f| f.busy_levels.iter().any(|&b| b))
         {
-            if st.closed {
-                return Err(Error::Closed);
-            }
+            // A compaction that failed or panicked leaves its levels busy.
+            running(&st)?;
             st = self.writer_cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         // Another drop of the same family may have finished while this one waited.

@@ -91,7 +91,7 @@ pub(crate) enum Lookup {
 }
 
 /// Entries added to a memtable by one writer, counted and queued for its list when this
-/// drops (see [`MemTable::adds`]).
+/// drops, or in parts of [`MAX_LIST_BATCH`] on the way (see [`MemTable::adds`]).
 pub(crate) struct Adds<'m> {
     mem: &'m MemTable,
     bytes: usize,
@@ -114,10 +114,13 @@ impl Adds<'_> {
 
     fn publish(&mut self) {
         if !self.nodes.is_empty() {
-            let entries = self.nodes.len() as u64;
-            self.mem.publish(&self.nodes, self.bytes, entries);
-            self.nodes.clear();
-            self.bytes = 0;
+            // Taken first: a comparator that panics in the listing must not leave the nodes
+            // here for the unwinding drop to queue again.
+            let mut nodes = std::mem::take(&mut self.nodes);
+            let bytes = std::mem::take(&mut self.bytes);
+            self.mem.publish(&nodes, bytes, nodes.len() as u64);
+            nodes.clear();
+            self.nodes = nodes;
         }
     }
 }
@@ -319,7 +322,7 @@ impl MemTable {
         Adds {
             mem: self,
             bytes: 0,
-            nodes: Vec::with_capacity(entries),
+            nodes: Vec::with_capacity(entries.min(MAX_LIST_BATCH)),
         }
     }
 
@@ -372,9 +375,19 @@ impl MemTable {
     fn publish(&self, nodes: &[*mut Node], bytes: usize, entries: u64) {
         let full = self.queue(nodes, bytes, entries);
         // A writer that finds the list busy leaves its batch to the next add.
-        if full && let Ok(_listing) = self.listing.try_lock() {
+        if full && let Some(_listing) = self.try_listing() {
             let batch = std::mem::take(&mut *lock(&self.pending));
             self.insert_sorted(batch);
+        }
+    }
+
+    /// The list's lock, unless another thread holds it. A comparator that panicked while
+    /// listing left it poisoned; the list's links are whole all the same.
+    fn try_listing(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        match self.listing.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
 

@@ -439,19 +439,25 @@ fn listed_user_keys(m: &Arc<MemTable>) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Byte order, except that it panics while `PANICS` is set.
-struct PanickyOrder;
-
-static PANICS: AtomicBool = AtomicBool::new(false);
+/// Byte order, except that it panics while its flag is set (each test has its own).
+struct PanickyOrder(Arc<AtomicBool>);
 
 impl crate::comparator::Comparator for PanickyOrder {
     fn name(&self) -> &str {
         "panicky"
     }
     fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-        assert!(!PANICS.load(Ordering::SeqCst), "the comparator fails");
+        assert!(!self.0.load(Ordering::SeqCst), "the comparator fails");
         a.cmp(b)
     }
+}
+
+/// A memtable ordered by a [`PanickyOrder`], and the flag that makes it panic.
+fn panicky_memtable() -> (Arc<MemTable>, Arc<AtomicBool>) {
+    let panics = Arc::new(AtomicBool::new(false));
+    let order = KeyOrder::Custom(Arc::new(PanickyOrder(panics.clone())));
+    let m = Arc::new(MemTable::new(FileNumber(1), 1 << 20, order, None));
+    (m, panics)
 }
 
 /// A writer that panics with a group half added (another family's comparator failing, in
@@ -459,10 +465,9 @@ impl crate::comparator::Comparator for PanickyOrder {
 /// comparator again, which would panic during the unwinding and abort the process.
 #[test]
 fn a_group_dropped_by_a_panic_queues_its_entries_without_sorting_them() {
-    let order = KeyOrder::Custom(Arc::new(PanickyOrder));
-    let m = Arc::new(MemTable::new(FileNumber(1), 1 << 20, order, None));
+    let (m, panics) = panicky_memtable();
     let total = LIST_BATCH + 10;
-    PANICS.store(true, Ordering::SeqCst);
+    panics.store(true, Ordering::SeqCst);
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut adds = m.adds(total);
         for i in 0..total {
@@ -471,7 +476,7 @@ fn a_group_dropped_by_a_panic_queues_its_entries_without_sorting_them() {
         }
         panic!("the writer fails");
     }));
-    PANICS.store(false, Ordering::SeqCst);
+    panics.store(false, Ordering::SeqCst);
     assert!(unwound.is_err());
     assert_eq!(m.len(), total as u64);
     let want: Vec<Vec<u8>> = (0..total).map(|i| format!("{i:08}").into_bytes()).collect();
@@ -479,4 +484,24 @@ fn a_group_dropped_by_a_panic_queues_its_entries_without_sorting_them() {
         listed_user_keys(&m) == want,
         "the list holds every key in order"
     );
+}
+
+/// A comparator that panics while a large group's first part is being listed leaves that
+/// part counted once: the unwinding drop does not queue the nodes again.
+#[test]
+fn a_panic_while_a_group_part_is_listed_counts_it_once() {
+    let (m, panics) = panicky_memtable();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut adds = m.adds(MAX_LIST_BATCH);
+        for i in 0..MAX_LIST_BATCH {
+            if i == MAX_LIST_BATCH - 1 {
+                panics.store(true, Ordering::SeqCst);
+            }
+            let key = format!("{i:08}");
+            adds.add(SeqNo(i as u64 + 1), ValueKind::Value, key.as_bytes(), b"v");
+        }
+    }));
+    panics.store(false, Ordering::SeqCst);
+    assert!(unwound.is_err(), "the listing of the first part panicked");
+    assert_eq!(m.len(), MAX_LIST_BATCH as u64);
 }

@@ -107,10 +107,17 @@ impl Table {
 
     /// The table's zstd dictionary, read from the file on first use and held like the
     /// filter and the index: counted against the metadata budget, and let go with them
-    /// ([`Table::unpin`]). It joins no queue of the budget's itself: a table reads its index
-    /// before any data block, and that read puts the table in the queue.
+    /// ([`Table::unpin`]). Its load makes room in the budget but puts the table in none of
+    /// its queue (which needs the table's `Arc`): a lookup reads the table's index through
+    /// the budget before any data block, and that read does. A table that a cursor reads
+    /// with an index of its own (a compaction's input, or a scan whose table the budget let
+    /// go meanwhile) keeps its dictionary counted until a lookup puts it in the queue, or it
+    /// closes.
     pub(super) fn zstd_dictionary(&self) -> Result<Arc<ZstdDictionary>> {
         if let Some(d) = self.zstd_dictionary.load_full() {
+            if !self.used.load(std::sync::atomic::Ordering::Relaxed) {
+                self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             return Ok(d);
         }
         let loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
@@ -125,6 +132,9 @@ impl Table {
         }
         self.zstd_dictionary.store(Some(dictionary.clone()));
         drop(loading);
+        if let Some(budget) = &self.budget {
+            budget.make_room();
+        }
         Ok(dictionary)
     }
 

@@ -61,6 +61,19 @@ impl PinBudget {
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         tables.retain(|t| t.strong_count() > 0);
         tables.push_back(Arc::downgrade(table));
+        self.evict_over_budget(&mut tables);
+    }
+
+    /// Lets tables' blocks go while the bytes held are over the budget, after a load that
+    /// counted bytes without admitting its table.
+    pub(crate) fn make_room(&self) {
+        if self.held() > self.budget {
+            let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+            self.evict_over_budget(&mut tables);
+        }
+    }
+
+    fn evict_over_budget(&self, tables: &mut VecDeque<Weak<Table>>) {
         // Two rounds at most: the first clears every bit it passes, so the second lets go of
         // whatever it reaches, unless lookups keep setting them meanwhile.
         let mut turns = 2 * tables.len();
