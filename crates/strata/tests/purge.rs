@@ -122,15 +122,7 @@ impl Hooks for SlowTables {
 fn waiting_for_compactions_waits_for_what_they_replaced_to_be_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let slow = SlowTables::default();
-    let opts = Options {
-        fs: Arc::new(WatchedFs::new(slow.clone())),
-        write_buffer_size: 64 << 10,
-        target_file_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        idle_merge_after: None,
-        ..Options::default()
-    };
-    let db = Db::open(dir.path(), opts).unwrap();
+    let db = Db::open(dir.path(), small_tables(WatchedFs::new(slow.clone()))).unwrap();
     let mut rng = common::Rng(common::seed("waiting_for_compactions"));
     for _ in 0..30_000u32 {
         let key = format!("key{:06}", rng.below(20_000));
@@ -172,6 +164,18 @@ fn waiting_for_compactions_waits_for_what_they_replaced_to_be_deleted() {
     compacting.join().unwrap();
 }
 
+/// Options for tables of 64 KiB on `fs`, which a few thousand writes compact.
+fn small_tables(fs: impl strata::FileSystem + 'static) -> Options {
+    Options {
+        fs: Arc::new(fs),
+        write_buffer_size: 64 << 10,
+        target_file_size: 64 << 10,
+        level1_max_bytes: 256 << 10,
+        idle_merge_after: None,
+        ..Options::default()
+    }
+}
+
 /// The levels that hold tables, and the paths of the tables, sorted.
 fn tree(db: &Db, dir: &Path) -> (std::collections::BTreeSet<usize>, Vec<PathBuf>) {
     let stats = db.stats();
@@ -201,15 +205,8 @@ impl Hooks for FirstRemovalPanics {
 #[test]
 fn a_panic_while_deleting_a_table_leaves_the_purge_running() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        fs: Arc::new(WatchedFs::new(FirstRemovalPanics::default())),
-        write_buffer_size: 64 << 10,
-        target_file_size: 64 << 10,
-        level1_max_bytes: 256 << 10,
-        idle_merge_after: None,
-        ..Options::default()
-    };
-    let db = Db::open(dir.path(), opts).unwrap();
+    let fs = WatchedFs::new(FirstRemovalPanics::default());
+    let db = Db::open(dir.path(), small_tables(fs)).unwrap();
     let path = dir.path().to_path_buf();
     // On another thread, so that a wait that never ends fails the test.
     let (done, finished) = std::sync::mpsc::channel();
