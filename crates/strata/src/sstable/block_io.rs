@@ -120,18 +120,25 @@ impl Table {
             }
             return Ok(d);
         }
-        let loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
-        // A racing read may have loaded it while this one waited.
-        if let Some(d) = self.zstd_dictionary.load_full() {
-            return Ok(d);
-        }
+        // No lock: a filter or index block that claims to need the dictionary is read while
+        // the table's `loading` lock is held, and would wait on itself. Two racing reads may
+        // both read it; the one whose swap finds the slot empty keeps its own, counted first
+        // so that an `unpin` racing the swap never gives back bytes not yet counted.
         let dictionary = Arc::new(self.read_zstd_dictionary()?);
-        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+        let bytes = dictionary.sizeof();
         if let Some(budget) = &self.budget {
-            budget.charge(dictionary.sizeof());
+            budget.charge(bytes);
         }
-        self.zstd_dictionary.store(Some(dictionary.clone()));
-        drop(loading);
+        let before = self
+            .zstd_dictionary
+            .compare_and_swap(&None::<Arc<ZstdDictionary>>, Some(dictionary.clone()));
+        if let Some(kept) = before.as_ref() {
+            if let Some(budget) = &self.budget {
+                budget.release(bytes);
+            }
+            return Ok(kept.clone());
+        }
+        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(budget) = &self.budget {
             budget.make_room();
         }

@@ -682,19 +682,28 @@ fn damaged_tables_with_a_dictionary_are_reported() {
     let kinds = block_kinds(&t);
     let with_dictionary = kinds.iter().position(|&k| k == Coding::ZstdDict.byte());
     let data_block = t.data_block_handles().unwrap()[with_dictionary.unwrap()];
-    let properties = t.footer().properties;
+    let (properties, index, filter) = (t.footer().properties, t.footer().index, t.footer().filter);
     let size = fs.file_size(Path::new("/t/1.sst")).unwrap() as usize;
     drop(t);
     let original = fs.read_all(Path::new("/t/1.sst")).unwrap();
     let reported = |data: &[u8], what: &str| {
-        let fs2 = MemFs::new();
-        fs2.create_dir_all(Path::new("/t")).unwrap();
-        let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
-        f.append(data).unwrap();
-        drop(f);
-        let cache = Arc::new(BlockCache::new(1 << 20));
-        let opened = open_table(&fs2, Path::new("/t/1.sst"), 1, cache);
-        match opened.and_then(|t| Arc::new(t).verify()) {
+        let data = data.to_vec();
+        let (done, checked) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let fs2 = MemFs::new();
+            fs2.create_dir_all(Path::new("/t")).unwrap();
+            let mut f = fs2.create(Path::new("/t/1.sst")).unwrap();
+            f.append(&data).unwrap();
+            drop(f);
+            let cache = Arc::new(BlockCache::new(1 << 20));
+            let opened = open_table(&fs2, Path::new("/t/1.sst"), 1, cache);
+            let _ = done.send(opened.and_then(|t| Arc::new(t).verify()));
+        });
+        // A read that waits on itself (a lock it holds) fails the test rather than hang it.
+        let verified = checked
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{what}: the check never returned"));
+        match verified {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, Path::new("/t/1.sst")),
             Err(other) => panic!("{what}: unexpected error {other}"),
             Ok(_) => panic!("{what}: not detected"),
@@ -712,6 +721,10 @@ fn damaged_tables_with_a_dictionary_are_reported() {
     let relabelled = [
         (properties, Coding::ZstdDict),
         (dictionary, Coding::ZstdDict),
+        // Read while the table loads its filter and index: the dictionary's load must not
+        // wait on that load.
+        (index, Coding::ZstdDict),
+        (filter, Coding::ZstdDict),
         (data_block, Coding::Alone(Compression::Zstd)),
     ];
     for (h, kind) in relabelled {
