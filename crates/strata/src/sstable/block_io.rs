@@ -115,9 +115,7 @@ impl Table {
     /// closes.
     pub(super) fn zstd_dictionary(&self) -> Result<Arc<ZstdDictionary>> {
         if let Some(d) = self.zstd_dictionary.load_full() {
-            if !self.used.load(std::sync::atomic::Ordering::Relaxed) {
-                self.used.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
+            self.mark_used();
             return Ok(d);
         }
         // No lock: a filter or index block that claims to need the dictionary is read while
@@ -138,7 +136,7 @@ impl Table {
             }
             return Ok(kept.clone());
         }
-        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.mark_used();
         if let Some(budget) = &self.budget {
             budget.make_room();
         }

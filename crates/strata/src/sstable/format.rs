@@ -51,6 +51,14 @@ pub(crate) struct BlockHandle {
 }
 
 impl BlockHandle {
+    /// True when the block and its trailer end at or before `limit`, without overflow.
+    pub(crate) fn ends_by(&self, limit: u64) -> bool {
+        self.size
+            .checked_add(BLOCK_TRAILER_BYTES as u64)
+            .and_then(|len| self.offset.checked_add(len))
+            .is_some_and(|end| end <= limit)
+    }
+
     pub(crate) fn encode_varint(&self, dst: &mut Vec<u8>) {
         put_varint(dst, self.offset);
         put_varint(dst, self.size);

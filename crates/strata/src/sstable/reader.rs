@@ -17,9 +17,7 @@ use arc_swap::{ArcSwapOption, Guard};
 
 use super::block::{Block, BlockOrder};
 use super::filter::{BloomFilter, FilterRef};
-use super::format::{
-    BLOCK_TRAILER_BYTES, BlockHandle, FOOTER_BYTES, FilterKind, Footer, FooterError,
-};
+use super::format::{BlockHandle, FOOTER_BYTES, FilterKind, Footer, FooterError};
 use super::mapped::{MappedPages, MappedTable};
 use super::pinned::PinBudget;
 use crate::cache::{BlockCache, Priority};
@@ -192,11 +190,7 @@ impl Table {
             }
         };
         for h in [footer.filter, footer.index, footer.properties] {
-            if h.size
-                .checked_add(BLOCK_TRAILER_BYTES as u64)
-                .and_then(|len| h.offset.checked_add(len))
-                .is_none_or(|end| end > footer_offset)
-            {
+            if !h.ends_by(footer_offset) {
                 return Err(Error::corruption(
                     path,
                     footer_offset,
@@ -298,15 +292,12 @@ impl Table {
         };
         // Written before the properties, as every block they name: a handle that reaches
         // past them is damage, and must not size a read (or its allocation) beyond the file.
-        if size
-            .checked_add(BLOCK_TRAILER_BYTES as u64)
-            .and_then(|len| offset.checked_add(len))
-            .is_none_or(|end| end > at)
-        {
+        let handle = BlockHandle { offset, size };
+        if !handle.ends_by(at) {
             let why = format!("{what} lies past the properties");
             return Err(Error::corruption(&self.path, at, why));
         }
-        Ok(BlockHandle { offset, size })
+        Ok(handle)
     }
 
     /// Counts in `counter` the lookups whose key the filter passed and the table did not
@@ -390,10 +381,7 @@ impl Table {
     ) -> Result<Held<T>> {
         let held = slot.load();
         if held.is_some() {
-            // Read first: once set, the bit stays set without a store to a shared line.
-            if !self.used.load(atomic::Ordering::Relaxed) {
-                self.used.store(true, atomic::Ordering::Relaxed);
-            }
+            self.mark_used();
             return Ok(Held(held));
         }
         drop(held);
@@ -455,6 +443,14 @@ impl Table {
             false => block,
         }
         .map_err(|e| e.at(&self.path, at.offset))
+    }
+
+    /// Sets the bit that says the pinned blocks were used. Read first: once set, the bit
+    /// stays set without a store to a shared line.
+    pub(super) fn mark_used(&self) {
+        if !self.used.load(atomic::Ordering::Relaxed) {
+            self.used.store(true, atomic::Ordering::Relaxed);
+        }
     }
 
     /// Clears the bit that says the pinned blocks were used since the last call; returns it.
